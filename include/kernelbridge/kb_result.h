@@ -1,0 +1,76 @@
+/*  kb_result.h - the InterpreterResult of one run (SPEC section 2): rich
+    outputs, logs, error and the process record that says how it ended. */
+#ifndef KB_RESULT_H_INCLUDED
+#define KB_RESULT_H_INCLUDED
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*  How a run ended (the process table of SPEC section 2). */
+typedef enum {
+    KB_REASON_NONE = 0,        /* still running */
+    KB_REASON_EXITED,          /* "exited" */
+    KB_REASON_TIMED_OUT,       /* "timed_out" */
+    KB_REASON_SIGNALED,        /* "signaled" */
+    KB_REASON_FAILED,          /* "failed" */
+    KB_REASON_SANDBOX_STOPPED, /* "sandbox_stopped" */
+} kb_reason_t;
+
+/*  "exited", ...; NULL for KB_REASON_NONE. Static string. */
+const char *kb_reason_name(kb_reason_t reason);
+
+typedef struct {
+    json_t *data;          /* the whole MIME bundle as sent */
+    json_t *metadata;      /* object, may be empty */
+    char *display_id;      /* from transient.display_id, or NULL */
+    bool is_main_result;   /* true only for execute_result */
+} kb_output_t;
+
+typedef struct {
+    char *name;
+    char *value;
+    char **traceback;      /* traceback_len lines */
+    size_t traceback_len;
+} kb_run_error_t;
+
+typedef struct {
+    /* process */
+    char *process_id;
+    bool has_exit_code;
+    int exit_code;
+    const char *signal;    /* static "SIGINT"... or NULL */
+    kb_reason_t reason;
+    char *raw_reason;      /* or NULL */
+    /* outputs, in arrival order */
+    kb_output_t *outputs;
+    size_t outputs_len;
+    /* logs */
+    char *stdout_text;     /* never NULL */
+    size_t stdout_len;
+    char *stderr_text;     /* never NULL */
+    size_t stderr_len;
+    kb_run_error_t *error; /* or NULL */
+    long long execution_count; /* -1 when the kernel gave none */
+    bool truncated;        /* output beyond the cap was dropped */
+    /* context */
+    char *sandbox_id;
+    char *context_id;
+    char *language;
+} kb_result_t;
+
+/*  The result as InterpreterResult JSON. Caller owns. */
+json_t *kb_result_to_json(const kb_result_t *self);
+
+/*  Safe on NULL; sets *self_p to NULL. */
+void kb_result_destroy(kb_result_t **self_p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

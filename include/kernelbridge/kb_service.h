@@ -1,0 +1,225 @@
+/*  kb_service.h - the public C API of kernelbridge: contexts, runs, processes.
+
+    A kb_service_t owns one engine thread (a czmq actor running a zloop) that
+    holds every context, kernel, run queue and process record. The functions
+    below hand requests to that thread and wait for its answer, so they are
+    safe to call from any number of threads at once. Nothing here is an HTTP
+    concept: the server layer only parses requests, calls these functions and
+    renders the JSON they return.
+
+    JSON values follow jansson's rule: a returned json_t * is owned by the
+    caller (json_decref it); a json_t * argument is borrowed unless the comment
+    says "stolen".
+*/
+#ifndef KB_SERVICE_H_INCLUDED
+#define KB_SERVICE_H_INCLUDED
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kb_error.h"
+#include "kb_result.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kb_service kb_service_t;
+
+/*  Settings of one service. Zero / NULL fields take the documented default. */
+typedef struct {
+    const char *state_dir;        /* private 0700 dir for connection files; NULL: a fresh one
+                                     under $XDG_RUNTIME_DIR or /tmp, removed on destroy */
+    const char *sandbox_id;       /* NULL: $KB_SANDBOX_ID, else kept in state_dir/sandbox_id */
+    const char *transport;        /* "ipc" (default) or "tcp" (127.0.0.1) */
+    const char *const *kernel_map;/* NULL-terminated "language=kernelspec" overrides */
+    double default_timeout;       /* seconds; 0 = runs without timeout are unbounded */
+    double interrupt_grace;       /* seconds between interrupt and kill at timeout; 0 = 2.0 */
+    double start_timeout;         /* seconds for a kernel to become ready; 0 = 60 */
+    double completion_grace;      /* seconds to wait for the missing one of reply/idle; 0 = 3 */
+    size_t max_contexts;          /* 0 = 64 */
+    size_t max_code_bytes;        /* 0 = 8 MiB */
+    size_t max_output_bytes;      /* per run; 0 = 64 MiB */
+    size_t max_processes;         /* finished process records kept; 0 = 1000 */
+    size_t max_process_bytes;     /* bytes of finished records' logs kept; 0 = 256 MiB */
+    const char *system_python;    /* argv[0] for kernelspecs that say python/python3;
+                                     NULL = /usr/bin/python3 */
+} kb_service_config_t;
+
+/*  Start a service and its engine thread. Returns NULL and fills err on
+    failure (bad state dir, bad kernel map). Caller owns the result. */
+kb_service_t *kb_service_new(const kb_service_config_t *config, kb_error_t *err);
+
+/*  Stop the service: runs still going end as sandbox_stopped, every kernel
+    is shut down (shutdown_request, SIGTERM, SIGKILL, each after a bounded
+    wait) and reaped, its files are removed. Safe on NULL; sets *self_p NULL. */
+void kb_service_destroy(kb_service_t **self_p);
+
+/*  The sandbox id of this service. Borrowed, valid until destroy. */
+const char *kb_service_sandbox_id(kb_service_t *self);
+
+/*  {status, version, sandbox_id, contexts, uptime_s}. Caller owns. */
+json_t *kb_service_health(kb_service_t *self);
+
+/*  {kernelspecs:[{name, display_name, language, interrupt_mode, resource_dir}]}
+    as discovered now. Caller owns. */
+json_t *kb_service_kernelspecs(kb_service_t *self);
+
+/* ---- Contexts ---------------------------------------------------------- */
+
+typedef struct {
+    const char *language;         /* one of language / kernel_name is required */
+    const char *kernel_name;
+    const char *context_id;       /* NULL: generated "ctx_..." */
+    const char *cwd;              /* NULL: the daemon's cwd */
+    json_t *env;                  /* object of string values, or NULL; borrowed */
+} kb_context_opts_t;
+
+/*  Create a context and wait until its kernel is ready. Returns the context
+    object {sandbox_id, context_id, language, kernel_name, cwd, state,
+    created_at, last_activity_at, execution_count, pid}, or NULL with err set
+    (BAD_REQUEST, CONTEXT_EXISTS, LANGUAGE_NOT_SUPPORTED, KERNEL_START_FAILED,
+    ...). Caller owns. */
+json_t *kb_service_context_create(kb_service_t *self, const kb_context_opts_t *opts,
+                                  kb_error_t *err);
+
+/*  The context object, or NULL with SESSION_NOT_FOUND (whose message says
+    when and why a vanished context went). Caller owns. */
+json_t *kb_service_context_get(kb_service_t *self, const char *context_id, kb_error_t *err);
+
+/*  {contexts:[...]}; default contexts only when all is true. Caller owns. */
+json_t *kb_service_context_list(kb_service_t *self, bool all, kb_error_t *err);
+
+/*  Delete a context: its queued and running runs end as signaled/SIGKILL,
+    its kernel is shut down. PROTECTED_CONTEXT for default contexts. */
+int kb_service_context_delete(kb_service_t *self, const char *context_id, kb_error_t *err);
+
+/*  Replace the context's kernel with a fresh one, same id; waits until ready.
+    Returns the context object. Caller owns. */
+json_t *kb_service_context_restart(kb_service_t *self, const char *context_id,
+                                   kb_error_t *err);
+
+/*  Interrupt whatever the context's kernel is running now. */
+int kb_service_context_interrupt(kb_service_t *self, const char *context_id, kb_error_t *err);
+
+/* ---- Runs ---------------------------------------------------------------- */
+
+typedef struct {
+    const char *code;             /* required; must not contain NUL */
+    const char *language;         /* NULL: "python" (ignored when context_id is set) */
+    const char *kernel_name;      /* run on the default context of this kernelspec */
+    const char *context_id;       /* NULL: the language's default context */
+    bool isolated;                /* fresh kernel, destroyed afterwards */
+    double timeout;               /* seconds from submission; 0 = service default */
+    const char *cwd;              /* per-run cwd (adapter on persistent contexts) */
+    json_t *env;                  /* per-run env, object of strings; borrowed */
+    bool strip_ansi;              /* remove ANSI escapes from traceback lines */
+} kb_run_opts_t;
+
+/*  What a stream of events carries. START {process_id, context};
+    STDOUT/STDERR {text}; DISPLAY (one results entry); DISPLAY_UPDATE
+    {display_id, data}; CLEAR_OUTPUT {wait}; ERROR {name, value, traceback};
+    SYSTEM {text} (a system log line); RESULT (the whole InterpreterResult,
+    always last for a run); LOG (one log frame {cursor, channel, data,
+    timestamp}) and END {cursor} for process log following; WAIT (the answer
+    of kb_service_process_wait). */
+typedef enum {
+    KB_EVENT_START,
+    KB_EVENT_STDOUT,
+    KB_EVENT_STDERR,
+    KB_EVENT_DISPLAY,
+    KB_EVENT_DISPLAY_UPDATE,
+    KB_EVENT_CLEAR_OUTPUT,
+    KB_EVENT_ERROR,
+    KB_EVENT_SYSTEM,
+    KB_EVENT_RESULT,
+    KB_EVENT_LOG,
+    KB_EVENT_END,
+} kb_event_type_t;
+
+/*  The SSE event name of a type ("start", "stdout", ... "result", "log",
+    "eof"). Static string. */
+const char *kb_event_type_name(kb_event_type_t type);
+
+typedef struct {
+    kb_event_type_t type;
+    json_t *data;                 /* owned by the event */
+} kb_event_t;
+
+void kb_event_destroy(kb_event_t **self_p);
+
+/*  A live stream of events from the engine to one reader (a run being
+    followed, or a process's logs being followed). The engine never blocks
+    on a slow reader: events queue in the stream. Destroying the stream
+    detaches the reader; the run itself goes on. */
+typedef struct kb_stream kb_stream_t;
+
+/*  Next event, waiting at most timeout_ms (-1 = forever). NULL on time-out.
+    After the last event (RESULT for runs, END for log follows) it returns
+    NULL at once and kb_stream_ended() is true. Caller owns the event. */
+kb_event_t *kb_stream_next(kb_stream_t *self, int timeout_ms);
+bool kb_stream_ended(kb_stream_t *self);
+void kb_stream_destroy(kb_stream_t **self_p);
+
+/*  Submit a run. Returns a stream whose first event is START and whose last
+    is RESULT, or NULL with err set for anything wrong before the run starts
+    (BAD_REQUEST, SESSION_NOT_FOUND, LANGUAGE_NOT_SUPPORTED,
+    UNSUPPORTED_OPTION, PAYLOAD_TOO_LARGE, KERNEL_START_FAILED for a default
+    context that cannot start). Caller owns the stream. */
+kb_stream_t *kb_service_run_start(kb_service_t *self, const kb_run_opts_t *opts,
+                                  kb_error_t *err);
+
+/*  Called for each event of a run, on the calling thread, in order. The
+    event is borrowed. */
+typedef void(kb_event_fn)(const kb_event_t *event, void *arg);
+
+/*  Run and wait: calls on_event (if not NULL) for every event and returns the
+    result. NULL with err set on errors before the run starts. Caller owns. */
+kb_result_t *kb_service_run(kb_service_t *self, const kb_run_opts_t *opts, kb_event_fn *on_event,
+                            void *arg, kb_error_t *err);
+
+/* ---- Processes (run records) --------------------------------------------- */
+
+/*  {processes:[...]} filtered by state ("running"|"terminal"|NULL) and
+    context id (NULL: all). Caller owns. */
+json_t *kb_service_process_list(kb_service_t *self, const char *state, const char *context_id,
+                                kb_error_t *err);
+
+/*  The process record. PROCESS_NOT_FOUND when unknown. Caller owns. */
+json_t *kb_service_process_get(kb_service_t *self, const char *process_id, kb_error_t *err);
+
+/*  The InterpreterResult of a finished run; PROCESS_RUNNING while it runs. */
+json_t *kb_service_process_result(kb_service_t *self, const char *process_id, kb_error_t *err);
+
+/*  {frames, next_cursor, eof} from cursor (negative: the first frame kept),
+    at most limit frames (0: all). Caller owns. */
+json_t *kb_service_process_logs(kb_service_t *self, const char *process_id, long long cursor,
+                                size_t limit, kb_error_t *err);
+
+/*  Follow a process's logs: a LOG event per frame from cursor on (negative:
+    first kept), live as they come, then END {cursor} once the run has
+    ended. Caller owns the stream. */
+kb_stream_t *kb_service_process_follow(kb_service_t *self, const char *process_id,
+                                       long long cursor, kb_error_t *err);
+
+/*  Wait up to timeout seconds (negative: forever) for the process to end.
+    Returns {state, exit_code, signal, reason, raw_reason}; state "running"
+    with null fields when the wait ran out first. Caller owns. */
+json_t *kb_service_process_wait(kb_service_t *self, const char *process_id, double timeout,
+                                kb_error_t *err);
+
+/*  Signal a running process: "SIGINT" interrupts the kernel, "SIGTERM" and
+    "SIGKILL" kill it (the context vanishes). PROCESS_NOT_FOUND,
+    BAD_REQUEST for other names; a finished process is left alone (0). */
+int kb_service_process_signal(kb_service_t *self, const char *process_id, const char *signal,
+                              kb_error_t *err);
+
+/*  Forget a finished process record; PROCESS_RUNNING while it runs. */
+int kb_service_process_delete(kb_service_t *self, const char *process_id, kb_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
