@@ -1,0 +1,16 @@
+/*  kb_cli.h - the subcommands of the kernelbridge binary. Each takes the
+    arguments after its own name (argv[0] is the subcommand) and returns the
+    process exit status. */
+#ifndef KB_CLI_H_INCLUDED
+#define KB_CLI_H_INCLUDED
+
+/*  kernelbridge serve: the HTTP daemon (src/cli/kb_cli_serve.c). */
+int kb_cli_serve(int argc, char **argv);
+
+/*  kernelbridge run: run code in a fresh kernel in this process. */
+int kb_cli_run(int argc, char **argv);
+
+/*  kernelbridge kernelspecs: list installed kernelspecs. */
+int kb_cli_kernelspecs(int argc, char **argv);
+
+#endif
