@@ -1,0 +1,134 @@
+/*  kb_kernelspec.h - Jupyter kernelspecs: find them where jupyter_client
+    looks, parse kernel.json, pick one for a language, and build the argv and
+    environment a kernel is launched with.
+
+    Not for launching: this module spawns nothing and opens no sockets; the
+    launcher takes the argv and environment built here.
+
+    Names follow jupyter_client: a kernelspec's name is its directory name in
+    lower case, and lookups by name are case-insensitive. */
+#ifndef KB_KERNELSPEC_H_INCLUDED
+#define KB_KERNELSPEC_H_INCLUDED
+
+#include <jansson.h>
+#include <stddef.h>
+
+typedef struct {
+    char *name;           /* directory name, e.g. "python3" (lower case when discovered) */
+    char *display_name;   /* as written in kernel.json */
+    char *language;       /* as written in kernel.json */
+    char *resource_dir;   /* absolute path of the kernelspec directory */
+    char *interrupt_mode; /* "signal" (default) or "message" */
+    char **argv;          /* NULL-terminated, as written (with {connection_file} etc.) */
+    size_t argc;          /* entries in argv before the NULL, at least 1 */
+    json_t *env;          /* object of strings, or NULL */
+    json_t *metadata;     /* object, or NULL */
+} kb_kernelspec_t;
+
+/*  Load <dir>/kernel.json as the kernelspec called name. Returns NULL and
+    writes "<dir>/kernel.json: <problem>" to err (may be NULL) when the file
+    cannot be read or is broken: not JSON or not an object, argv missing,
+    empty, not all strings or argv[0] empty, display_name or language missing
+    or not strings, interrupt_mode not "signal"/"message" (any case), env not
+    an object of strings with names free of '=', metadata not an object.
+    Unknown keys are ignored. Caller owns the result. */
+kb_kernelspec_t *kb_kernelspec_load(const char *dir, const char *name, char *err, size_t errlen);
+
+/*  Free a kernelspec; safe on NULL, sets *self_p to NULL. */
+void kb_kernelspec_destroy(kb_kernelspec_t **self_p);
+
+/*  Deep copy, or NULL when out of memory. Caller owns the result. */
+kb_kernelspec_t *kb_kernelspec_dup(const kb_kernelspec_t *self);
+
+/*  The argv to launch: in every argument {connection_file}, {resource_dir}
+    and {prefix} ("/usr", the system Python's sys.prefix) are replaced, other
+    {names} are left as written (connection_file NULL leaves it as written
+    too). As jupyter_client does, argv[0] "python", "python3", or
+    "python3.<minor>" when <minor> is the system Python's own, becomes
+    system_python (NULL: "/usr/bin/python3"); absolute paths are never
+    rewritten. NULL-terminated; caller frees with kb_strv_free; NULL when out
+    of memory. */
+char **kb_kernelspec_build_argv(const kb_kernelspec_t *self, const char *connection_file,
+                                const char *system_python);
+
+/*  The environment to launch with, NULL-terminated "K=V" strings:
+    - base_env (e.g. environ; may be NULL) minus every variable whose name
+      starts with one of drop_prefixes (NULL-terminated, may be NULL; the daemon
+      passes {"KB_", NULL}); entries without '=' and repeated names (after the
+      first) are left out;
+    - plus the kernelspec env, each value expanded like Python's
+      string.Template.safe_substitute: $VAR and ${VAR} from the filtered base
+      environment (so dropped variables are never expanded into a kernel),
+      unknown names left as written, $$ -> $;
+    - plus extra_env (object of strings, may be NULL), which wins over both.
+    Returns NULL when out of memory, or when extra_env holds a value that is
+    not a string (or contains NUL) or a name that is empty or contains '=':
+    callers validate user input before. Caller frees with kb_strv_free. */
+char **kb_kernelspec_build_env(const kb_kernelspec_t *self, char *const *base_env,
+                               const char *const *drop_prefixes, const json_t *extra_env);
+
+/*  Free a NULL-terminated string vector and its strings; safe on NULL. */
+void kb_strv_free(char **strv);
+
+typedef struct kb_kernelspecs kb_kernelspecs_t;
+
+/*  Called once per problem found during discovery; message is borrowed for
+    the duration of the call. */
+typedef void(kb_kernelspec_warn_fn)(const char *message, void *arg);
+
+/*  Discover every installed kernelspec. Searched, in this order, the kernels/
+    subdirectory of: every entry of $JUPYTER_PATH (split on ':', empty entries
+    skipped); $JUPYTER_DATA_DIR, else $XDG_DATA_HOME/jupyter, else
+    $HOME/.local/share/jupyter (the passwd home when $HOME is unset);
+    /usr/share/jupyter ({prefix}/share/jupyter); /usr/local/share/jupyter;
+    /usr/share/jupyter. A directory reached twice (also via a symlink) is read
+    once. A kernelspec is a subdirectory holding a kernel.json; its name is
+    the directory name in lower case; within one kernels/ directory names are
+    visited in sorted order. The first valid kernelspec of a name wins. A
+    broken kernel.json is skipped (a valid one of the same name further down
+    the path may then be used) and warn (may be NULL) is told which file and
+    why; unreadable directories and invalid names are warned about too; none
+    of this is fatal. Returns NULL only when out of memory. Caller owns the
+    result. */
+kb_kernelspecs_t *kb_kernelspecs_discover(kb_kernelspec_warn_fn *warn, void *arg);
+
+/*  Free a set of kernelspecs; safe on NULL, sets *self_p to NULL. */
+void kb_kernelspecs_destroy(kb_kernelspecs_t **self_p);
+
+/*  Number of kernelspecs found. */
+size_t kb_kernelspecs_size(const kb_kernelspecs_t *self);
+
+/*  The index-th kernelspec in discovery order (search-path order, then
+    name), index < size. Borrowed. */
+const kb_kernelspec_t *kb_kernelspecs_at(const kb_kernelspecs_t *self, size_t index);
+
+/*  The kernelspec of this name, compared case-insensitively, or NULL.
+    Borrowed. */
+const kb_kernelspec_t *kb_kernelspecs_find(const kb_kernelspecs_t *self, const char *name);
+
+/*  The kernelspec for a language (SPEC section 3). kernel_map
+    (NULL-terminated "language=kernelspec" strings, may be NULL) wins: its
+    language compared case-insensitively, the last entry for a language wins
+    (so a later flag overrides an earlier one), and an entry naming a missing
+    kernelspec gives NULL. Else the kernelspec whose name equals the language
+    case-insensitively; else the first in discovery order whose language
+    equals it case-insensitively; else NULL. Borrowed. */
+const kb_kernelspec_t *kb_kernelspecs_for_language(const kb_kernelspecs_t *self,
+                                                   const char *language,
+                                                   const char *const *kernel_map);
+
+/*  "python3, xpython, ..." (names in discovery order; "" when none) for error
+    messages. Caller frees; NULL when out of memory. */
+char *kb_kernelspecs_names(const kb_kernelspecs_t *self);
+
+/*  {"kernelspecs": [{name, display_name, language, interrupt_mode,
+    resource_dir}]} in discovery order. Caller owns; NULL when out of
+    memory. */
+json_t *kb_kernelspecs_to_json(const kb_kernelspecs_t *self);
+
+/*  Check a kernel map (NULL-terminated, may be NULL): every entry
+    "language=kernelspec" with both sides non-empty. 0 when valid; -1 with a
+    message in err (may be NULL) naming the first bad entry. */
+int kb_kernel_map_validate(const char *const *kernel_map, char *err, size_t errlen);
+
+#endif
