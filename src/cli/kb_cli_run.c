@@ -1,0 +1,314 @@
+/*  kb_cli_run.c - `kernelbridge run` and `kernelbridge kernelspecs`: the
+    service used in-process, with no daemon. A run gets a fresh kernel that
+    is destroyed afterwards; its stdout/stderr stream live, then the result
+    is printed for a person, or as InterpreterResult JSON. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/kb_cli.h"
+#include "kernel/kb_kernelspec.h"
+#include "kernelbridge.h"
+
+enum { KB_EXIT_OK = 0, KB_EXIT_RAISED = 1, KB_EXIT_USAGE = 2, KB_EXIT_TIMEOUT = 3,
+       KB_EXIT_KERNEL = 4 };
+
+static void s_run_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: kernelbridge run [-l LANG | -k KERNEL] [--timeout S] [--cwd DIR]\n"
+            "                        [-e NAME=VALUE]... [--json] [--save-dir DIR] (CODE | -)\n"
+            "\n"
+            "Run CODE (or standard input, with -) in a fresh kernel, streaming its\n"
+            "stdout and stderr, then print the result.\n"
+            "\n"
+            "  -l, --language LANG   language of the kernel (default python)\n"
+            "  -k, --kernel NAME     kernelspec to use instead of a language\n"
+            "  -t, --timeout S       interrupt after S seconds, kill 2 s later\n"
+            "  -C, --cwd DIR         working directory of the kernel\n"
+            "  -e, --env NAME=VALUE  environment variable for the kernel (repeatable)\n"
+            "  -j, --json            print the InterpreterResult JSON only\n"
+            "  -s, --save-dir DIR    write PNG and SVG outputs there and print their paths\n"
+            "  -h, --help            this help\n"
+            "\n"
+            "exit status: 0 ok, 1 the code raised, 2 usage, 3 timeout, 4 kernel failure\n");
+}
+
+static char *s_read_all(FILE *in)
+{
+    size_t size = 0, cap = 65536;
+    char *text = malloc(cap);
+    size_t n;
+    while (text && (n = fread(text + size, 1, cap - size - 1, in)) > 0) {
+        size += n;
+        if (cap - size < 2) {
+            cap *= 2;
+            char *grown = realloc(text, cap);
+            if (!grown) {
+                free(text);
+                return NULL;
+            }
+            text = grown;
+        }
+    }
+    if (text)
+        text[size] = 0;
+    return text;
+}
+
+static void s_on_event(const kb_event_t *event, void *arg)
+{
+    bool quiet = *(bool *)arg;
+    if (quiet)
+        return;
+    const char *text = json_string_value(json_object_get(event->data, "text"));
+    if (event->type == KB_EVENT_STDOUT && text) {
+        fputs(text, stdout);
+        fflush(stdout);
+    }
+    else if ((event->type == KB_EVENT_STDERR || event->type == KB_EVENT_SYSTEM) && text) {
+        fputs(text, stderr);
+        if (event->type == KB_EVENT_SYSTEM)
+            fputc('\n', stderr);
+        fflush(stderr);
+    }
+}
+
+/*  Decode base64 (as sent for image/png) into a file. */
+static int s_write_base64(const char *path, const char *b64)
+{
+    static const char table[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    FILE *out = fopen(path, "wb");
+    if (!out)
+        return -1;
+    unsigned value = 0;
+    int bits = 0;
+    for (const char *p = b64; *p; p++) {
+        const char *at = strchr(table, *p);
+        if (!at || !*p)
+            continue; /* newlines and padding */
+        value = (value << 6) | (unsigned)(at - table);
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            fputc((int)((value >> bits) & 0xff), out);
+        }
+    }
+    return fclose(out);
+}
+
+static int s_write_text(const char *path, const char *text)
+{
+    FILE *out = fopen(path, "w");
+    if (!out)
+        return -1;
+    fputs(text, out);
+    return fclose(out);
+}
+
+static void s_print_readable(const kb_result_t *result, const char *save_dir)
+{
+    for (size_t i = 0; i < result->outputs_len; i++) {
+        const kb_output_t *out = &result->outputs[i];
+        const char *png = json_string_value(json_object_get(out->data, "image/png"));
+        json_t *svg_value = json_object_get(out->data, "image/svg+xml");
+        const char *svg = json_string_value(svg_value);
+        const char *html = json_string_value(json_object_get(out->data, "text/html"));
+        const char *text = json_string_value(json_object_get(out->data, "text/plain"));
+        if (png || svg) {
+            const char *ext = png ? "png" : "svg";
+            if (save_dir) {
+                char path[4096];
+                snprintf(path, sizeof path, "%s/output-%zu.%s", save_dir, i + 1, ext);
+                int rc = png ? s_write_base64(path, png) : s_write_text(path, svg);
+                if (rc == 0)
+                    printf("[%s saved to %s]\n", ext, path);
+                else
+                    printf("[%s: cannot write %s]\n", ext, path);
+            }
+            else
+                printf("[%s image, %zu bytes; --save-dir DIR to save it]\n", ext,
+                       png ? strlen(png) * 3 / 4 : strlen(svg));
+        }
+        else if (html && !text)
+            printf("[html, %zu bytes]\n", strlen(html));
+        else if (text)
+            printf("%s%s\n", out->is_main_result ? "" : "", text);
+        else {
+            const char *mime;
+            json_t *value;
+            json_object_foreach(out->data, mime, value)
+            {
+                printf("[%s]\n", mime);
+                break;
+            }
+        }
+    }
+    if (result->error) {
+        for (size_t i = 0; i < result->error->traceback_len; i++)
+            fprintf(stderr, "%s\n", result->error->traceback[i]);
+        if (result->error->traceback_len == 0)
+            fprintf(stderr, "%s: %s\n", result->error->name, result->error->value);
+    }
+    if (result->truncated)
+        fprintf(stderr, "[output truncated]\n");
+}
+
+static int s_exit_code(const kb_result_t *result)
+{
+    switch (result->reason) {
+        case KB_REASON_EXITED:
+            return result->error ? KB_EXIT_RAISED : KB_EXIT_OK;
+        case KB_REASON_TIMED_OUT:
+            return KB_EXIT_TIMEOUT;
+        default:
+            return KB_EXIT_KERNEL;
+    }
+}
+
+int kb_cli_run(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"language", required_argument, NULL, 'l'}, {"kernel", required_argument, NULL, 'k'},
+        {"timeout", required_argument, NULL, 't'},  {"cwd", required_argument, NULL, 'C'},
+        {"env", required_argument, NULL, 'e'},      {"json", no_argument, NULL, 'j'},
+        {"save-dir", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0}};
+    kb_run_opts_t opts = {.isolated = true};
+    const char *save_dir = NULL;
+    bool json_out = false;
+    json_t *env = json_object();
+    int status = KB_EXIT_USAGE;
+    char *code = NULL;
+    kb_service_t *service = NULL;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "l:k:t:C:e:js:h", options, NULL)) != -1) {
+        switch (c) {
+            case 'l': opts.language = optarg; break;
+            case 'k': opts.kernel_name = optarg; break;
+            case 't': {
+                char *end;
+                opts.timeout = strtod(optarg, &end);
+                if (*end || opts.timeout < 0) {
+                    fprintf(stderr, "kernelbridge run: --timeout wants seconds, not '%s'\n",
+                            optarg);
+                    goto done;
+                }
+                break;
+            }
+            case 'C': opts.cwd = optarg; break;
+            case 'e': {
+                char *eq = strchr(optarg, '=');
+                if (!eq || eq == optarg) {
+                    fprintf(stderr, "kernelbridge run: -e wants NAME=VALUE, not '%s'\n", optarg);
+                    goto done;
+                }
+                *eq = 0;
+                json_object_set_new(env, optarg, json_string(eq + 1));
+                *eq = '=';
+                break;
+            }
+            case 'j': json_out = true; break;
+            case 's': save_dir = optarg; break;
+            case 'h':
+                s_run_usage(stdout);
+                status = KB_EXIT_OK;
+                goto done;
+            default: s_run_usage(stderr); goto done;
+        }
+    }
+    if (opts.language && opts.kernel_name) {
+        fprintf(stderr, "kernelbridge run: give -l or -k, not both\n");
+        goto done;
+    }
+    if (optind != argc - 1) {
+        s_run_usage(stderr);
+        goto done;
+    }
+    code = strcmp(argv[optind], "-") == 0 ? s_read_all(stdin) : strdup(argv[optind]);
+    if (!code) {
+        fprintf(stderr, "kernelbridge run: cannot read the code\n");
+        goto done;
+    }
+    if (save_dir && mkdir(save_dir, 0755) != 0 && access(save_dir, W_OK) != 0) {
+        fprintf(stderr, "kernelbridge run: cannot use --save-dir %s\n", save_dir);
+        goto done;
+    }
+    opts.code = code;
+    opts.env = json_object_size(env) ? env : NULL;
+
+    kb_error_t err;
+    service = kb_service_new(NULL, &err);
+    if (!service) {
+        fprintf(stderr, "kernelbridge run: %s\n", err.message);
+        status = KB_EXIT_KERNEL;
+        goto done;
+    }
+    kb_result_t *result = kb_service_run(service, &opts, s_on_event, &json_out, &err);
+    if (!result) {
+        fprintf(stderr, "kernelbridge run: %s: %s\n", kb_code_name(err.code), err.message);
+        status = err.code == KB_ERR_LANGUAGE_NOT_SUPPORTED || err.code == KB_ERR_BAD_REQUEST
+                     ? KB_EXIT_USAGE
+                     : KB_EXIT_KERNEL;
+        goto done;
+    }
+    if (json_out) {
+        json_t *json = kb_result_to_json(result);
+        json_dumpf(json, stdout, JSON_INDENT(2));
+        fputc('\n', stdout);
+        json_decref(json);
+    }
+    else
+        s_print_readable(result, save_dir);
+    status = s_exit_code(result);
+    kb_result_destroy(&result);
+done:
+    kb_service_destroy(&service);
+    json_decref(env);
+    free(code);
+    return status;
+}
+
+static void s_warn(const char *message, void *arg)
+{
+    fprintf(stderr, "warning: %s\n", message);
+}
+
+int kb_cli_kernelspecs(int argc, char **argv)
+{
+    bool json_out = false;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            json_out = true;
+        else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: kernelbridge kernelspecs [--json]\n\n"
+                   "List the installed Jupyter kernelspecs in search order.\n");
+            return 0;
+        }
+        else {
+            fprintf(stderr, "usage: kernelbridge kernelspecs [--json]\n");
+            return 2;
+        }
+    }
+    kb_kernelspecs_t *specs = kb_kernelspecs_discover(s_warn, NULL);
+    if (json_out) {
+        json_t *json = kb_kernelspecs_to_json(specs);
+        json_dumpf(json, stdout, JSON_INDENT(2));
+        fputc('\n', stdout);
+        json_decref(json);
+    }
+    else {
+        printf("%-20s %-12s %-32s %s\n", "NAME", "LANGUAGE", "DISPLAY NAME", "RESOURCE DIR");
+        for (size_t i = 0; i < kb_kernelspecs_size(specs); i++) {
+            const kb_kernelspec_t *spec = kb_kernelspecs_at(specs, i);
+            printf("%-20s %-12s %-32s %s\n", spec->name, spec->language, spec->display_name,
+                   spec->resource_dir);
+        }
+    }
+    kb_kernelspecs_destroy(&specs);
+    return 0;
+}

@@ -1,0 +1,46 @@
+/*  kb_main.c - the kernelbridge binary: picks the subcommand, nothing more. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/kb_cli.h"
+
+static void s_usage(FILE *out)
+{
+    fprintf(out,
+            "usage: kernelbridge COMMAND [ARGS]\n"
+            "\n"
+            "Stateful code execution backed by Jupyter kernels.\n"
+            "\n"
+            "commands:\n"
+            "  serve         run the HTTP daemon\n"
+            "  run           run code in a fresh kernel and print the result\n"
+            "  kernelspecs   list the installed Jupyter kernelspecs\n"
+            "\n"
+            "Run 'kernelbridge COMMAND --help' for the options of one command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        s_usage(stderr);
+        return 2;
+    }
+    const char *command = argv[1];
+    if (strcmp(command, "serve") == 0)
+        return kb_cli_serve(argc - 1, argv + 1);
+    if (strcmp(command, "run") == 0)
+        return kb_cli_run(argc - 1, argv + 1);
+    if (strcmp(command, "kernelspecs") == 0)
+        return kb_cli_kernelspecs(argc - 1, argv + 1);
+    if (strcmp(command, "--help") == 0 || strcmp(command, "-h") == 0 || strcmp(command, "help") == 0) {
+        s_usage(stdout);
+        return 0;
+    }
+    if (strcmp(command, "--version") == 0) {
+        printf("kernelbridge %s\n", KB_VERSION);
+        return 0;
+    }
+    fprintf(stderr, "kernelbridge: unknown command '%s'\n", command);
+    s_usage(stderr);
+    return 2;
+}

@@ -1,0 +1,140 @@
+/*  kb_kernel.h - one running Jupyter kernel: its process, its connection
+    file, its sockets, and the lifecycle state machine that ties them.
+
+    A kb_kernel_t lives on the engine's zloop: it registers its sockets, the
+    pipe of the kernel's own stdout/stderr and a pidfd for the process, and
+    reports back through callbacks, always on the loop's thread. It knows
+    nothing of runs or results; it signs and sends requests, verifies and
+    decodes replies, and says when the kernel is ready and when it is gone.
+    Not for: folding outputs (service/kb_execution), choosing kernelspecs.
+*/
+#ifndef KB_KERNEL_H_INCLUDED
+#define KB_KERNEL_H_INCLUDED
+
+#include <czmq.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "kernel/kb_kernelspec.h"
+#include "wire/kb_wire.h"
+
+typedef struct kb_kernel kb_kernel_t;
+
+typedef enum {
+    KB_CHANNEL_SHELL,
+    KB_CHANNEL_IOPUB,
+    KB_CHANNEL_CONTROL,
+} kb_channel_t;
+
+/*  The lifecycle. starting -> idle <-> busy -> interrupting -> (idle|busy);
+    any -> dying -> dead; starting -> dead when the start fails. */
+typedef enum {
+    KB_KERNEL_STARTING,
+    KB_KERNEL_IDLE,
+    KB_KERNEL_BUSY,
+    KB_KERNEL_INTERRUPTING,
+    KB_KERNEL_DYING,
+    KB_KERNEL_DEAD,
+} kb_kernel_state_t;
+
+typedef enum {
+    KB_KEV_READY,          /* kernel_info_reply and live iopub both seen */
+    KB_KEV_EXECUTE,        /* a request went out that keeps it busy */
+    KB_KEV_DONE,           /* the owner says the work finished */
+    KB_KEV_INTERRUPT,      /* interrupt sent */
+    KB_KEV_SHUTDOWN,       /* shutdown or kill begun */
+    KB_KEV_EXITED,         /* the process is gone and reaped */
+} kb_kernel_event_t;
+
+/*  Callbacks to the owner, on the loop thread. The kernel may be destroyed
+    by the owner only outside of these callbacks (mark it and reap it later),
+    except in `exited`, after which the kernel never calls back again. */
+typedef struct {
+    void (*ready)(kb_kernel_t *kernel, void *arg);
+    /* the start failed (process exited, or not ready in time); why says so */
+    void (*start_failed)(kb_kernel_t *kernel, const char *why, void *arg);
+    /* a verified message on shell, iopub or control; msg borrowed */
+    void (*message)(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg);
+    /* the process ended and was reaped (after ready, or during shutdown) */
+    void (*exited)(kb_kernel_t *kernel, void *arg);
+} kb_kernel_callbacks_t;
+
+typedef struct {
+    const char *runtime_dir;      /* private 0700 dir for the connection file and ipc sockets */
+    const char *transport;        /* "ipc" or "tcp" */
+    const char *cwd;              /* NULL: inherit */
+    char *const *envp;            /* full environment, NULL-terminated; borrowed */
+    const char *system_python;    /* for argv[0] python/python3 */
+    double start_timeout;         /* seconds */
+} kb_kernel_opts_t;
+
+/*  Launch a kernel from spec on loop. Returns NULL with err when it cannot
+    even be spawned (bad argv, fork failure). Readiness, or its failure, is
+    reported through callbacks later. Caller owns the kernel. */
+kb_kernel_t *kb_kernel_new(zloop_t *loop, const kb_kernelspec_t *spec, const kb_kernel_opts_t *opts,
+                           const kb_kernel_callbacks_t *callbacks, void *arg, char *err,
+                           size_t errlen);
+
+/*  Kill whatever is left (SIGKILL to the process group), reap it, close
+    sockets, remove the connection file and ipc sockets. Blocks at most for
+    the reaping of a killed process. Safe on NULL; sets *self_p NULL. */
+void kb_kernel_destroy(kb_kernel_t **self_p);
+
+/*  Point the callbacks at another owner (a kernel handed to the reaper). */
+void kb_kernel_set_callbacks(kb_kernel_t *self, const kb_kernel_callbacks_t *callbacks,
+                             void *arg);
+
+kb_kernel_state_t kb_kernel_state(const kb_kernel_t *self);
+const char *kb_kernel_state_name(kb_kernel_state_t state);
+
+/*  Apply a lifecycle event; returns the new state. Events that make no
+    sense in the current state leave it unchanged. */
+kb_kernel_state_t kb_kernel_apply(kb_kernel_t *self, kb_kernel_event_t event);
+
+/*  Send a request on shell or control. content is stolen. msg_id_out (33+
+    bytes) receives the request's msg_id. 0 / -1. */
+int kb_kernel_send(kb_kernel_t *self, kb_channel_t channel, const char *msg_type, json_t *content,
+                   char *msg_id_out, size_t msg_id_size);
+
+/*  execute_request with the given flags; msg_id as for kb_kernel_send. */
+int kb_kernel_execute(kb_kernel_t *self, const char *code, bool silent, char *msg_id_out,
+                      size_t msg_id_size);
+
+/*  Interrupt per the kernelspec's interrupt_mode: SIGINT to the process
+    group, or interrupt_request on control. 0 / -1. */
+int kb_kernel_interrupt(kb_kernel_t *self);
+
+/*  Send sig to the kernel's process group now (SIGKILL, SIGTERM). */
+void kb_kernel_signal(kb_kernel_t *self, int sig);
+
+/*  Begin a graceful shutdown: shutdown_request on control, then SIGTERM
+    after grace seconds, then SIGKILL after grace more. `exited` is called
+    when it is gone. */
+void kb_kernel_shutdown(kb_kernel_t *self, double grace);
+
+pid_t kb_kernel_pid(const kb_kernel_t *self);
+const kb_kernelspec_t *kb_kernel_spec(const kb_kernel_t *self);
+
+/*  How the process ended: exit status (or -1) and terminating signal (or 0).
+    Valid once dead. */
+int kb_kernel_exit_status(const kb_kernel_t *self);
+int kb_kernel_term_signal(const kb_kernel_t *self);
+
+/*  "exited with status 3", "killed by SIGSEGV". Static buffer of the kernel. */
+const char *kb_kernel_exit_text(kb_kernel_t *self);
+
+/*  The last bytes the kernel wrote to its own stdout/stderr. Caller frees. */
+char *kb_kernel_output_tail(const kb_kernel_t *self, size_t max_bytes);
+
+/*  Messages dropped because they failed verification (bad signature,
+    replay, malformed) since start. */
+size_t kb_kernel_dropped(const kb_kernel_t *self);
+
+/*  language_info.name from the kernel_info_reply, or NULL. Borrowed. */
+const char *kb_kernel_language_info(const kb_kernel_t *self);
+
+/*  "SIGINT", "SIGKILL", ...; "SIG<n>" style names for others. Static. */
+const char *kb_signal_name(int sig);
+
+#endif

@@ -1,0 +1,199 @@
+/*  kb_stream.c - a locked event queue between the engine and one reader. */
+#include "service/kb_stream.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <time.h>
+
+typedef struct kb_event_node {
+    kb_event_t event;
+    struct kb_event_node *next;
+} kb_event_node_t;
+
+struct kb_stream {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int refs;
+    bool detached;   /* the reader destroyed its handle */
+    bool closed;     /* the last event was pushed */
+    bool drained;    /* the reader took the last event */
+    kb_event_node_t *head, *tail;
+    kb_result_t *result;
+};
+
+static const char *s_event_names[] = {"start", "stdout", "stderr", "display", "display_update",
+                                      "clear_output", "error", "system", "result", "log", "eof"};
+
+const char *kb_event_type_name(kb_event_type_t type)
+{
+    return s_event_names[type];
+}
+
+void kb_event_destroy(kb_event_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    json_decref((*self_p)->data);
+    free(*self_p); /* the event is the first member of its node */
+    *self_p = NULL;
+}
+
+kb_stream_t *kb_stream_new(void)
+{
+    kb_stream_t *self = calloc(1, sizeof *self);
+    if (!self)
+        return NULL;
+    pthread_mutex_init(&self->lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&self->cond, &attr);
+    pthread_condattr_destroy(&attr);
+    self->refs = 1;
+    return self;
+}
+
+kb_stream_t *kb_stream_ref(kb_stream_t *self)
+{
+    pthread_mutex_lock(&self->lock);
+    self->refs++;
+    pthread_mutex_unlock(&self->lock);
+    return self;
+}
+
+static void s_release(kb_stream_t *self)
+{
+    pthread_mutex_lock(&self->lock);
+    bool last = --self->refs == 0;
+    pthread_mutex_unlock(&self->lock);
+    if (!last)
+        return;
+    kb_event_node_t *node = self->head;
+    while (node) {
+        kb_event_node_t *next = node->next;
+        json_decref(node->event.data);
+        free(node);
+        node = next;
+    }
+    kb_result_destroy(&self->result);
+    pthread_cond_destroy(&self->cond);
+    pthread_mutex_destroy(&self->lock);
+    free(self);
+}
+
+void kb_stream_unref(kb_stream_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    s_release(*self_p);
+    *self_p = NULL;
+}
+
+void kb_stream_destroy(kb_stream_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    kb_stream_t *self = *self_p;
+    pthread_mutex_lock(&self->lock);
+    self->detached = true;
+    pthread_mutex_unlock(&self->lock);
+    s_release(self);
+    *self_p = NULL;
+}
+
+void kb_stream_push(kb_stream_t *self, kb_event_type_t type, json_t *data)
+{
+    kb_event_node_t *node = NULL;
+    pthread_mutex_lock(&self->lock);
+    if (self->detached || self->closed)
+        goto drop;
+    node = malloc(sizeof *node);
+    if (!node)
+        goto drop;
+    node->event.type = type;
+    node->event.data = data;
+    node->next = NULL;
+    if (self->tail)
+        self->tail->next = node;
+    else
+        self->head = node;
+    self->tail = node;
+    if (type == KB_EVENT_RESULT || type == KB_EVENT_END)
+        self->closed = true;
+    pthread_cond_signal(&self->cond);
+    pthread_mutex_unlock(&self->lock);
+    return;
+drop:
+    pthread_mutex_unlock(&self->lock);
+    json_decref(data);
+}
+
+void kb_stream_set_result(kb_stream_t *self, kb_result_t *result)
+{
+    pthread_mutex_lock(&self->lock);
+    if (self->detached || self->result) {
+        pthread_mutex_unlock(&self->lock);
+        kb_result_destroy(&result);
+        return;
+    }
+    self->result = result;
+    pthread_mutex_unlock(&self->lock);
+}
+
+kb_result_t *kb_stream_take_result(kb_stream_t *self)
+{
+    pthread_mutex_lock(&self->lock);
+    kb_result_t *result = self->result;
+    self->result = NULL;
+    pthread_mutex_unlock(&self->lock);
+    return result;
+}
+
+bool kb_stream_detached(kb_stream_t *self)
+{
+    pthread_mutex_lock(&self->lock);
+    bool detached = self->detached;
+    pthread_mutex_unlock(&self->lock);
+    return detached;
+}
+
+kb_event_t *kb_stream_next(kb_stream_t *self, int timeout_ms)
+{
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    if (timeout_ms > 0) {
+        deadline.tv_sec += timeout_ms / 1000;
+        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+        if (deadline.tv_nsec >= 1000000000) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000;
+        }
+    }
+    pthread_mutex_lock(&self->lock);
+    while (!self->head && !self->drained) {
+        if (timeout_ms == 0)
+            break;
+        if (timeout_ms < 0)
+            pthread_cond_wait(&self->cond, &self->lock);
+        else if (pthread_cond_timedwait(&self->cond, &self->lock, &deadline) != 0)
+            break;
+    }
+    kb_event_node_t *node = self->head;
+    if (node) {
+        self->head = node->next;
+        if (!self->head)
+            self->tail = NULL;
+        if (self->closed && !self->head)
+            self->drained = true;
+    }
+    pthread_mutex_unlock(&self->lock);
+    return node ? &node->event : NULL;
+}
+
+bool kb_stream_ended(kb_stream_t *self)
+{
+    pthread_mutex_lock(&self->lock);
+    bool ended = self->drained;
+    pthread_mutex_unlock(&self->lock);
+    return ended;
+}

@@ -1,0 +1,31 @@
+/*  kb_stream.h - the engine's side of kb_stream_t: a queue of events from
+    the engine thread to one reader thread. The only object that both sides
+    touch, so it carries its own lock; the engine never waits on a reader.
+    Shared by reference count: the engine and the reader each hold one. */
+#ifndef KB_STREAM_INTERNAL_H_INCLUDED
+#define KB_STREAM_INTERNAL_H_INCLUDED
+
+#include "kernelbridge/kb_service.h"
+
+/*  A new stream with one reference, the caller's. */
+kb_stream_t *kb_stream_new(void);
+
+/*  Take one more reference (the engine's). Returns self. */
+kb_stream_t *kb_stream_ref(kb_stream_t *self);
+
+/*  Drop the engine's reference. */
+void kb_stream_unref(kb_stream_t **self_p);
+
+/*  Queue an event; data is stolen. Dropped when the reader has gone. RESULT
+    and END events end the stream: later pushes are dropped. */
+void kb_stream_push(kb_stream_t *self, kb_event_type_t type, json_t *data);
+
+/*  Hand over the result struct of a run with the RESULT event (stolen);
+    kb_service_run takes it back with kb_stream_take_result. */
+void kb_stream_set_result(kb_stream_t *self, kb_result_t *result);
+kb_result_t *kb_stream_take_result(kb_stream_t *self);
+
+/*  True once the reader has destroyed its handle. */
+bool kb_stream_detached(kb_stream_t *self);
+
+#endif
