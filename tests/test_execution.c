@@ -493,6 +493,30 @@ static void test_error_iopub(void)
     events_reset(&ev);
 }
 
+/*  xeus-python names errors by the class's repr; the result names the class. */
+static void test_error_class_repr(void)
+{
+    events_t ev;
+    kb_execution_t *exe = new_run(&ev, 0, false);
+    CHECK(iopub(exe, "error",
+                "{\"ename\": \"<class 'ValueError'>\", \"evalue\": \"bad\", \"traceback\": []}")
+          == 1);
+    kb_result_t *result = kb_execution_finish(exe, KB_REASON_EXITED, 1, NULL, NULL);
+    CHECK(result->error && strcmp(result->error->name, "ValueError") == 0);
+    kb_result_destroy(&result);
+    kb_execution_destroy(&exe);
+    events_reset(&ev);
+
+    exe = new_run(&ev, 0, false);
+    CHECK(iopub(exe, "error", "{\"ename\": \"<class 'broken\", \"evalue\": \"x\", \"traceback\": []}")
+          == 1);
+    result = kb_execution_finish(exe, KB_REASON_EXITED, 1, NULL, NULL);
+    CHECK(result->error && strcmp(result->error->name, "<class 'broken") == 0);
+    kb_result_destroy(&result);
+    kb_execution_destroy(&exe);
+    events_reset(&ev);
+}
+
 static void test_error_reply_only(void)
 {
     events_t ev;
@@ -1030,6 +1054,7 @@ int main(void)
     RUN_TEST(test_clear_output_now);
     RUN_TEST(test_clear_output_wait);
     RUN_TEST(test_error_iopub);
+    RUN_TEST(test_error_class_repr);
     RUN_TEST(test_error_reply_only);
     RUN_TEST(test_aborted);
     RUN_TEST(test_strip_ansi);

@@ -212,7 +212,6 @@ static char *s_endpoint(kb_kernel_t *self, json_t *info, const char *port_key)
 static json_t *s_write_connection_file(kb_kernel_t *self, const kb_kernel_opts_t *opts,
                                        char *err, size_t errlen)
 {
-    static unsigned long counter = 0; /* engine thread only; only makes names unique */
     unsigned char raw[32];
     char key[65];
     if (RAND_bytes(raw, sizeof raw) != 1) {
@@ -222,14 +221,24 @@ static json_t *s_write_connection_file(kb_kernel_t *self, const kb_kernel_opts_t
     for (int i = 0; i < 32; i++)
         sprintf(key + 2 * i, "%02x", raw[i]);
 
-    char name[64];
-    snprintf(name, sizeof name, "k%d-%lu-%02x%02x", (int)getpid(), ++counter, raw[0], raw[1]);
+    /*  Short names in base 36: ipc endpoints must stay short (see ipc_dir). */
+    char name[32];
+    size_t at = sizeof name - 1;
+    unsigned long serial = opts->serial;
+    name[at] = 0;
+    do {
+        name[--at] = "0123456789abcdefghijklmnopqrstuvwxyz"[serial % 36];
+        serial /= 36;
+    } while (serial && at > 1);
+    name[--at] = 'k';
+    memmove(name, name + at, sizeof name - at);
     self->connection_file = zsys_sprintf("%s/%s.json", opts->runtime_dir, name);
 
     json_t *info = json_object();
     bool ipc = opts->transport && strcmp(opts->transport, "ipc") == 0;
     if (ipc) {
-        self->ipc_base = zsys_sprintf("%s/%s", opts->runtime_dir, name);
+        self->ipc_base = zsys_sprintf("%s/%s", opts->ipc_dir ? opts->ipc_dir : opts->runtime_dir,
+                                      name);
         json_object_set_new(info, "transport", json_string("ipc"));
         json_object_set_new(info, "ip", json_string(self->ipc_base));
         const char *keys[] = {"shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"};
@@ -272,8 +281,8 @@ static json_t *s_write_connection_file(kb_kernel_t *self, const kb_kernel_opts_t
         return NULL;
     }
     char session[128];
-    snprintf(session, sizeof session, "%02x%02x%02x%02x-kb-%s", raw[2], raw[3], raw[4], raw[5],
-             name);
+    snprintf(session, sizeof session, "%02x%02x%02x%02x%02x%02x-%s", raw[2], raw[3], raw[4],
+             raw[5], raw[6], raw[7], name);
     self->wire = kb_wire_new("hmac-sha256", (const unsigned char *)key, 64, session,
                              "kernelbridge", err, errlen);
     if (!self->wire) {

@@ -61,7 +61,10 @@ typedef struct {
 } kb_kernel_callbacks_t;
 
 typedef struct {
-    const char *runtime_dir;      /* private 0700 dir for the connection file and ipc sockets */
+    const char *runtime_dir;      /* private 0700 dir for the connection file */
+    const char *ipc_dir;          /* private 0700 dir for ipc sockets: keep it short, since
+                                     xeus-based kernels refuse endpoints over 31 characters */
+    unsigned long serial;         /* unique per kernel of this service; names its files */
     const char *transport;        /* "ipc" or "tcp" */
     const char *cwd;              /* NULL: inherit */
     char *const *envp;            /* full environment, NULL-terminated; borrowed */

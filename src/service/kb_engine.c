@@ -176,6 +176,8 @@ static int s_start_kernel(kb_context_t *ctx, const kb_kernelspec_t *spec, kb_err
     char **envp = kb_kernelspec_build_env(spec, environ, drop, ctx->env);
     kb_kernel_opts_t opts = {
         .runtime_dir = self->state_dir,
+        .ipc_dir = self->ipc_dir,
+        .serial = ++self->kernel_serial,
         .transport = self->config.transport,
         .cwd = ctx->cwd,
         .envp = envp,

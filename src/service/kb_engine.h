@@ -103,6 +103,8 @@ struct kb_engine {
     char *sandbox_id;
     char *state_dir;
     bool own_state_dir;
+    char *ipc_dir;            /* short private dir for ipc sockets, or NULL (tcp) */
+    unsigned long kernel_serial;
     char **kernel_map;
     char *system_python;
     zloop_t *loop;

@@ -253,7 +253,17 @@ static kb_run_error_t *error_from_content(const kb_execution_t *self, json_t *co
     json_t *lines = traceback_lines(self, json_object_get(content, "traceback"));
     if (!lines)
         return NULL;
-    /* Some kernels (metakernel-based ones) leave ename empty. */
+    /* Some kernels (metakernel-based ones) leave ename empty; xeus-python
+       sends the class's repr, "<class 'ValueError'>": both become a name. */
+    char name[256];
+    const char *quote = ename ? strchr(ename, '\'') : NULL;
+    size_t len = quote ? strcspn(quote + 1, "'") : 0;
+    if (ename && strncmp(ename, "<class '", 8) == 0 && len > 0 && len < sizeof name
+        && strcmp(quote + 1 + len, "'>") == 0) {
+        memcpy(name, quote + 1, len);
+        name[len] = 0;
+        ename = name;
+    }
     kb_run_error_t *error = kb_run_error_new(ename && *ename ? ename : "Error", evalue, lines);
     json_decref(lines);
     return error;

@@ -323,6 +323,16 @@ kb_service_t *kb_service_new(const kb_service_config_t *config, kb_error_t *err)
     engine->state_dir = s_make_state_dir(config->state_dir, &engine->own_state_dir, err);
     if (!engine->state_dir)
         goto fail;
+    if (strcmp(c->transport, "ipc") == 0) {
+        /*  Short on purpose: xeus-based kernels refuse ipc endpoints longer
+            than 31 characters, and a state dir can be any length. */
+        engine->ipc_dir = strdup("/tmp/kbXXXXXX");
+        if (!mkdtemp(engine->ipc_dir)) {
+            kb_error_set(err, KB_ERR_INTERNAL, "cannot create a socket dir in /tmp: %s",
+                         strerror(errno));
+            goto fail;
+        }
+    }
     engine->sandbox_id = s_sandbox_id(config->sandbox_id, engine->state_dir,
                                       engine->own_state_dir);
     self->sandbox_id = strdup(engine->sandbox_id);
@@ -367,6 +377,9 @@ static void s_engine_free(kb_engine_t *engine)
     zlistx_destroy(&engine->dying);
     if (engine->own_state_dir && engine->state_dir)
         rmdir(engine->state_dir);
+    if (engine->ipc_dir)
+        rmdir(engine->ipc_dir);
+    free(engine->ipc_dir);
     free(engine->state_dir);
     free(engine->sandbox_id);
     free(engine->system_python);
