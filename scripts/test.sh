@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Builds kernelbridge and runs every test: a sanitizer build (ASan+UBSan)
+# of the C tests, a bounded libFuzzer run of each fuzz target, then the C
+# tests (ctest) and the Python tests (pytest: daemon integration and SDK)
+# on the normal build. The runners' own summaries come last. Exits non-zero
+# if anything failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+jobs=$(nproc)
+failed=0
+step() { printf '\n==== %s\n' "$*"; }
+
+step "format check (clang-format)"
+if ! git ls-files '*.c' '*.h' | xargs clang-format --dry-run --Werror; then
+  echo "clang-format: the files above do not follow .clang-format"
+  failed=1
+fi
+
+step "sanitizer build (ASan + UBSan)"
+if cmake -S . -B build-asan -DKB_WERROR=ON -DKB_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null \
+  && cmake --build build-asan -j"$jobs"; then
+  step "C tests under ASan + UBSan"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --test-dir build-asan --output-on-failure -j"$jobs" || failed=1
+else
+  echo "sanitizer build failed"; failed=1
+fi
+
+step "fuzz targets (libFuzzer, bounded)"
+if cmake -S . -B build-fuzz -DKB_FUZZ=ON -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug >/dev/null \
+  && cmake --build build-fuzz -j"$jobs"; then
+  for target in build-fuzz/fuzz_*; do
+    [ -x "$target" ] || continue
+    corpus=$(mktemp -d)
+    "$target" -max_total_time="${KB_FUZZ_SECONDS:-60}" -rss_limit_mb=2048 "$corpus" 2>&1 | tail -n 3 \
+      || { echo "$target found a crash"; failed=1; }
+    rm -rf "$corpus"
+  done
+else
+  echo "fuzz build failed"; failed=1
+fi
+
+step "build (-Wall -Wextra -Werror)"
+if ! { cmake -S . -B build -DKB_WERROR=ON >/dev/null && cmake --build build -j"$jobs"; }; then
+  echo "build failed"
+  exit 1
+fi
+
+step "C tests (ctest)"
+ctest --test-dir build --output-on-failure -j"$jobs" || failed=1
+
+step "Python tests (pytest: daemon integration and SDK)"
+export KB_BINARY="$root/build/kernelbridge"
+suites=()
+for dir in tests/integration sdk/python/tests; do
+  ls "$dir"/test_*.py >/dev/null 2>&1 && suites+=("$dir")
+done
+if [ "${#suites[@]}" -gt 0 ]; then
+  /usr/bin/python3 -m pytest -q -p no:cacheprovider "${suites[@]}"
+  rc=$?
+  [ "$rc" -eq 0 ] || failed=1
+else
+  echo "no Python test suites found"; failed=1
+fi
+
+exit "$failed"
