@@ -53,7 +53,7 @@ ctest --test-dir build --output-on-failure -j"$jobs" || failed=1
 step "Python tests (pytest: daemon integration and SDK)"
 export KB_BINARY="$root/build/kernelbridge"
 suites=()
-for dir in tests/integration sdk/python/tests; do
+for dir in tests/cli tests/integration sdk/python/tests; do
   ls "$dir"/test_*.py >/dev/null 2>&1 && suites+=("$dir")
 done
 if [ "${#suites[@]}" -gt 0 ]; then
