@@ -1,0 +1,911 @@
+/*  kb_wire.c - the Jupyter messaging wire codec (see kb_wire.h).
+
+    Sections: frames and messages; the replay history (a bounded ring of
+    signature fingerprints with a hash index); HMAC; UTF-8 repair; the codec
+    object; decode; encode.
+
+    Not for: sockets, clocks, randomness or globals. Everything lives in
+    one kb_wire_t. */
+#include "wire/kb_wire.h"
+
+#include <assert.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+
+#define KB_WIRE_DEFAULT_MAX_FRAMES 1024
+#define KB_WIRE_DEFAULT_MAX_FRAME_BYTES ((size_t)256 << 20)
+#define KB_WIRE_DEFAULT_MAX_TOTAL_BYTES ((size_t)512 << 20)
+#define KB_WIRE_DEFAULT_REPLAY_WINDOW 65536
+/* Ring indexes are stored as uint32_t in the hash index. */
+#define KB_WIRE_MAX_REPLAY_WINDOW ((size_t)1 << 30)
+#define KB_WIRE_ERRSTR_SIZE 256
+#define KB_WIRE_DELIMITER_LEN (sizeof KB_WIRE_DELIMITER - 1)
+/* Frames after the delimiter: signature, header, parent, metadata, content. */
+#define KB_WIRE_MIN_PARTS 5
+
+/*  ---------------------------------------------------------------------
+    Frames and messages */
+
+void kb_frames_free(kb_frame_t *frames, size_t count)
+{
+    if (!frames)
+        return;
+    for (size_t i = 0; i < count; i++)
+        free(frames[i].data);
+    free(frames);
+}
+
+/*  Copy size bytes into frame; data is never NULL, even for size 0, so
+    that callers may hand it to memcpy or zmq without a special case. */
+static int frame_set_copy(kb_frame_t *frame, const void *data, size_t size)
+{
+    frame->data = malloc(size ? size : 1);
+    if (!frame->data)
+        return -1;
+    if (size)
+        memcpy(frame->data, data, size);
+    frame->size = size;
+    return 0;
+}
+
+/*  Deep copy of count frames; *out is NULL when count is 0. */
+static int frames_copy(const kb_frame_t *frames, size_t count, kb_frame_t **out)
+{
+    *out = NULL;
+    if (count == 0)
+        return 0;
+    kb_frame_t *copy = calloc(count, sizeof *copy);
+    if (!copy)
+        return -1;
+    for (size_t i = 0; i < count; i++) {
+        if (frame_set_copy(&copy[i], frames[i].data, frames[i].size) != 0) {
+            kb_frames_free(copy, i);
+            return -1;
+        }
+    }
+    *out = copy;
+    return 0;
+}
+
+void kb_msg_destroy(kb_msg_t **self_p)
+{
+    assert(self_p);
+    kb_msg_t *self = *self_p;
+    if (!self)
+        return;
+    kb_frames_free(self->identities, self->identities_len);
+    kb_frames_free(self->buffers, self->buffers_len);
+    json_decref(self->header);
+    json_decref(self->parent_header);
+    json_decref(self->metadata);
+    json_decref(self->content);
+    free(self);
+    *self_p = NULL;
+}
+
+/*  ---------------------------------------------------------------------
+    Replay history: the fingerprints of the last `window` accepted
+    signatures, in a ring (oldest overwritten first) indexed by an
+    open-addressing hash table with linear probing. A fingerprint is the
+    first 16 bytes of the HMAC: only verified HMACs are stored, which an
+    attacker cannot choose, so they also serve as the hash directly. Memory
+    grows with use, up to about 24 bytes per remembered signature. */
+
+#define KB_FINGERPRINT_SIZE 16
+
+typedef struct {
+    unsigned char (*ring)[KB_FINGERPRINT_SIZE];
+    size_t ring_cap; /* entries allocated */
+    size_t len;      /* entries in use */
+    size_t oldest;   /* next entry to overwrite once len == window */
+    size_t window;
+    uint32_t *slots; /* ring index + 1; 0 is an empty slot */
+    size_t slots_mask;
+} kb_replay_t;
+
+static void replay_free(kb_replay_t *replay)
+{
+    free(replay->ring);
+    free(replay->slots);
+    memset(replay, 0, sizeof *replay);
+}
+
+static size_t replay_home(const kb_replay_t *replay, const unsigned char *fingerprint)
+{
+    uint64_t hash;
+    memcpy(&hash, fingerprint, sizeof hash);
+    return (size_t)hash & replay->slots_mask;
+}
+
+static bool replay_contains(const kb_replay_t *replay, const unsigned char *fingerprint)
+{
+    if (!replay->slots)
+        return false;
+    for (size_t i = replay_home(replay, fingerprint);; i = (i + 1) & replay->slots_mask) {
+        uint32_t slot = replay->slots[i];
+        if (slot == 0)
+            return false;
+        if (memcmp(replay->ring[slot - 1], fingerprint, KB_FINGERPRINT_SIZE) == 0)
+            return true;
+    }
+}
+
+static void replay_index(kb_replay_t *replay, size_t ring_index)
+{
+    size_t i = replay_home(replay, replay->ring[ring_index]);
+    while (replay->slots[i] != 0)
+        i = (i + 1) & replay->slots_mask;
+    replay->slots[i] = (uint32_t)(ring_index + 1);
+}
+
+/*  Remove ring_index from the table by backward-shift deletion, which keeps
+    every probe chain unbroken without tombstones. */
+static void replay_unindex(kb_replay_t *replay, size_t ring_index)
+{
+    size_t mask = replay->slots_mask;
+    size_t i = replay_home(replay, replay->ring[ring_index]);
+    while (replay->slots[i] != ring_index + 1)
+        i = (i + 1) & mask;
+    for (size_t j = i;;) {
+        j = (j + 1) & mask;
+        if (replay->slots[j] == 0)
+            break;
+        size_t home = replay_home(replay, replay->ring[replay->slots[j] - 1]);
+        bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+        if (stays)
+            continue;
+        replay->slots[i] = replay->slots[j];
+        i = j;
+    }
+    replay->slots[i] = 0;
+}
+
+/*  Make room for one more entry below the window. Returns false when memory
+    is short; the caller then recycles the oldest entry instead. */
+static bool replay_grow(kb_replay_t *replay)
+{
+    size_t ring_cap = replay->ring_cap ? replay->ring_cap * 2 : 64;
+    if (ring_cap > replay->window)
+        ring_cap = replay->window;
+    size_t slots_size = 1;
+    while (slots_size < ring_cap * 2)
+        slots_size <<= 1;
+    uint32_t *slots = calloc(slots_size, sizeof *slots);
+    if (!slots)
+        return false;
+    void *ring = realloc(replay->ring, ring_cap * sizeof *replay->ring);
+    if (!ring) {
+        free(slots);
+        return false;
+    }
+    replay->ring = ring;
+    replay->ring_cap = ring_cap;
+    free(replay->slots);
+    replay->slots = slots;
+    replay->slots_mask = slots_size - 1;
+    for (size_t k = 0; k < replay->len; k++)
+        replay_index(replay, k);
+    return true;
+}
+
+/*  Remember a fingerprint not yet in the history (window must be > 0). */
+static void replay_insert(kb_replay_t *replay, const unsigned char *fingerprint)
+{
+    assert(replay->window > 0);
+    if (replay->len < replay->window && replay->len == replay->ring_cap && !replay_grow(replay)) {
+        if (replay->len == 0)
+            return;                   /* no memory for even one entry: nothing to remember */
+        replay->window = replay->len; /* short of memory: make do with what is there */
+    }
+    size_t index;
+    if (replay->len < replay->window) {
+        index = replay->len++;
+    } else {
+        index = replay->oldest;
+        replay_unindex(replay, index);
+        replay->oldest = (replay->oldest + 1) % replay->window;
+    }
+    memcpy(replay->ring[index], fingerprint, KB_FINGERPRINT_SIZE);
+    replay_index(replay, index);
+}
+
+/*  Change the window, keeping the newest entries that still fit. */
+static void replay_set_window(kb_replay_t *replay, size_t window)
+{
+    if (window == replay->window)
+        return;
+    kb_replay_t fresh = { .window = window };
+    size_t keep = replay->len < window ? replay->len : window;
+    /* Entries oldest first: from `oldest` round the ring (len == window when
+       the ring has wrapped; otherwise oldest is 0). */
+    size_t start = (replay->oldest + (replay->len - keep)) % (replay->len ? replay->len : 1);
+    for (size_t k = 0; k < keep; k++)
+        replay_insert(&fresh, replay->ring[(start + k) % replay->len]);
+    replay_free(replay);
+    *replay = fresh;
+}
+
+/*  ---------------------------------------------------------------------
+    The codec object */
+
+struct kb_wire {
+    EVP_MAC_CTX *mac;   /* keyed HMAC, copied for each message; NULL unsigned */
+    size_t digest_size; /* bytes of the HMAC */
+    char *scheme;
+    char *session;
+    char *username;
+    unsigned long long msg_counter;
+    kb_wire_limits_t limits;
+    kb_replay_t replay;
+    size_t accepted;
+    size_t rejected[5]; /* indexed by -status */
+    char errstr[KB_WIRE_ERRSTR_SIZE];
+};
+
+static void copy_error(char *err, size_t errlen, const char *text)
+{
+    if (err && errlen > 0)
+        snprintf(err, errlen, "%s", text);
+}
+
+/*  Look up the digest named by jupyter_client's scheme suffix, which is a
+    Python hashlib name: try it as is, then with '_' as '-' (sha3_256,
+    sha512_256), then the hashlib aliases OpenSSL spells differently. */
+static EVP_MD *fetch_digest(const char *name)
+{
+    static const struct {
+        const char *hashlib, *openssl;
+    } aliases[] = { { "blake2b", "BLAKE2B-512" }, { "blake2s", "BLAKE2S-256" } };
+    char dashed[64];
+    if (!*name || strlen(name) >= sizeof dashed)
+        return NULL;
+    ERR_set_mark();
+    EVP_MD *md = EVP_MD_fetch(NULL, name, NULL);
+    if (!md) {
+        snprintf(dashed, sizeof dashed, "%s", name);
+        for (char *c = dashed; *c; c++)
+            if (*c == '_')
+                *c = '-';
+        md = EVP_MD_fetch(NULL, dashed, NULL);
+    }
+    for (size_t i = 0; !md && i < sizeof aliases / sizeof aliases[0]; i++)
+        if (strcasecmp(name, aliases[i].hashlib) == 0)
+            md = EVP_MD_fetch(NULL, aliases[i].openssl, NULL);
+    ERR_pop_to_mark();
+    if (md && ((EVP_MD_get_flags(md) & EVP_MD_FLAG_XOF) || EVP_MD_get_size(md) <= 0)) {
+        EVP_MD_free(md); /* an extendable-output function is no HMAC digest */
+        md = NULL;
+    }
+    return md;
+}
+
+static bool is_utf8_string(const char *text)
+{
+    json_t *probe = json_string(text);
+    json_decref(probe);
+    return probe != NULL;
+}
+
+kb_wire_t *kb_wire_new(const char *scheme, const unsigned char *key, size_t key_len,
+                       const char *session, const char *username, char *err, size_t errlen)
+{
+    assert(session);
+    assert(key || key_len == 0);
+    char reason[KB_WIRE_ERRSTR_SIZE] = "";
+    EVP_MD *md = NULL;
+    EVP_MAC *hmac = NULL;
+    if (!scheme)
+        scheme = "hmac-sha256";
+    if (!username)
+        username = "kernelbridge";
+
+    kb_wire_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        snprintf(reason, sizeof reason, "out of memory");
+        goto fail;
+    }
+    self->scheme = strdup(scheme);
+    self->session = strdup(session);
+    self->username = strdup(username);
+    if (!self->scheme || !self->session || !self->username) {
+        snprintf(reason, sizeof reason, "out of memory");
+        goto fail;
+    }
+    if (!is_utf8_string(session) || !is_utf8_string(username)) {
+        snprintf(reason, sizeof reason, "session and username must be valid UTF-8");
+        goto fail;
+    }
+    if (strncmp(scheme, "hmac-", 5) != 0) {
+        snprintf(reason, sizeof reason, "unknown signature scheme \"%.64s\": must be hmac-<digest>",
+                 scheme);
+        goto fail;
+    }
+    md = fetch_digest(scheme + 5);
+    if (!md) {
+        snprintf(reason, sizeof reason, "unknown signature scheme \"%.64s\": no such digest",
+                 scheme);
+        goto fail;
+    }
+    self->digest_size = (size_t)EVP_MD_get_size(md);
+
+    if (key_len > 0) {
+        ERR_set_mark();
+        hmac = EVP_MAC_fetch(NULL, OSSL_MAC_NAME_HMAC, NULL);
+        self->mac = hmac ? EVP_MAC_CTX_new(hmac) : NULL;
+        OSSL_PARAM params[] = { OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST,
+                                                                 (char *)EVP_MD_get0_name(md), 0),
+                                OSSL_PARAM_construct_end() };
+        bool ready = self->mac && EVP_MAC_init(self->mac, key, key_len, params) == 1
+                     && EVP_MAC_CTX_get_mac_size(self->mac) == self->digest_size;
+        ERR_pop_to_mark();
+        if (!ready) {
+            snprintf(reason, sizeof reason, "signature scheme \"%.64s\": HMAC unavailable", scheme);
+            goto fail;
+        }
+    }
+    EVP_MAC_free(hmac);
+    EVP_MD_free(md);
+    kb_wire_set_limits(self, NULL);
+    return self;
+
+fail:
+    copy_error(err, errlen, reason);
+    EVP_MAC_free(hmac);
+    EVP_MD_free(md);
+    kb_wire_destroy(&self);
+    return NULL;
+}
+
+void kb_wire_destroy(kb_wire_t **self_p)
+{
+    assert(self_p);
+    kb_wire_t *self = *self_p;
+    if (!self)
+        return;
+    EVP_MAC_CTX_free(self->mac);
+    replay_free(&self->replay);
+    free(self->scheme);
+    free(self->session);
+    free(self->username);
+    free(self);
+    *self_p = NULL;
+}
+
+void kb_wire_set_limits(kb_wire_t *self, const kb_wire_limits_t *limits)
+{
+    assert(self);
+    kb_wire_limits_t next = limits ? *limits : (kb_wire_limits_t){ 0 };
+    if (next.max_frames == 0)
+        next.max_frames = KB_WIRE_DEFAULT_MAX_FRAMES;
+    if (next.max_frame_bytes == 0)
+        next.max_frame_bytes = KB_WIRE_DEFAULT_MAX_FRAME_BYTES;
+    if (next.max_total_bytes == 0)
+        next.max_total_bytes = KB_WIRE_DEFAULT_MAX_TOTAL_BYTES;
+    if (next.replay_window == 0)
+        next.replay_window = KB_WIRE_DEFAULT_REPLAY_WINDOW;
+    if (next.replay_window > KB_WIRE_MAX_REPLAY_WINDOW)
+        next.replay_window = KB_WIRE_MAX_REPLAY_WINDOW;
+    self->limits = next;
+    replay_set_window(&self->replay, next.replay_window);
+}
+
+size_t kb_wire_rejected(const kb_wire_t *self, kb_wire_status_t status)
+{
+    assert(self);
+    if (status == KB_WIRE_OK)
+        return self->accepted;
+    int index = -(int)status;
+    if (index < 1 || index >= (int)(sizeof self->rejected / sizeof self->rejected[0]))
+        return 0;
+    return self->rejected[index];
+}
+
+const char *kb_wire_errstr(const kb_wire_t *self)
+{
+    assert(self);
+    return self->errstr;
+}
+
+const char *kb_wire_status_str(kb_wire_status_t status)
+{
+    switch (status) {
+        case KB_WIRE_OK:
+            return "ok";
+        case KB_WIRE_MALFORMED:
+            return "malformed";
+        case KB_WIRE_BAD_SIGNATURE:
+            return "bad signature";
+        case KB_WIRE_REPLAYED:
+            return "replayed";
+        case KB_WIRE_TOO_LARGE:
+            return "too large";
+    }
+    return "unknown status";
+}
+
+/*  ---------------------------------------------------------------------
+    HMAC */
+
+/*  HMAC of the four signed frames (header, parent, metadata, content) into
+    digest, which holds digest_size bytes. */
+static int sign_parts(kb_wire_t *self, const kb_frame_t parts[4], unsigned char *digest)
+{
+    EVP_MAC_CTX *ctx = EVP_MAC_CTX_dup(self->mac);
+    if (!ctx)
+        return -1;
+    int rc = 0;
+    for (int i = 0; i < 4 && rc == 0; i++)
+        if (parts[i].size > 0 && EVP_MAC_update(ctx, parts[i].data, parts[i].size) != 1)
+            rc = -1;
+    size_t out_len = 0;
+    if (rc == 0
+        && (EVP_MAC_final(ctx, digest, &out_len, EVP_MAX_MD_SIZE) != 1
+            || out_len != self->digest_size))
+        rc = -1;
+    EVP_MAC_CTX_free(ctx);
+    if (rc != 0)
+        ERR_clear_error();
+    return rc;
+}
+
+static int hex_value(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/*  ---------------------------------------------------------------------
+    UTF-8 repair. jupyter_client decodes frames with errors="replace", and
+    Python kernels can emit invalid UTF-8 (strings holding surrogateescape
+    bytes are encoded back to raw bytes). Rather than drop such output, the
+    decoder replaces each maximal ill-formed subsequence by U+FFFD, exactly
+    as Python does, and parses again. Only runs when jansson reports invalid
+    UTF-8, and only on signed-and-verified bytes when a key is set. */
+
+/*  Length of the well-formed UTF-8 sequence at s (1..4), or 0 when it is
+    ill-formed; then *bad is the length of its maximal subpart (1..3). */
+static size_t utf8_sequence(const unsigned char *s, size_t n, size_t *bad)
+{
+    unsigned char c = s[0], lo = 0x80, hi = 0xBF;
+    size_t need;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        need = 1;
+    else if (c == 0xE0)
+        need = 2, lo = 0xA0;
+    else if (c == 0xED)
+        need = 2, hi = 0x9F;
+    else if (c >= 0xE1 && c <= 0xEF)
+        need = 2;
+    else if (c == 0xF0)
+        need = 3, lo = 0x90;
+    else if (c == 0xF4)
+        need = 3, hi = 0x8F;
+    else if (c >= 0xF1 && c <= 0xF3)
+        need = 3;
+    else {
+        *bad = 1;
+        return 0;
+    }
+    for (size_t i = 1; i <= need; i++) {
+        if (i >= n || s[i] < lo || s[i] > hi) {
+            *bad = i;
+            return 0;
+        }
+        lo = 0x80, hi = 0xBF;
+    }
+    return need + 1;
+}
+
+/*  A copy of s with ill-formed sequences replaced; caller frees. */
+static unsigned char *utf8_repair(const unsigned char *s, size_t n, size_t *out_n)
+{
+    static const unsigned char replacement[3] = { 0xEF, 0xBF, 0xBD };
+    size_t size = 0, bad = 0;
+    for (size_t i = 0; i < n;) {
+        size_t good = utf8_sequence(s + i, n - i, &bad);
+        size += good ? good : sizeof replacement;
+        i += good ? good : bad;
+    }
+    unsigned char *out = malloc(size ? size : 1);
+    if (!out)
+        return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        size_t good = utf8_sequence(s + i, n - i, &bad);
+        if (good) {
+            memcpy(out + o, s + i, good);
+            o += good;
+            i += good;
+        } else {
+            memcpy(out + o, replacement, sizeof replacement);
+            o += sizeof replacement;
+            i += bad;
+        }
+    }
+    *out_n = o;
+    return out;
+}
+
+/*  ---------------------------------------------------------------------
+    Decode */
+
+/*  Record a rejection: count it, keep the reason, and copy it to err. */
+static kb_wire_status_t reject(kb_wire_t *self, kb_wire_status_t status, char *err, size_t errlen,
+                               const char *format, ...) __attribute__((format(printf, 5, 6)));
+
+static kb_wire_status_t reject(kb_wire_t *self, kb_wire_status_t status, char *err, size_t errlen,
+                               const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    vsnprintf(self->errstr, sizeof self->errstr, format, args);
+    va_end(args);
+    copy_error(err, errlen, self->errstr);
+    self->rejected[-status]++;
+    return status;
+}
+
+/*  Parse one JSON frame that must hold an object. On failure writes the
+    reason (prefixed by the part's name) into why and returns NULL. */
+static json_t *parse_object(const kb_frame_t *frame, const char *name, char *why, size_t why_size)
+{
+    json_error_t error;
+    const char *data = frame->size ? (const char *)frame->data : "";
+    json_t *value = json_loadb(data, frame->size, JSON_DECODE_ANY | JSON_ALLOW_NUL, &error);
+    if (!value && json_error_code(&error) == json_error_invalid_utf8) {
+        size_t repaired_size = 0;
+        unsigned char *repaired = utf8_repair(frame->data, frame->size, &repaired_size);
+        if (repaired)
+            value = json_loadb((const char *)repaired, repaired_size,
+                               JSON_DECODE_ANY | JSON_ALLOW_NUL, &error);
+        free(repaired);
+    }
+    if (!value) {
+        snprintf(why, why_size, "%s is not a JSON object: %s at byte %d", name, error.text,
+                 error.position);
+        return NULL;
+    }
+    if (!json_is_object(value)) {
+        static const char *const kinds[] = { "an object", "an array", "a string", "an integer",
+                                             "a real",    "true",     "false",    "null" };
+        int kind = json_typeof(value);
+        snprintf(why, why_size, "%s is not a JSON object: it is %s", name,
+                 kind >= 0 && kind < 8 ? kinds[kind] : "something else");
+        json_decref(value);
+        return NULL;
+    }
+    return value;
+}
+
+/*  The value of key in object as a non-empty C string without NUL, or NULL. */
+static const char *plain_string(const json_t *object, const char *key)
+{
+    const json_t *value = json_object_get(object, key);
+    if (!json_is_string(value))
+        return NULL;
+    const char *text = json_string_value(value);
+    size_t length = json_string_length(value);
+    if (length == 0 || strlen(text) != length)
+        return NULL;
+    return text;
+}
+
+kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_t count,
+                                kb_msg_t **msg_out, char *err, size_t errlen)
+{
+    assert(self);
+    assert(msg_out);
+    assert(frames || count == 0);
+    *msg_out = NULL;
+    const kb_wire_limits_t *limits = &self->limits;
+    char why[KB_WIRE_ERRSTR_SIZE];
+
+    /* Limits first: nothing else is looked at in an oversized message. */
+    if (count > limits->max_frames)
+        return reject(self, KB_WIRE_TOO_LARGE, err, errlen, "message has %zu frames, limit %zu",
+                      count, limits->max_frames);
+    size_t total = 0;
+    for (size_t i = 0; i < count; i++) {
+        assert(frames[i].data || frames[i].size == 0);
+        if (frames[i].size > limits->max_frame_bytes)
+            return reject(self, KB_WIRE_TOO_LARGE, err, errlen, "frame %zu is %zu bytes, limit %zu",
+                          i, frames[i].size, limits->max_frame_bytes);
+        if (frames[i].size > limits->max_total_bytes - total) /* total <= max: no wrap */
+            return reject(self, KB_WIRE_TOO_LARGE, err, errlen,
+                          "message is over %zu bytes in total at frame %zu",
+                          limits->max_total_bytes, i);
+        total += frames[i].size;
+    }
+
+    size_t delimiter = 0;
+    while (delimiter < count
+           && !(frames[delimiter].size == KB_WIRE_DELIMITER_LEN
+                && memcmp(frames[delimiter].data, KB_WIRE_DELIMITER, KB_WIRE_DELIMITER_LEN) == 0))
+        delimiter++;
+    if (delimiter == count)
+        return reject(self, KB_WIRE_MALFORMED, err, errlen, "no <IDS|MSG> delimiter in %zu frames",
+                      count);
+    size_t parts_len = count - delimiter - 1;
+    if (parts_len < KB_WIRE_MIN_PARTS)
+        return reject(self, KB_WIRE_MALFORMED, err, errlen,
+                      "truncated message: %zu frames after <IDS|MSG>, need at least %d", parts_len,
+                      KB_WIRE_MIN_PARTS);
+    const kb_frame_t *signature = &frames[delimiter + 1];
+    const kb_frame_t *parts = &frames[delimiter + 2]; /* header, parent, metadata, content */
+
+    /* Authenticate before parsing anything an unauthenticated peer sent. */
+    unsigned char fingerprint[KB_FINGERPRINT_SIZE] = { 0 };
+    if (self->mac) {
+        unsigned char claimed[EVP_MAX_MD_SIZE], expected[EVP_MAX_MD_SIZE];
+        if (signature->size == 0)
+            return reject(self, KB_WIRE_BAD_SIGNATURE, err, errlen, "unsigned message");
+        if (signature->size != 2 * self->digest_size)
+            return reject(self, KB_WIRE_BAD_SIGNATURE, err, errlen,
+                          "signature is %zu bytes, %s needs %zu hex digits", signature->size,
+                          self->scheme, 2 * self->digest_size);
+        for (size_t i = 0; i < self->digest_size; i++) {
+            int high = hex_value(signature->data[2 * i]),
+                low = hex_value(signature->data[2 * i + 1]);
+            if (high < 0 || low < 0)
+                return reject(self, KB_WIRE_BAD_SIGNATURE, err, errlen,
+                              "signature is not hexadecimal");
+            claimed[i] = (unsigned char)(high << 4 | low);
+        }
+        if (sign_parts(self, parts, expected) != 0)
+            return reject(self, KB_WIRE_MALFORMED, err, errlen, "HMAC computation failed");
+        if (CRYPTO_memcmp(claimed, expected, self->digest_size) != 0)
+            return reject(self, KB_WIRE_BAD_SIGNATURE, err, errlen, "signature mismatch");
+        memcpy(fingerprint, expected,
+               self->digest_size < sizeof fingerprint ? self->digest_size : sizeof fingerprint);
+        if (replay_contains(&self->replay, fingerprint))
+            return reject(self, KB_WIRE_REPLAYED, err, errlen, "replayed signature");
+    }
+
+    kb_msg_t *msg = calloc(1, sizeof *msg);
+    if (!msg)
+        return reject(self, KB_WIRE_MALFORMED, err, errlen, "out of memory");
+    static const char *const part_names[4] = { "header", "parent_header", "metadata", "content" };
+    json_t **targets[4] = { &msg->header, &msg->parent_header, &msg->metadata, &msg->content };
+    for (int i = 0; i < 4; i++) {
+        *targets[i] = parse_object(&parts[i], part_names[i], why, sizeof why);
+        if (!*targets[i])
+            goto malformed;
+    }
+    msg->msg_type = plain_string(msg->header, "msg_type");
+    if (!msg->msg_type) {
+        snprintf(why, sizeof why, "header lacks msg_type (a non-empty string)");
+        goto malformed;
+    }
+    msg->msg_id = plain_string(msg->header, "msg_id");
+    if (!msg->msg_id) {
+        snprintf(why, sizeof why, "header lacks msg_id (a non-empty string)");
+        goto malformed;
+    }
+    /* Unsolicited messages have an empty parent_header; one that names a
+       parent must do so with a string. */
+    const json_t *parent_id = json_object_get(msg->parent_header, "msg_id");
+    if (!parent_id || json_is_null(parent_id))
+        msg->parent_msg_id = "";
+    else if (json_is_string(parent_id)
+             && strlen(json_string_value(parent_id)) == json_string_length(parent_id))
+        msg->parent_msg_id = json_string_value(parent_id);
+    else {
+        snprintf(why, sizeof why, "parent_header msg_id is not a string");
+        goto malformed;
+    }
+
+    if (frames_copy(frames, delimiter, &msg->identities) != 0) {
+        snprintf(why, sizeof why, "out of memory");
+        goto malformed;
+    }
+    msg->identities_len = delimiter;
+    if (frames_copy(parts + 4, parts_len - KB_WIRE_MIN_PARTS, &msg->buffers) != 0) {
+        snprintf(why, sizeof why, "out of memory");
+        goto malformed;
+    }
+    msg->buffers_len = parts_len - KB_WIRE_MIN_PARTS;
+
+    if (self->mac)
+        replay_insert(&self->replay, fingerprint);
+    self->accepted++;
+    copy_error(err, errlen, "");
+    *msg_out = msg;
+    return KB_WIRE_OK;
+
+malformed:
+    kb_msg_destroy(&msg);
+    return reject(self, KB_WIRE_MALFORMED, err, errlen, "%s", why);
+}
+
+/*  ---------------------------------------------------------------------
+    Encode */
+
+typedef struct {
+    unsigned char *data;
+    size_t size, cap;
+} dump_buffer_t;
+
+static int dump_append(const char *chunk, size_t size, void *data)
+{
+    dump_buffer_t *buffer = data;
+    if (size > buffer->cap - buffer->size) {
+        size_t cap = buffer->cap ? buffer->cap : 256;
+        while (size > cap - buffer->size) {
+            if (cap > SIZE_MAX / 2)
+                return -1;
+            cap *= 2;
+        }
+        unsigned char *grown = realloc(buffer->data, cap);
+        if (!grown)
+            return -1;
+        buffer->data = grown;
+        buffer->cap = cap;
+    }
+    memcpy(buffer->data + buffer->size, chunk, size);
+    buffer->size += size;
+    return 0;
+}
+
+/*  Dump value compactly into frame (data never NULL). */
+static int dump_frame(const json_t *value, kb_frame_t *frame)
+{
+    dump_buffer_t buffer = { 0 };
+    if (json_dump_callback(value, dump_append, &buffer, JSON_COMPACT) != 0 || !buffer.data) {
+        free(buffer.data);
+        return -1;
+    }
+    frame->data = buffer.data;
+    frame->size = buffer.size;
+    return 0;
+}
+
+static int encode_fail(kb_wire_t *self, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int encode_fail(kb_wire_t *self, const char *format, ...)
+{
+    va_list args;
+    va_start(args, format);
+    vsnprintf(self->errstr, sizeof self->errstr, format, args);
+    va_end(args);
+    return -1;
+}
+
+int kb_wire_encode(kb_wire_t *self, const char *msg_type, json_t *content,
+                   const json_t *parent_header, json_t *metadata, const char *date,
+                   const kb_frame_t *identities, size_t identities_len, kb_frame_t **frames_out,
+                   size_t *count_out, char *msg_id_out, size_t msg_id_size)
+{
+    assert(self);
+    assert(msg_type);
+    assert(date);
+    assert(identities || identities_len == 0);
+    assert(frames_out && count_out);
+    *frames_out = NULL;
+    *count_out = 0;
+    int rc = -1;
+    char *msg_id = NULL;
+    json_t *header = NULL, *empty = NULL;
+    kb_frame_t *frames = NULL;
+    size_t count = identities_len + 6;
+
+    if (!json_is_object(content)) {
+        encode_fail(self, "content is %s", content ? "not a JSON object" : "NULL");
+        goto done;
+    }
+    if (metadata && !json_is_object(metadata)) {
+        encode_fail(self, "metadata is not a JSON object");
+        goto done;
+    }
+    if (parent_header && !json_is_object(parent_header)) {
+        encode_fail(self, "parent_header is not a JSON object");
+        goto done;
+    }
+    if (asprintf(&msg_id, "%s_%llu", self->session, self->msg_counter + 1) < 0) {
+        msg_id = NULL;
+        encode_fail(self, "out of memory");
+        goto done;
+    }
+    if (msg_id_out && strlen(msg_id) >= msg_id_size) {
+        encode_fail(self, "msg_id_out holds %zu bytes, msg_id needs %zu", msg_id_size,
+                    strlen(msg_id) + 1);
+        goto done;
+    }
+    header = json_object();
+    empty = json_object();
+    if (!header || !empty) {
+        encode_fail(self, "out of memory");
+        goto done;
+    }
+    json_t *msg_type_value = json_string(msg_type);
+    json_t *date_value = json_string(date);
+    if (!msg_type_value || !date_value) {
+        json_decref(msg_type_value);
+        json_decref(date_value);
+        encode_fail(self, "msg_type and date must be valid UTF-8");
+        goto done;
+    }
+    if (json_object_set_new(header, "msg_id", json_string(msg_id)) != 0
+        || json_object_set_new(header, "msg_type", msg_type_value) != 0
+        || json_object_set_new(header, "username", json_string(self->username)) != 0
+        || json_object_set_new(header, "session", json_string(self->session)) != 0
+        || json_object_set_new(header, "date", date_value) != 0
+        || json_object_set_new(header, "version", json_string(KB_WIRE_PROTOCOL_VERSION)) != 0) {
+        encode_fail(self, "out of memory");
+        goto done;
+    }
+
+    frames = calloc(count, sizeof *frames);
+    if (!frames) {
+        encode_fail(self, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < identities_len; i++)
+        if (frame_set_copy(&frames[i], identities[i].data, identities[i].size) != 0) {
+            encode_fail(self, "out of memory");
+            goto done;
+        }
+    kb_frame_t *delimiter = &frames[identities_len];
+    kb_frame_t *signature = delimiter + 1;
+    kb_frame_t *parts = delimiter + 2;
+    if (frame_set_copy(delimiter, KB_WIRE_DELIMITER, KB_WIRE_DELIMITER_LEN) != 0
+        || dump_frame(header, &parts[0]) != 0
+        || dump_frame(parent_header ? parent_header : empty, &parts[1]) != 0
+        || dump_frame(metadata ? metadata : empty, &parts[2]) != 0
+        || dump_frame(content, &parts[3]) != 0) {
+        encode_fail(self, "out of memory");
+        goto done;
+    }
+    if (self->mac) {
+        static const char hex[] = "0123456789abcdef";
+        unsigned char digest[EVP_MAX_MD_SIZE];
+        signature->data = malloc(2 * self->digest_size);
+        if (!signature->data || sign_parts(self, parts, digest) != 0) {
+            encode_fail(self, "HMAC computation failed");
+            goto done;
+        }
+        for (size_t i = 0; i < self->digest_size; i++) {
+            signature->data[2 * i] = (unsigned char)hex[digest[i] >> 4];
+            signature->data[2 * i + 1] = (unsigned char)hex[digest[i] & 15];
+        }
+        signature->size = 2 * self->digest_size;
+    } else if (frame_set_copy(signature, "", 0) != 0) {
+        encode_fail(self, "out of memory");
+        goto done;
+    }
+
+    self->msg_counter++;
+    if (msg_id_out)
+        snprintf(msg_id_out, msg_id_size, "%s", msg_id);
+    *frames_out = frames;
+    *count_out = count;
+    frames = NULL;
+    rc = 0;
+
+done:
+    kb_frames_free(frames, count);
+    json_decref(header);
+    json_decref(empty);
+    json_decref(content);
+    json_decref(metadata);
+    free(msg_id);
+    return rc;
+}

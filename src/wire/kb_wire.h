@@ -1,0 +1,148 @@
+/*  kb_wire.h - the Jupyter messaging wire codec: ZeroMQ frames <-> one
+    message, with HMAC signing, signature checking and replay rejection.
+
+    What it is for: turning the multipart frames of the Jupyter protocol
+    (version 5.x) into a typed kb_msg_t and back, and refusing anything
+    malformed, mis-signed, replayed or oversized with a precise reason.
+
+    What it is not for: I/O. The codec never touches a socket, the clock or
+    randomness and keeps no globals, like hiredis's read.c: it is a function
+    of the bytes it is given plus the state of one kb_wire_t (the key, a
+    message counter and the recent signatures). A kb_wire_t is not
+    thread-safe; give each thread (each kernel connection) its own.
+
+    Wire format, per the Jupyter messaging spec:
+
+        [identity ...] "<IDS|MSG>" signature header parent_header metadata
+        content [buffer ...]
+
+    signature is the lowercase hex HMAC of header, parent_header, metadata
+    and content concatenated in that order; it is empty when the key is. */
+#ifndef KB_WIRE_H_INCLUDED
+#define KB_WIRE_H_INCLUDED
+
+#include <jansson.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KB_WIRE_DELIMITER "<IDS|MSG>"
+#define KB_WIRE_PROTOCOL_VERSION "5.3"
+
+/*  One ZeroMQ frame. Frames the codec hands out always have a non-NULL
+    data, also when size is 0. */
+typedef struct {
+    unsigned char *data;
+    size_t size;
+} kb_frame_t;
+
+/*  Free each frame's data and then the array itself. Safe on NULL. */
+void kb_frames_free(kb_frame_t *frames, size_t count);
+
+/*  One decoded message. Everything in it is owned by the message. */
+typedef struct {
+    kb_frame_t *identities; /* routing ids before <IDS|MSG>, owned */
+    size_t identities_len;
+    json_t *header;        /* owned, always a JSON object */
+    json_t *parent_header; /* owned, always a JSON object ({} when none) */
+    json_t *metadata;      /* owned, always a JSON object */
+    json_t *content;       /* owned, always a JSON object */
+    kb_frame_t *buffers;   /* extra buffers after content, owned */
+    size_t buffers_len;
+    /* Borrowed from header / parent_header; valid while those are not
+       modified. Never NULL: msg_type and msg_id are validated non-empty
+       strings without NUL; parent_msg_id is "" when parent_header has none. */
+    const char *msg_type;
+    const char *msg_id;
+    const char *parent_msg_id;
+} kb_msg_t;
+
+/*  Destroy a message and set the caller's pointer to NULL. Safe on NULL. */
+void kb_msg_destroy(kb_msg_t **self_p);
+
+typedef enum {
+    KB_WIRE_OK = 0,
+    KB_WIRE_MALFORMED = -1,     /* not a well-formed Jupyter message */
+    KB_WIRE_BAD_SIGNATURE = -2, /* unsigned, or the HMAC does not match */
+    KB_WIRE_REPLAYED = -3,      /* a valid signature seen before */
+    KB_WIRE_TOO_LARGE = -4      /* frame count or sizes over the limits */
+} kb_wire_status_t;
+
+/*  Hard limits applied by kb_wire_decode. A field left 0 takes its default. */
+typedef struct {
+    size_t max_frames;      /* identities + 6 + buffers; default 1024 */
+    size_t max_frame_bytes; /* any single frame; default 256 MiB */
+    size_t max_total_bytes; /* all frames together; default 512 MiB */
+    size_t replay_window;   /* signatures remembered for replay rejection,
+                               oldest forgotten first; default 65536 */
+} kb_wire_limits_t;
+
+typedef struct kb_wire kb_wire_t;
+
+/*  Create a codec. scheme is "hmac-<digest>" with any digest OpenSSL knows
+    ("hmac-sha256", "hmac-sha512", "hmac-sha1", "hmac-md5", "hmac-sha3_256",
+    "hmac-blake2b", ...); NULL means "hmac-sha256". The key (borrowed, copied)
+    may hold any bytes; key_len 0 means unsigned messages: the signature frame
+    is left empty when encoding and is neither checked nor remembered when
+    decoding. session and username (borrowed, copied; username NULL means
+    "kernelbridge") go into the header of each encoded message; session must
+    not be NULL. Returns NULL and a reason in err (if not NULL) on an unknown
+    scheme or invalid UTF-8. Caller owns the result. */
+kb_wire_t *kb_wire_new(const char *scheme, const unsigned char *key, size_t key_len,
+                       const char *session, const char *username, char *err, size_t errlen);
+
+/*  Destroy a codec and set the caller's pointer to NULL. Safe on NULL. */
+void kb_wire_destroy(kb_wire_t **self_p);
+
+/*  Replace the limits (borrowed, copied; NULL restores every default).
+    Shrinking replay_window forgets the oldest signatures beyond it. */
+void kb_wire_set_limits(kb_wire_t *self, const kb_wire_limits_t *limits);
+
+/*  Decode one multipart message. frames are borrowed (a frame of size 0 may
+    have NULL data). On KB_WIRE_OK *msg_out is a new message the caller owns.
+    On any failure *msg_out is NULL, the failure is counted, and err (if not
+    NULL) says precisely why, e.g. "no <IDS|MSG> delimiter", "signature
+    mismatch", "header is not a JSON object: ...", "header lacks msg_type",
+    "replayed signature", "frame 3 is 300000000 bytes, limit 268435456".
+    The signature is checked (in constant time) before any JSON is parsed;
+    a signature is remembered only once its whole message has been accepted.
+    Invalid UTF-8 inside the JSON frames is replaced by U+FFFD, as
+    jupyter_client does. Integers beyond 64 bits make a frame malformed. */
+kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_t count,
+                                kb_msg_t **msg_out, char *err, size_t errlen);
+
+/*  Encode one message: identities (borrowed, may be NULL/0), "<IDS|MSG>",
+    signature, header, parent_header, metadata, content. The header is
+    {msg_id, msg_type, username, session, date, version: "5.3"} where msg_id
+    is "<session>_<n>" with n counting up per codec, and date is the caller's
+    ISO 8601 string (borrowed). content (a JSON object) and metadata (a JSON
+    object, NULL means {}) are stolen, even on failure; parent_header is
+    borrowed (NULL means {}). JSON is dumped compactly. On success returns 0,
+    *frames_out / *count_out are owned by the caller and the msg_id is copied
+    into msg_id_out when that is not NULL. Returns -1 on failure (a NULL or
+    non-object content, a msg_id_out too small, out of memory); then
+    kb_wire_errstr says why. */
+int kb_wire_encode(kb_wire_t *self, const char *msg_type, json_t *content,
+                   const json_t *parent_header, json_t *metadata, const char *date,
+                   const kb_frame_t *identities, size_t identities_len, kb_frame_t **frames_out,
+                   size_t *count_out, char *msg_id_out, size_t msg_id_size);
+
+/*  Number of messages kb_wire_decode rejected with status since the codec
+    was created (for KB_WIRE_OK: the number it accepted). */
+size_t kb_wire_rejected(const kb_wire_t *self, kb_wire_status_t status);
+
+/*  The reason of the last failure of this codec (decode or encode), "" when
+    none yet. Borrowed; valid until the next call on the codec. */
+const char *kb_wire_errstr(const kb_wire_t *self);
+
+/*  A short constant name for a status: "ok", "malformed", "bad signature",
+    "replayed", "too large". */
+const char *kb_wire_status_str(kb_wire_status_t status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
