@@ -1,0 +1,194 @@
+"""kernelbridge: Python SDK for stateful code execution on real Jupyter kernels.
+
+    import kernelbridge
+
+    kb = kernelbridge.connect()            # KB_URL / KB_TOKEN from the environment
+    print(kb.run("1 + 1").text)            # '2'
+    ctx = kb.create_context(language="python")
+    ctx.run("x = 41")
+    print(ctx.run("x + 1").text)           # '42'
+    ctx.close()
+
+The async API (``await kernelbridge.connect_async()``) has the same methods.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from ._transport import AsyncTransport, SSEEvent, fetch_json_sync
+from ._version import __version__
+from .code_interpreter import (
+    AsyncCodeInterpreter,
+    CodeInterpreter,
+    CodeInterpreterContext,
+    ExecutionError,
+    ExecutionResult,
+    OutputMessage,
+)
+from .errors import (
+    BadRequestError,
+    ContextExistsError,
+    InternalError,
+    InvalidRequestBodyError,
+    KernelBridgeConnectionError,
+    KernelBridgeError,
+    KernelBridgeTimeoutError,
+    KernelStartFailedError,
+    LanguageNotSupportedError,
+    MethodNotAllowedError,
+    NotFoundError,
+    PayloadTooLargeError,
+    ProcessNotFoundError,
+    ProcessRunningError,
+    ProtectedContextError,
+    SessionNotFoundError,
+    TooManyContextsError,
+    UnauthorizedError,
+    UnavailableError,
+    UnsupportedOptionError,
+)
+from .interpreter import AsyncInterpreterContext, AsyncInterpreterService
+from .process import AsyncProcessHandle, AsyncProcessService
+from .sync import (
+    InterpreterContext,
+    InterpreterService,
+    ProcessHandle,
+    ProcessService,
+    SyncBridge,
+    SyncInterpreterContext,
+    SyncInterpreterService,
+)
+from .types import (
+    InterpreterContextJSON,
+    InterpreterDisplay,
+    InterpreterError,
+    InterpreterLogs,
+    InterpreterOutput,
+    InterpreterProcess,
+    InterpreterResult,
+    JsonObject,
+    JsonValue,
+    LogFrame,
+    ProcessRecord,
+    ProcessStatus,
+    WaitReason,
+)
+
+__all__ = [
+    "__version__",
+    "DEFAULT_URL",
+    "connect",
+    "connect_async",
+    # async API
+    "AsyncInterpreterService",
+    "AsyncInterpreterContext",
+    "AsyncProcessService",
+    "AsyncProcessHandle",
+    "AsyncTransport",
+    "SSEEvent",
+    # sync API
+    "InterpreterService",
+    "InterpreterContext",
+    "SyncInterpreterService",
+    "SyncInterpreterContext",
+    "ProcessService",
+    "ProcessHandle",
+    "SyncBridge",
+    # earlier-style API
+    "CodeInterpreter",
+    "AsyncCodeInterpreter",
+    "CodeInterpreterContext",
+    "OutputMessage",
+    "ExecutionError",
+    "ExecutionResult",
+    # data
+    "InterpreterContextJSON",
+    "InterpreterDisplay",
+    "InterpreterProcess",
+    "InterpreterLogs",
+    "InterpreterError",
+    "InterpreterOutput",
+    "InterpreterResult",
+    "JsonObject",
+    "JsonValue",
+    "LogFrame",
+    "ProcessRecord",
+    "ProcessStatus",
+    "WaitReason",
+    # errors
+    "KernelBridgeError",
+    "KernelBridgeConnectionError",
+    "KernelBridgeTimeoutError",
+    "BadRequestError",
+    "InvalidRequestBodyError",
+    "UnauthorizedError",
+    "SessionNotFoundError",
+    "ProcessNotFoundError",
+    "LanguageNotSupportedError",
+    "NotFoundError",
+    "MethodNotAllowedError",
+    "ContextExistsError",
+    "ProtectedContextError",
+    "UnsupportedOptionError",
+    "ProcessRunningError",
+    "KernelStartFailedError",
+    "PayloadTooLargeError",
+    "TooManyContextsError",
+    "UnavailableError",
+    "InternalError",
+]
+
+#: Where ``connect()`` looks when neither ``url`` nor ``KB_URL`` is given
+#: (the daemon's default listen address).
+DEFAULT_URL = "http://127.0.0.1:8899"
+
+
+def _settings(url: Optional[str], token: Optional[str]) -> tuple[str, Optional[str]]:
+    url = url or os.environ.get("KB_URL") or DEFAULT_URL
+    if token is None:
+        token = os.environ.get("KB_TOKEN") or None
+    return url, token
+
+
+def connect(url: Optional[str] = None, token: Optional[str] = None, *,
+            connect_timeout: float = 10.0) -> InterpreterService:
+    """A blocking client of the daemon at ``url`` (else ``KB_URL``, else DEFAULT_URL).
+
+    ``token`` (else ``KB_TOKEN``) is sent as a bearer token. The sandbox id
+    is read from ``/health``, so an unreachable daemon raises
+    KernelBridgeConnectionError here. Close the service when done (or use it
+    in a ``with`` block).
+    """
+    url, token = _settings(url, token)
+    health = fetch_json_sync(url, "/health", token, timeout=connect_timeout)
+    sandbox_id = _sandbox_id_of(health, url)
+    transport = AsyncTransport(url, token, connect_timeout=connect_timeout)
+    impl = AsyncInterpreterService(sandbox_id, transport, AsyncProcessService(transport))
+    return InterpreterService(impl, SyncBridge())
+
+
+async def connect_async(url: Optional[str] = None, token: Optional[str] = None, *,
+                        connect_timeout: float = 10.0) -> AsyncInterpreterService:
+    """An async client of the daemon at ``url`` (else ``KB_URL``, else DEFAULT_URL).
+
+    ``token`` (else ``KB_TOKEN``) is sent as a bearer token; the sandbox id
+    is read from ``/health``. Close it with ``await service.aclose()`` (or use
+    ``async with``).
+    """
+    url, token = _settings(url, token)
+    transport = AsyncTransport(url, token, connect_timeout=connect_timeout)
+    try:
+        health = await transport.request("GET", "/health", timeout=connect_timeout)
+        sandbox_id = _sandbox_id_of(health, url)
+    except BaseException:
+        await transport.aclose()
+        raise
+    return AsyncInterpreterService(sandbox_id, transport, AsyncProcessService(transport))
+
+
+def _sandbox_id_of(health: object, url: str) -> str:
+    if not isinstance(health, dict) or not isinstance(health.get("sandbox_id"), str):
+        raise KernelBridgeError("INVALID_RESPONSE", f"{url}/health has no sandbox_id: {health!r}", None)
+    return health["sandbox_id"]

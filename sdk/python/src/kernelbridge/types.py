@@ -1,0 +1,341 @@
+"""The data model of kernelbridge (SPEC section 2): one InterpreterResult per
+run, plus context handles' JSON form, process records and log frames.
+
+All classes are frozen dataclasses built from the daemon's JSON by the
+``from_json`` class methods; unknown JSON fields are ignored so that a newer
+daemon does not break an older SDK.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, TypedDict, Union
+
+__all__ = [
+    "JsonValue",
+    "JsonObject",
+    "WaitReason",
+    "InterpreterContextJSON",
+    "InterpreterDisplay",
+    "InterpreterProcess",
+    "InterpreterLogs",
+    "InterpreterError",
+    "InterpreterOutput",
+    "InterpreterResult",
+    "LogFrame",
+    "ProcessRecord",
+    "ProcessStatus",
+]
+
+JsonValue = Union[None, bool, int, float, str, List[Any], Dict[str, Any]]
+JsonObject = Dict[str, Any]
+
+
+class WaitReason(str, enum.Enum):
+    """How a run ended (the process table of SPEC section 2)."""
+
+    EXITED = "exited"
+    TIMED_OUT = "timed_out"
+    SIGNALED = "signaled"
+    FAILED = "failed"
+    SANDBOX_STOPPED = "sandbox_stopped"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def parse(cls, value: Any) -> Optional["WaitReason"]:
+        """The member for a JSON value; None for null or a reason this SDK does not know."""
+        if value is None:
+            return None
+        try:
+            return cls(value)
+        except ValueError:
+            return None
+
+
+class InterpreterContextJSON(TypedDict):
+    """The serialisable form of a context handle."""
+
+    sandbox_id: str
+    context_id: str
+    language: str
+
+
+@dataclass(frozen=True)
+class InterpreterDisplay:
+    """One rich interpreter output bundle entry: a MIME type and its data.
+
+    Display callbacks receive one of these per entry of each display bundle,
+    in the bundle's order. ``data`` is the entry as the kernel sent it when it
+    is a string (base64 for images); JSON values (``application/json``) are
+    passed as their JSON text.
+    """
+
+    mime: str
+    data: str
+
+
+@dataclass(frozen=True)
+class InterpreterProcess:
+    """The process record of one run: how and why it ended."""
+
+    process_id: str
+    exit_code: Optional[int]
+    signal: Optional[str]
+    reason: Optional[WaitReason]
+    raw_reason: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "InterpreterProcess":
+        return cls(
+            process_id=str(obj.get("process_id") or ""),
+            exit_code=_opt_int(obj.get("exit_code")),
+            signal=_opt_str(obj.get("signal")),
+            reason=WaitReason.parse(obj.get("reason")),
+            raw_reason=_opt_str(obj.get("raw_reason")),
+        )
+
+
+@dataclass(frozen=True)
+class InterpreterLogs:
+    """The ``stream`` output of a run, concatenated in order."""
+
+    stdout: str = ""
+    stderr: str = ""
+
+    @classmethod
+    def from_json(cls, obj: Optional[Mapping[str, Any]]) -> "InterpreterLogs":
+        obj = obj or {}
+        return cls(stdout=str(obj.get("stdout") or ""), stderr=str(obj.get("stderr") or ""))
+
+
+@dataclass(frozen=True)
+class InterpreterError:
+    """The error a run raised. Traceback lines are kept as the kernel sent them."""
+
+    name: str
+    value: str
+    traceback: List[str] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "InterpreterError":
+        tb = obj.get("traceback") or []
+        return cls(
+            name=str(obj.get("name") or obj.get("ename") or ""),
+            value=str(obj.get("value") or obj.get("evalue") or ""),
+            traceback=[str(line) for line in tb] if isinstance(tb, list) else [str(tb)],
+        )
+
+
+@dataclass(frozen=True)
+class InterpreterOutput:
+    """One ``display_data`` or ``execute_result`` of a run.
+
+    ``data`` is the whole MIME bundle; ``text``/``html``/``png``/``svg``/``json``
+    are shortcuts into it. ``is_main_result`` is true only for the
+    ``execute_result``. ``metadata`` and ``display_id`` are passed on from the
+    kernel (``display_id`` is None when the kernel gave none).
+    """
+
+    data: JsonObject
+    is_main_result: bool
+    text: Optional[str] = None
+    html: Optional[str] = None
+    png: Optional[str] = None
+    svg: Optional[str] = None
+    json: Optional[JsonValue] = None
+    metadata: JsonObject = field(default_factory=dict)
+    display_id: Optional[str] = None
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "InterpreterOutput":
+        data = obj.get("data")
+        data = dict(data) if isinstance(data, dict) else {}
+        meta = obj.get("metadata")
+
+        def pick(key: str, mime: str) -> Optional[str]:
+            value = obj.get(key, None)
+            if value is None:
+                value = data.get(mime)
+            if isinstance(value, list):  # nbformat allows multi-line strings as lists
+                value = "".join(str(v) for v in value)
+            return None if value is None else str(value)
+
+        json_value = obj["json"] if obj.get("json") is not None else data.get("application/json")
+        return cls(
+            data=data,
+            is_main_result=bool(obj.get("is_main_result", False)),
+            text=pick("text", "text/plain"),
+            html=pick("html", "text/html"),
+            png=pick("png", "image/png"),
+            svg=pick("svg", "image/svg+xml"),
+            json=json_value,
+            metadata=dict(meta) if isinstance(meta, dict) else {},
+            display_id=_opt_str(obj.get("display_id")),
+        )
+
+    def displays(self) -> List[InterpreterDisplay]:
+        """The bundle as display entries, in the bundle's order."""
+        return displays_of(self.data)
+
+
+@dataclass(frozen=True)
+class InterpreterResult:
+    """Interpreter run result.
+
+    Beyond the four fields of the published API it carries what the daemon
+    adds: the kernel's ``execution_count``, the ``context`` the run used and
+    ``truncated`` when output beyond the daemon's cap was dropped.
+    """
+
+    process: InterpreterProcess
+    results: List[InterpreterOutput] = field(default_factory=list)
+    logs: InterpreterLogs = field(default_factory=InterpreterLogs)
+    error: Optional[InterpreterError] = None
+    execution_count: Optional[int] = None
+    context: Optional[InterpreterContextJSON] = None
+    truncated: bool = False
+
+    @property
+    def text(self) -> Optional[str]:
+        """The ``text/plain`` of the main result (the value of the last expression), if any."""
+        for output in self.results:
+            if output.is_main_result:
+                return output.text
+        return None
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "InterpreterResult":
+        err = obj.get("error")
+        ctx = obj.get("context")
+        context: Optional[InterpreterContextJSON] = None
+        if isinstance(ctx, dict):
+            context = InterpreterContextJSON(
+                sandbox_id=str(ctx.get("sandbox_id") or ""),
+                context_id=str(ctx.get("context_id") or ""),
+                language=str(ctx.get("language") or ""),
+            )
+        return cls(
+            process=InterpreterProcess.from_json(obj.get("process") or {}),
+            results=[InterpreterOutput.from_json(o) for o in obj.get("results") or [] if isinstance(o, dict)],
+            logs=InterpreterLogs.from_json(obj.get("logs")),
+            error=InterpreterError.from_json(err) if isinstance(err, dict) else None,
+            execution_count=_opt_int(obj.get("execution_count")),
+            context=context,
+            truncated=bool(obj.get("truncated", False)),
+        )
+
+
+@dataclass(frozen=True)
+class LogFrame:
+    """One log frame of a process: ``channel`` is stdout, stderr or system."""
+
+    cursor: int
+    channel: str
+    data: str
+    timestamp: Any = None
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "LogFrame":
+        return cls(
+            cursor=int(obj.get("cursor") or 0),
+            channel=str(obj.get("channel") or ""),
+            data=str(obj.get("data") or ""),
+            timestamp=obj.get("timestamp"),
+        )
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    """The daemon's record of one run (SPEC section 4)."""
+
+    process_id: str
+    kind: str
+    state: str
+    context_id: Optional[str] = None
+    language: Optional[str] = None
+    started_at: Any = None
+    ended_at: Any = None
+    exit_code: Optional[int] = None
+    signal: Optional[str] = None
+    reason: Optional[WaitReason] = None
+    raw_reason: Optional[str] = None
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "ProcessRecord":
+        return cls(
+            process_id=str(obj.get("process_id") or ""),
+            kind=str(obj.get("kind") or "code"),
+            state=str(obj.get("state") or ""),
+            context_id=_opt_str(obj.get("context_id")),
+            language=_opt_str(obj.get("language")),
+            started_at=obj.get("started_at"),
+            ended_at=obj.get("ended_at"),
+            exit_code=_opt_int(obj.get("exit_code")),
+            signal=_opt_str(obj.get("signal")),
+            reason=WaitReason.parse(obj.get("reason")),
+            raw_reason=_opt_str(obj.get("raw_reason")),
+        )
+
+
+@dataclass(frozen=True)
+class ProcessStatus:
+    """The answer of a wait: ``state`` is ``"terminal"`` once the run ended,
+    ``"running"`` (with null fields) when the wait ran out first."""
+
+    process_id: str
+    state: str
+    exit_code: Optional[int] = None
+    signal: Optional[str] = None
+    reason: Optional[WaitReason] = None
+    raw_reason: Optional[str] = None
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+    @classmethod
+    def from_json(cls, process_id: str, obj: Mapping[str, Any]) -> "ProcessStatus":
+        return cls(
+            process_id=process_id,
+            state=str(obj.get("state") or ""),
+            exit_code=_opt_int(obj.get("exit_code")),
+            signal=_opt_str(obj.get("signal")),
+            reason=WaitReason.parse(obj.get("reason")),
+            raw_reason=_opt_str(obj.get("raw_reason")),
+        )
+
+
+def displays_of(bundle: Mapping[str, Any]) -> List[InterpreterDisplay]:
+    """One InterpreterDisplay per entry of a MIME bundle, in its order."""
+    import json as _json
+
+    out: List[InterpreterDisplay] = []
+    for mime, value in bundle.items():
+        if isinstance(value, str):
+            text = value
+        elif isinstance(value, list) and all(isinstance(v, str) for v in value) and not mime.endswith("json"):
+            text = "".join(value)
+        else:
+            text = _json.dumps(value, ensure_ascii=False)
+        out.append(InterpreterDisplay(mime=str(mime), data=text))
+    return out
+
+
+def _opt_int(value: Any) -> Optional[int]:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _opt_str(value: Any) -> Optional[str]:
+    return None if value is None else str(value)
