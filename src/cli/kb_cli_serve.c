@@ -1,0 +1,574 @@
+/*  kb_cli_serve.c - `kernelbridge serve`: the daemon's main, thin in the
+    manner of malamute's: read flags and KB_* variables, build the service,
+    start the HTTP server, wait for SIGTERM or SIGINT, tear down in reverse.
+    Every behaviour lives in the service (src/service) and the server
+    (src/server); this file only wires them together. */
+#include "cli/kb_cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kernelbridge.h"
+#include "server/kb_server.h"
+
+#define KB_DEFAULT_PORT 8899
+
+static const char usage[]
+    = "usage: kernelbridge serve [options]\n"
+      "\n"
+      "Serve stateful code execution on Jupyter kernels over HTTP (SPEC section 5).\n"
+      "Every option has an environment equivalent, in brackets; options win.\n"
+      "\n"
+      "  --listen HOST:PORT        address to listen on; port 0 picks a free one\n"
+      "                            [KB_LISTEN, default 127.0.0.1:8899; IPv6 as [::1]:PORT]\n"
+      "  --token-file FILE         require Authorization: Bearer <the file's first line>\n"
+      "                            [KB_TOKEN_FILE, or the token itself in KB_TOKEN]\n"
+      "  --insecure                allow a non-loopback address without a token [KB_INSECURE=1]\n"
+      "  --state-dir DIR           private 0700 dir for connection files and the sandbox id\n"
+      "                            [KB_STATE_DIR, default: a fresh dir removed at exit]\n"
+      "  --sandbox-id ID           name of this daemon [KB_SANDBOX_ID, default: kept in DIR]\n"
+      "  --kernel LANG=KERNELSPEC  run LANG on KERNELSPEC; repeatable\n"
+      "                            [KB_KERNELS=\"python=xpython,r=ir\"]\n"
+      "  --preload LANG            start LANG's default context before serving; repeatable\n"
+      "                            [KB_PRELOAD=\"python,r\"]\n"
+      "  --transport ipc|tcp       how kernels are reached [KB_TRANSPORT, default ipc]\n"
+      "  --default-timeout S       timeout of runs that give none [KB_DEFAULT_TIMEOUT, 0: none]\n"
+      "  --interrupt-grace S       from interrupt to kill at timeout [KB_INTERRUPT_GRACE, 2]\n"
+      "  --start-timeout S         for a kernel to become ready [KB_START_TIMEOUT, 60]\n"
+      "  --max-contexts N          [KB_MAX_CONTEXTS, default 64]\n"
+      "  --max-body BYTES          request body limit [KB_MAX_BODY, default 16M]\n"
+      "  --max-output BYTES        output kept per run [KB_MAX_OUTPUT, default 64M]\n"
+      "  --max-processes N         finished run records kept [KB_MAX_PROCESSES, default 1000]\n"
+      "  --max-process-bytes BYTES their logs kept [KB_MAX_PROCESS_BYTES, default 256M]\n"
+      "  --max-connections N       concurrent HTTP connections [KB_MAX_CONNECTIONS, 256]\n"
+      "  --sse-keepalive S         comment line on idle event streams [KB_SSE_KEEPALIVE, 15]\n"
+      "  --log-format text|json    request log on stderr [KB_LOG_FORMAT, default text]\n"
+      "  --port-file FILE          write the bound port there once listening, remove it at\n"
+      "                            exit [KB_PORT_FILE]\n"
+      "  -h, --help                this text\n"
+      "\n"
+      "BYTES take a K, M or G suffix (powers of 1024). Once listening, the daemon\n"
+      "prints \"listening on http://HOST:PORT\" on stdout. SIGTERM or SIGINT stop it:\n"
+      "runs still going end as sandbox_stopped, kernels are shut down, exit status 0.\n"
+      "Exit status 2: bad usage or a refused configuration; 1: failure to start.\n";
+
+/*  Everything the command line and environment say. Strings are borrowed
+    from argv / environ except the lists, whose arrays are owned. */
+typedef struct {
+    const char *listen;
+    const char *token_file;
+    const char *port_file;
+    const char *log_format;
+    bool insecure;
+    char **kernels; /* NULL-terminated; owned array, items owned */
+    size_t kernels_len;
+    char **preload; /* idem */
+    size_t preload_len;
+    kb_service_config_t service;
+    kb_server_config_t server;
+} serve_opts_t;
+
+/* ---- Value parsers (0 ok, -1 with a message on stderr) -------------------- */
+
+static int bad_value(const char *what, const char *value, const char *expected)
+{
+    fprintf(stderr, "kernelbridge serve: %s: bad value '%s' (%s)\n", what, value, expected);
+    return -1;
+}
+
+static int parse_seconds(const char *what, const char *value, double *out)
+{
+    char *end;
+    errno = 0;
+    double n = strtod(value, &end);
+    if (!*value || *end || errno || !isfinite(n) || n < 0)
+        return bad_value(what, value, "a non-negative number of seconds");
+    *out = n;
+    return 0;
+}
+
+static int parse_count(const char *what, const char *value, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(value, &end, 10);
+    if (!*value || *end || errno || value[0] == '-')
+        return bad_value(what, value, "a non-negative integer");
+    *out = (size_t)n;
+    return 0;
+}
+
+static int parse_bytes(const char *what, const char *value, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(value, &end, 10);
+    if (!*value || errno || value[0] == '-' || end == value)
+        return bad_value(what, value, "a size in bytes, with an optional K, M or G");
+    unsigned shift = 0;
+    if (*end) {
+        switch (*end | 0x20) {
+            case 'k':
+                shift = 10;
+                break;
+            case 'm':
+                shift = 20;
+                break;
+            case 'g':
+                shift = 30;
+                break;
+            default:
+                return bad_value(what, value, "a size in bytes, with an optional K, M or G");
+        }
+        end++;
+        if (strcasecmp(end, "") != 0 && strcasecmp(end, "b") != 0 && strcasecmp(end, "ib") != 0)
+            return bad_value(what, value, "a size in bytes, with an optional K, M or G");
+    }
+    if (n > (SIZE_MAX >> shift))
+        return bad_value(what, value, "too large");
+    *out = (size_t)(n << shift);
+    return 0;
+}
+
+/*  "HOST:PORT", "[V6]:PORT" or ":PORT". host points into buf. */
+static int parse_listen(const char *value, char *buf, size_t size, serve_opts_t *o)
+{
+    const char *colon = strrchr(value, ':');
+    if (!colon || strlen(value) >= size)
+        return bad_value("--listen", value, "HOST:PORT");
+    size_t host_len = (size_t)(colon - value);
+    memcpy(buf, value, host_len);
+    buf[host_len] = '\0';
+    char *host = buf;
+    if (host[0] == '[') {
+        if (host_len < 2 || host[host_len - 1] != ']')
+            return bad_value("--listen", value, "[IPv6]:PORT");
+        host[host_len - 1] = '\0';
+        host++;
+    }
+    size_t port;
+    if (parse_count("--listen", colon + 1, &port) < 0 || port > 65535)
+        return bad_value("--listen", value, "a port from 0 to 65535");
+    o->server.host = *host ? host : NULL;
+    o->server.port = (unsigned)port;
+    return 0;
+}
+
+/*  Append item (copied) to a NULL-terminated list. */
+static int list_add(char ***list, size_t *len, const char *item, size_t item_len)
+{
+    char **grown = realloc(*list, (*len + 2) * sizeof *grown);
+    if (!grown)
+        return -1;
+    *list = grown;
+    grown[*len] = strndup(item, item_len);
+    if (!grown[*len])
+        return -1;
+    grown[++*len] = NULL;
+    return 0;
+}
+
+static void list_free(char ***list, size_t *len)
+{
+    for (size_t i = 0; i < *len; i++)
+        free((*list)[i]);
+    free(*list);
+    *list = NULL;
+    *len = 0;
+}
+
+/*  A comma-separated list from the environment. */
+static int list_from_env(const char *name, char ***list, size_t *len)
+{
+    const char *value = getenv(name);
+    for (const char *p = value; p && *p;) {
+        size_t n = strcspn(p, ",");
+        while (n > 0 && *p == ' ')
+            p++, n--;
+        if (n > 0 && list_add(list, len, p, n) < 0)
+            return -1;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    return 0;
+}
+
+static int check_kernel_map(char **kernels)
+{
+    for (size_t i = 0; kernels && kernels[i]; i++) {
+        const char *eq = strchr(kernels[i], '=');
+        if (!eq || eq == kernels[i] || !eq[1])
+            return bad_value("--kernel", kernels[i], "LANG=KERNELSPEC");
+    }
+    return 0;
+}
+
+/* ---- Options ------------------------------------------------------------- */
+
+enum {
+    OPT_LISTEN = 256,
+    OPT_TOKEN_FILE,
+    OPT_INSECURE,
+    OPT_STATE_DIR,
+    OPT_SANDBOX_ID,
+    OPT_KERNEL,
+    OPT_PRELOAD,
+    OPT_TRANSPORT,
+    OPT_DEFAULT_TIMEOUT,
+    OPT_INTERRUPT_GRACE,
+    OPT_START_TIMEOUT,
+    OPT_MAX_CONTEXTS,
+    OPT_MAX_BODY,
+    OPT_MAX_OUTPUT,
+    OPT_MAX_PROCESSES,
+    OPT_MAX_PROCESS_BYTES,
+    OPT_MAX_CONNECTIONS,
+    OPT_SSE_KEEPALIVE,
+    OPT_LOG_FORMAT,
+    OPT_PORT_FILE,
+};
+
+static const struct option long_options[] = {
+    { "listen", required_argument, NULL, OPT_LISTEN },
+    { "token-file", required_argument, NULL, OPT_TOKEN_FILE },
+    { "insecure", no_argument, NULL, OPT_INSECURE },
+    { "state-dir", required_argument, NULL, OPT_STATE_DIR },
+    { "sandbox-id", required_argument, NULL, OPT_SANDBOX_ID },
+    { "kernel", required_argument, NULL, OPT_KERNEL },
+    { "preload", required_argument, NULL, OPT_PRELOAD },
+    { "transport", required_argument, NULL, OPT_TRANSPORT },
+    { "default-timeout", required_argument, NULL, OPT_DEFAULT_TIMEOUT },
+    { "interrupt-grace", required_argument, NULL, OPT_INTERRUPT_GRACE },
+    { "start-timeout", required_argument, NULL, OPT_START_TIMEOUT },
+    { "max-contexts", required_argument, NULL, OPT_MAX_CONTEXTS },
+    { "max-body", required_argument, NULL, OPT_MAX_BODY },
+    { "max-output", required_argument, NULL, OPT_MAX_OUTPUT },
+    { "max-processes", required_argument, NULL, OPT_MAX_PROCESSES },
+    { "max-process-bytes", required_argument, NULL, OPT_MAX_PROCESS_BYTES },
+    { "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
+    { "sse-keepalive", required_argument, NULL, OPT_SSE_KEEPALIVE },
+    { "log-format", required_argument, NULL, OPT_LOG_FORMAT },
+    { "port-file", required_argument, NULL, OPT_PORT_FILE },
+    { "help", no_argument, NULL, 'h' },
+    { NULL, 0, NULL, 0 },
+};
+
+/*  The environment name of each option, so that env and flags go through
+    one parser: flags are applied after the environment and win. */
+static const struct {
+    int opt;
+    const char *env;
+} env_names[] = {
+    { OPT_LISTEN, "KB_LISTEN" },
+    { OPT_TOKEN_FILE, "KB_TOKEN_FILE" },
+    { OPT_STATE_DIR, "KB_STATE_DIR" },
+    { OPT_SANDBOX_ID, "KB_SANDBOX_ID" },
+    { OPT_TRANSPORT, "KB_TRANSPORT" },
+    { OPT_DEFAULT_TIMEOUT, "KB_DEFAULT_TIMEOUT" },
+    { OPT_INTERRUPT_GRACE, "KB_INTERRUPT_GRACE" },
+    { OPT_START_TIMEOUT, "KB_START_TIMEOUT" },
+    { OPT_MAX_CONTEXTS, "KB_MAX_CONTEXTS" },
+    { OPT_MAX_BODY, "KB_MAX_BODY" },
+    { OPT_MAX_OUTPUT, "KB_MAX_OUTPUT" },
+    { OPT_MAX_PROCESSES, "KB_MAX_PROCESSES" },
+    { OPT_MAX_PROCESS_BYTES, "KB_MAX_PROCESS_BYTES" },
+    { OPT_MAX_CONNECTIONS, "KB_MAX_CONNECTIONS" },
+    { OPT_SSE_KEEPALIVE, "KB_SSE_KEEPALIVE" },
+    { OPT_LOG_FORMAT, "KB_LOG_FORMAT" },
+    { OPT_PORT_FILE, "KB_PORT_FILE" },
+};
+
+/*  Apply one option. listen_buf holds the parsed host (static storage of
+    the caller). */
+static int apply(serve_opts_t *o, int opt, const char *value, char *listen_buf, size_t size)
+{
+    size_t n;
+    double s;
+    switch (opt) {
+        case OPT_LISTEN:
+            o->listen = value;
+            return parse_listen(value, listen_buf, size, o);
+        case OPT_TOKEN_FILE:
+            o->token_file = value;
+            return 0;
+        case OPT_INSECURE:
+            o->insecure = true;
+            return 0;
+        case OPT_STATE_DIR:
+            o->service.state_dir = value;
+            return 0;
+        case OPT_SANDBOX_ID:
+            o->service.sandbox_id = value;
+            return 0;
+        case OPT_TRANSPORT:
+            if (strcmp(value, "ipc") != 0 && strcmp(value, "tcp") != 0)
+                return bad_value("--transport", value, "ipc or tcp");
+            o->service.transport = value;
+            return 0;
+        case OPT_DEFAULT_TIMEOUT:
+            return parse_seconds("--default-timeout", value, &o->service.default_timeout);
+        case OPT_INTERRUPT_GRACE:
+            return parse_seconds("--interrupt-grace", value, &o->service.interrupt_grace);
+        case OPT_START_TIMEOUT:
+            return parse_seconds("--start-timeout", value, &o->service.start_timeout);
+        case OPT_MAX_CONTEXTS:
+            return parse_count("--max-contexts", value, &o->service.max_contexts);
+        case OPT_MAX_BODY:
+            return parse_bytes("--max-body", value, &o->server.max_body);
+        case OPT_MAX_OUTPUT:
+            return parse_bytes("--max-output", value, &o->service.max_output_bytes);
+        case OPT_MAX_PROCESSES:
+            return parse_count("--max-processes", value, &o->service.max_processes);
+        case OPT_MAX_PROCESS_BYTES:
+            return parse_bytes("--max-process-bytes", value, &o->service.max_process_bytes);
+        case OPT_MAX_CONNECTIONS:
+            if (parse_count("--max-connections", value, &n) < 0 || n > 65536)
+                return bad_value("--max-connections", value, "at most 65536");
+            o->server.max_connections = (unsigned)n;
+            return 0;
+        case OPT_SSE_KEEPALIVE:
+            if (parse_seconds("--sse-keepalive", value, &s) < 0 || s > 3600)
+                return bad_value("--sse-keepalive", value, "at most 3600 seconds");
+            o->server.sse_keepalive_ms = (unsigned)(s * 1000.0);
+            if (o->server.sse_keepalive_ms == 0)
+                o->server.sse_keepalive_ms = 1;
+            return 0;
+        case OPT_LOG_FORMAT:
+            if (strcmp(value, "text") != 0 && strcmp(value, "json") != 0)
+                return bad_value("--log-format", value, "text or json");
+            o->server.log_format = strcmp(value, "json") == 0 ? KB_LOG_JSON : KB_LOG_TEXT;
+            return 0;
+        case OPT_PORT_FILE:
+            o->port_file = value;
+            return 0;
+        default:
+            return -1;
+    }
+}
+
+/* ---- Start-up steps ------------------------------------------------------ */
+
+/*  The token: first line of the token file, else KB_TOKEN. Caller frees
+    (and wipes) it; NULL and *failed false when none is configured. */
+static char *read_token(const char *path, bool *failed)
+{
+    *failed = false;
+    if (!path) {
+        const char *env = getenv("KB_TOKEN");
+        return env && *env ? strdup(env) : NULL;
+    }
+    FILE *file = fopen(path, "r");
+    if (!file) {
+        fprintf(stderr, "kernelbridge serve: cannot read token file %s: %s\n", path,
+                strerror(errno));
+        *failed = true;
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fileno(file), &st) == 0 && (st.st_mode & 0077))
+        fprintf(stderr, "kernelbridge serve: warning: token file %s is readable by others\n", path);
+    char line[KB_SERVER_TOKEN_MAX + 2] = { 0 };
+    bool got = fgets(line, sizeof line, file) != NULL;
+    fclose(file);
+    size_t len = got ? strcspn(line, "\r\n") : 0;
+    line[len] = '\0';
+    while (len > 0 && (line[len - 1] == ' ' || line[len - 1] == '\t'))
+        line[--len] = '\0';
+    if (len == 0 || len > KB_SERVER_TOKEN_MAX) {
+        fprintf(stderr,
+                "kernelbridge serve: token file %s: the first line must hold a token "
+                "of 1 to %d bytes\n",
+                path, KB_SERVER_TOKEN_MAX);
+        *failed = true;
+        explicit_bzero(line, sizeof line);
+        return NULL;
+    }
+    char *token = strdup(line);
+    explicit_bzero(line, sizeof line);
+    return token;
+}
+
+/*  Start the default context of language by running no code on it; the
+    run's record is then forgotten, so preloading leaves no trace. */
+static int preload(kb_service_t *service, const char *language, kb_log_format_t format)
+{
+    kb_error_t err = { KB_OK, "" };
+    kb_run_opts_t opts = { .code = "", .language = language };
+    kb_result_t *result = kb_service_run(service, &opts, NULL, NULL, &err);
+    if (!result) {
+        kb_server_log(format, "error", "cannot preload %s: %s: %s", language,
+                      kb_code_name(err.code), err.message);
+        return -1;
+    }
+    if (result->process_id)
+        kb_service_process_delete(service, result->process_id, NULL);
+    kb_server_log(format, "info", "preloaded the default %s context", language);
+    kb_result_destroy(&result);
+    return 0;
+}
+
+static int write_port_file(const char *path, int port)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    FILE *file = fopen(tmp, "w");
+    if (!file)
+        return -1;
+    fprintf(file, "%d\n", port);
+    if (fclose(file) != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- main ------------------------------------------------------------------ */
+
+int kb_cli_serve(int argc, char **argv)
+{
+    static char listen_buf[256];
+    serve_opts_t o = { 0 };
+    o.server.port = KB_DEFAULT_PORT;
+    kb_service_t *service = NULL;
+    kb_server_t *server = NULL;
+    char *token = NULL;
+    bool wrote_port_file = false;
+    int status = 2;
+
+    for (size_t i = 0; i < sizeof env_names / sizeof env_names[0]; i++) {
+        const char *value = getenv(env_names[i].env);
+        if (value && *value
+            && apply(&o, env_names[i].opt, value, listen_buf, sizeof listen_buf) < 0)
+            goto done;
+    }
+    const char *insecure = getenv("KB_INSECURE");
+    if (insecure && (strcmp(insecure, "1") == 0 || strcasecmp(insecure, "true") == 0))
+        o.insecure = true;
+
+    bool kernels_from_flags = false, preload_from_flags = false;
+    optind = 1;
+    int opt;
+    while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
+        if (opt == 'h') {
+            fputs(usage, stdout);
+            status = 0;
+            goto done;
+        }
+        if (opt == OPT_KERNEL || opt == OPT_PRELOAD) {
+            bool kernel = opt == OPT_KERNEL;
+            if (kernel && !kernels_from_flags)
+                list_free(&o.kernels, &o.kernels_len);
+            if (!kernel && !preload_from_flags)
+                list_free(&o.preload, &o.preload_len);
+            kernels_from_flags |= kernel;
+            preload_from_flags |= !kernel;
+            if (kernel ? list_add(&o.kernels, &o.kernels_len, optarg, strlen(optarg))
+                       : list_add(&o.preload, &o.preload_len, optarg, strlen(optarg)))
+                goto done;
+            continue;
+        }
+        if (opt == '?' || apply(&o, opt, optarg, listen_buf, sizeof listen_buf) < 0) {
+            fputs(usage, stderr);
+            goto done;
+        }
+        /* Only the environment's lists are read lazily, below. */
+    }
+    if (optind < argc) {
+        fprintf(stderr, "kernelbridge serve: unexpected argument '%s'\n", argv[optind]);
+        fputs(usage, stderr);
+        goto done;
+    }
+    if ((!kernels_from_flags && list_from_env("KB_KERNELS", &o.kernels, &o.kernels_len) < 0)
+        || (!preload_from_flags && list_from_env("KB_PRELOAD", &o.preload, &o.preload_len) < 0)
+        || check_kernel_map(o.kernels) < 0)
+        goto done;
+    o.service.kernel_map = (const char *const *)o.kernels;
+    kb_log_format_t format = o.server.log_format;
+
+    bool token_failed;
+    token = read_token(o.token_file, &token_failed);
+    if (token_failed)
+        goto done;
+    /* The token is the daemon's secret: kernels must not inherit it. */
+    unsetenv("KB_TOKEN");
+    o.server.token = token;
+    o.server.insecure = o.insecure;
+    kb_error_t err = { KB_OK, "" };
+    if (kb_server_check_config(&o.server, &err) < 0) {
+        fprintf(stderr, "kernelbridge serve: %s\n", err.message);
+        goto done;
+    }
+
+    /* Every thread (service engine, HTTP workers) inherits this mask, so
+       the signals reach only the sigwait below. */
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+
+    status = 1;
+    service = kb_service_new(&o.service, &err);
+    if (!service) {
+        kb_server_log(format, "error", "cannot start the service: %s", err.message);
+        goto done;
+    }
+    for (size_t i = 0; i < o.preload_len; i++) {
+        if (preload(service, o.preload[i], format) < 0)
+            goto done;
+    }
+    server = kb_server_new(service, &o.server, &err);
+    if (!server) {
+        kb_server_log(format, "error", "%s", err.message);
+        if (err.code == KB_ERR_BAD_REQUEST)
+            status = 2;
+        goto done;
+    }
+    if (o.port_file && write_port_file(o.port_file, kb_server_port(server)) < 0) {
+        kb_server_log(format, "error", "cannot write port file %s: %s", o.port_file,
+                      strerror(errno));
+        goto done;
+    }
+    wrote_port_file = o.port_file != NULL;
+    printf("listening on %s\n", kb_server_url(server));
+    fflush(stdout);
+    kb_server_log(format, "info", "kernelbridge %s serving sandbox %s on %s%s", KB_VERSION,
+                  kb_service_sandbox_id(service), kb_server_url(server),
+                  token ? "" : " without a token");
+
+    int signal_number = 0;
+    while (sigwait(&stop_signals, &signal_number) != 0)
+        ;
+    kb_server_log(format, "info", "stopping on %s", strsignal(signal_number));
+    /* Reverse order: no new requests, then end runs (their clients still
+       get the sandbox_stopped result), then close connections. */
+    kb_server_drain(server);
+    kb_service_destroy(&service);
+    kb_server_destroy(&server);
+    kb_server_log(format, "info", "stopped");
+    status = 0;
+done:
+    if (wrote_port_file)
+        unlink(o.port_file);
+    kb_server_destroy(&server);
+    kb_service_destroy(&service);
+    if (token) {
+        explicit_bzero(token, strlen(token));
+        free(token);
+    }
+    list_free(&o.kernels, &o.kernels_len);
+    list_free(&o.preload, &o.preload_len);
+    return status;
+}

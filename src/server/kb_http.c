@@ -1,0 +1,443 @@
+/*  kb_http.c - the HTTP mechanics that every route shares: bounded request
+    bodies, JSON and error responses, Server-Sent Events fed by a service
+    stream, Bearer token checks and the one-line-per-request log. It knows
+    no route and makes no service call except reading streams it is given. */
+#include "server/kb_http.h"
+
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+/*  A stream reader waits for events in slices this long, so that it notices
+    a server that stops without waiting a whole keep-alive period. */
+#define KB_SSE_SLICE_MS 1000
+
+/* ---- Time ---------------------------------------------------------------- */
+
+double kb_http_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void kb_http_timestamp(char *buf, size_t size)
+{
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    size_t n = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + n, size - n, ".%03ldZ", ts.tv_nsec / 1000000);
+}
+
+/* ---- Growable byte buffer, also a jansson dump target -------------------- */
+
+typedef struct {
+    char *data; /* owned */
+    size_t len;
+    size_t cap;
+} kb_buf_t;
+
+static int buf_reserve(kb_buf_t *buf, size_t more)
+{
+    if (buf->len + more <= buf->cap)
+        return 0;
+    size_t cap = buf->cap ? buf->cap : 4096;
+    while (cap < buf->len + more)
+        cap *= 2;
+    char *data = realloc(buf->data, cap);
+    if (!data)
+        return -1;
+    buf->data = data;
+    buf->cap = cap;
+    return 0;
+}
+
+static int buf_append(kb_buf_t *buf, const char *data, size_t size)
+{
+    if (buf_reserve(buf, size) < 0)
+        return -1;
+    memcpy(buf->data + buf->len, data, size);
+    buf->len += size;
+    return 0;
+}
+
+static int buf_dump_cb(const char *data, size_t size, void *arg)
+{
+    return buf_append(arg, data, size);
+}
+
+/*  Append the compact JSON of value (null for NULL). */
+static int buf_append_json(kb_buf_t *buf, const json_t *value)
+{
+    if (!value)
+        return buf_append(buf, "null", 4);
+    return json_dump_callback(value, buf_dump_cb, buf, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
+/* ---- Auth ---------------------------------------------------------------- */
+
+bool kb_http_authorized(kb_request_t *req)
+{
+    kb_server_t *server = req->server;
+    if (server->token_len == 0)
+        return true;
+    const char *header = MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!header || strncasecmp(header, "Bearer ", 7) != 0)
+        return false;
+    const char *token = header + 7;
+    while (*token == ' ')
+        token++;
+    size_t len = strlen(token);
+    while (len > 0 && token[len - 1] == ' ')
+        len--;
+    if (len == 0 || len > KB_SERVER_TOKEN_MAX)
+        return false;
+    /* Compare the whole zero-padded buffer so the time depends on neither
+       the contents nor the length of the configured token. */
+    char given[KB_SERVER_TOKEN_MAX] = { 0 };
+    memcpy(given, token, len);
+    int differ = CRYPTO_memcmp(given, server->token, sizeof given);
+    return (differ == 0) & (len == server->token_len);
+}
+
+/* ---- Body ---------------------------------------------------------------- */
+
+void kb_http_body_append(kb_request_t *req, const char *data, size_t size)
+{
+    if (req->body_too_large)
+        return;
+    if (size > req->server->max_body - req->body_len) {
+        req->body_too_large = true;
+        req->body_len = 0;
+        return;
+    }
+    kb_buf_t buf = { req->body, req->body_len, req->body_cap };
+    /* One spare byte for the terminating NUL added before parsing. */
+    if (buf_reserve(&buf, size + 1) < 0) {
+        req->body_too_large = true; /* answered as 413: we could not hold it */
+        req->body_len = 0;
+        return;
+    }
+    memcpy(buf.data + buf.len, data, size);
+    req->body = buf.data;
+    req->body_cap = buf.cap;
+    req->body_len += size;
+}
+
+/* ---- Responses ----------------------------------------------------------- */
+
+static void queue(kb_request_t *req, unsigned status, struct MHD_Response *response)
+{
+    if (MHD_queue_response(req->connection, status, response) == MHD_YES)
+        req->status = status;
+    else
+        kb_server_log(req->server->log_format, "error", "cannot queue a %u response for %s %s",
+                      status, req->method, req->path);
+}
+
+/*  Queue buf as the body (taken over) with a content type; on failure to
+    build the response the connection is simply closed by MHD. */
+static void queue_buffer(kb_request_t *req, unsigned status, kb_buf_t *buf, const char *type)
+{
+    struct MHD_Response *response
+        = MHD_create_response_from_buffer(buf->len, buf->data, MHD_RESPMEM_MUST_FREE);
+    if (!response) {
+        free(buf->data);
+        return;
+    }
+    buf->data = NULL;
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (status == MHD_HTTP_UNAUTHORIZED)
+        MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (status == MHD_HTTP_METHOD_NOT_ALLOWED && req->allow)
+        MHD_add_response_header(response, MHD_HTTP_HEADER_ALLOW, req->allow);
+    queue(req, status, response);
+    MHD_destroy_response(response);
+}
+
+void kb_http_reply_json(kb_request_t *req, unsigned status, json_t *body)
+{
+    kb_buf_t buf = { 0 };
+    int rc = body ? buf_append_json(&buf, body) : -1;
+    json_decref(body);
+    if (rc < 0) {
+        free(buf.data);
+        kb_http_reply_errorf(req, KB_ERR_INTERNAL, "cannot render the response of %s %s",
+                             req->method, req->path);
+        return;
+    }
+    queue_buffer(req, status, &buf, "application/json");
+}
+
+void kb_http_reply_empty(kb_request_t *req, unsigned status)
+{
+    queue(req, status, req->server->empty);
+}
+
+void kb_http_reply_error(kb_request_t *req, const kb_error_t *err)
+{
+    kb_code_t code = err->code == KB_OK ? KB_ERR_INTERNAL : err->code;
+    const char *message = err->message[0] ? err->message : "internal error";
+    unsigned status = (unsigned)kb_code_http_status(code);
+    char stamp[40];
+    kb_http_timestamp(stamp, sizeof stamp);
+    json_t *body = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s}", "code", kb_code_name(code),
+                             "message", message, "status_code", (int)status, "path", req->path,
+                             "method", req->method, "timestamp", stamp);
+    kb_buf_t buf = { 0 };
+    if (!body || buf_append_json(&buf, body) < 0) {
+        /* Out of memory, or a message that is not UTF-8: say so plainly. */
+        free(buf.data);
+        buf = (kb_buf_t){ 0 };
+        static const char fallback[]
+            = "{\"code\":\"INTERNAL_ERROR\",\"message\":\"cannot render an error\"}";
+        if (buf_append(&buf, fallback, sizeof fallback - 1) < 0) {
+            json_decref(body);
+            return;
+        }
+        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    json_decref(body);
+    queue_buffer(req, status, &buf, "application/json");
+}
+
+void kb_http_reply_errorf(kb_request_t *req, kb_code_t code, const char *fmt, ...)
+{
+    kb_error_t err = { .code = code };
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(err.message, sizeof err.message, fmt, args);
+    va_end(args);
+    kb_http_reply_error(req, &err);
+}
+
+/* ---- Server-Sent Events -------------------------------------------------- */
+
+typedef struct {
+    kb_server_t *server; /* borrowed */
+    kb_stream_t *stream; /* owned */
+    kb_buf_t pending;    /* rendered, not yet handed to MHD */
+    size_t sent;         /* bytes of pending already handed over */
+    bool done;           /* the last event is in pending */
+    bool id_field;
+} kb_sse_t;
+
+static int sse_append_event(kb_sse_t *sse, const kb_event_t *event)
+{
+    kb_buf_t *buf = &sse->pending;
+    const char *name = kb_event_type_name(event->type);
+    char head[96];
+    int n = snprintf(head, sizeof head, "event: %s\n", name);
+    if (buf_append(buf, head, (size_t)n) < 0)
+        return -1;
+    if (sse->id_field && event->type == KB_EVENT_LOG) {
+        json_t *cursor = json_object_get(event->data, "cursor");
+        if (json_is_integer(cursor)) {
+            n = snprintf(head, sizeof head, "id: %lld\n", (long long)json_integer_value(cursor));
+            if (buf_append(buf, head, (size_t)n) < 0)
+                return -1;
+        }
+    }
+    /* Compact JSON has no raw newline, so one data line carries it. */
+    if (buf_append(buf, "data: ", 6) < 0 || buf_append_json(buf, event->data) < 0
+        || buf_append(buf, "\n\n", 2) < 0)
+        return -1;
+    if (event->type == KB_EVENT_RESULT || event->type == KB_EVENT_END)
+        sse->done = true;
+    return 0;
+}
+
+/*  Fill pending with the next event (waiting for it, with a keep-alive
+    comment after each idle period) and whatever else is already queued,
+    up to about max bytes. Returns -1 when the server stops. */
+static int sse_fill(kb_sse_t *sse, size_t max)
+{
+    unsigned keepalive = sse->server->sse_keepalive_ms;
+    double deadline = kb_http_now() + keepalive / 1000.0;
+    kb_event_t *event = NULL;
+    for (;;) {
+        if (atomic_load(&sse->server->stopping))
+            return -1;
+        double left_ms = (deadline - kb_http_now()) * 1000.0;
+        if (left_ms <= 0) {
+            static const char comment[] = ": keep-alive\n\n";
+            return buf_append(&sse->pending, comment, sizeof comment - 1);
+        }
+        int slice = left_ms < KB_SSE_SLICE_MS ? (int)left_ms + 1 : KB_SSE_SLICE_MS;
+        event = kb_stream_next(sse->stream, slice);
+        if (event)
+            break;
+        if (kb_stream_ended(sse->stream)) {
+            sse->done = true;
+            return 0;
+        }
+    }
+    /* The first event goes out at once; only events already waiting are
+       coalesced with it, so batching never delays output. */
+    while (event) {
+        int rc = sse_append_event(sse, event);
+        kb_event_destroy(&event);
+        if (rc < 0)
+            return -1;
+        if (sse->done || sse->pending.len >= max)
+            break;
+        event = kb_stream_next(sse->stream, 0);
+    }
+    return 0;
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+    kb_sse_t *sse = cls;
+    if (sse->sent == sse->pending.len) {
+        sse->sent = sse->pending.len = 0;
+        if (sse->done)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        if (sse_fill(sse, max) < 0)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (sse->pending.len == 0)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    size_t n = sse->pending.len - sse->sent;
+    if (n > max)
+        n = max;
+    memcpy(out, sse->pending.data + sse->sent, n);
+    sse->sent += n;
+    /* Let a burst of output (say the 20 MiB result) go back to small. */
+    if (sse->sent == sse->pending.len && sse->pending.cap > (1u << 20)) {
+        free(sse->pending.data);
+        sse->pending = (kb_buf_t){ 0 };
+        sse->sent = 0;
+    }
+    return (ssize_t)n;
+}
+
+/*  Called by MHD when the response ends or the client goes away: the
+    stream is dropped; the run itself goes on in the service. */
+static void sse_free(void *cls)
+{
+    kb_sse_t *sse = cls;
+    kb_stream_destroy(&sse->stream);
+    free(sse->pending.data);
+    free(sse);
+}
+
+void kb_http_reply_stream(kb_request_t *req, kb_stream_t *stream, bool id_field)
+{
+    kb_sse_t *sse = calloc(1, sizeof *sse);
+    if (!sse) {
+        kb_stream_destroy(&stream);
+        kb_http_reply_errorf(req, KB_ERR_INTERNAL, "out of memory");
+        return;
+    }
+    sse->server = req->server;
+    sse->stream = stream;
+    sse->id_field = id_field;
+    struct MHD_Response *response
+        = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, sse_read, sse, sse_free);
+    if (!response) {
+        sse_free(sse);
+        kb_http_reply_errorf(req, KB_ERR_INTERNAL, "out of memory");
+        return;
+    }
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(response, "X-Accel-Buffering", "no");
+    queue(req, MHD_HTTP_OK, response);
+    MHD_destroy_response(response);
+}
+
+/* ---- Logs ---------------------------------------------------------------- */
+
+static void write_line(const char *line, size_t len)
+{
+    /* One write per line keeps lines whole between threads. */
+    while (len > 0) {
+        ssize_t n = write(STDERR_FILENO, line, len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return;
+        line += n;
+        len -= (size_t)n;
+    }
+}
+
+static void write_json_line(json_t *line)
+{
+    kb_buf_t buf = { 0 };
+    if (line && buf_append_json(&buf, line) == 0 && buf_append(&buf, "\n", 1) == 0)
+        write_line(buf.data, buf.len);
+    free(buf.data);
+    json_decref(line);
+}
+
+void kb_server_log(kb_log_format_t format, const char *level, const char *fmt, ...)
+{
+    char stamp[40], message[1024];
+    kb_http_timestamp(stamp, sizeof stamp);
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(message, sizeof message, fmt, args);
+    va_end(args);
+    if (format == KB_LOG_JSON) {
+        write_json_line(
+            json_pack("{s:s, s:s, s:s}", "time", stamp, "level", level, "msg", message));
+        return;
+    }
+    char line[1200];
+    int n = snprintf(line, sizeof line, "%s %s %s\n", stamp, level, message);
+    write_line(line, n < (int)sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+static const char *termination_note(enum MHD_RequestTerminationCode toe)
+{
+    switch (toe) {
+        case MHD_REQUEST_TERMINATED_COMPLETED_OK:
+            return NULL;
+        case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED:
+            return "timeout";
+        case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN:
+            return "shutdown";
+        case MHD_REQUEST_TERMINATED_CLIENT_ABORT:
+            return "client closed";
+        default:
+            return "error";
+    }
+}
+
+void kb_http_log_request(kb_request_t *req, enum MHD_RequestTerminationCode toe)
+{
+    char stamp[40];
+    kb_http_timestamp(stamp, sizeof stamp);
+    double ms = (kb_http_now() - req->started) * 1000.0;
+    const char *note = termination_note(toe);
+    if (req->server->log_format == KB_LOG_JSON) {
+        json_t *line = json_pack("{s:s, s:s, s:s, s:s?, s:i, s:f}", "time", stamp, "level", "info",
+                                 "method", req->method, "path", req->path, "status",
+                                 (int)req->status, "duration_ms", ms);
+        if (line && note)
+            json_object_set_new(line, "note", json_string(note));
+        write_json_line(line);
+        return;
+    }
+    /* The path is decoded: keep control bytes and spaces out of the line. */
+    char path[512];
+    size_t i = 0;
+    for (const char *p = req->path ? req->path : "-"; *p && i < sizeof path - 1; p++)
+        path[i++] = ((unsigned char)*p <= 0x20 || *p == 0x7f) ? '?' : *p;
+    path[i] = '\0';
+    char line[800];
+    int n = snprintf(line, sizeof line, "%s %s %s %u %.3fms%s%s\n", stamp, req->method, path,
+                     req->status, ms, note ? " " : "", note ? note : "");
+    write_line(line, n < (int)sizeof line ? (size_t)n : sizeof line - 1);
+}

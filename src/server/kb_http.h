@@ -1,0 +1,108 @@
+/*  kb_http.h - private to src/server: the server and request structs that
+    kb_server.c (MHD glue), kb_http.c (responses, SSE, auth, logs) and
+    kb_routes.c (one function per route) share. Nothing here knows a route;
+    nothing here touches service state. */
+#ifndef KB_HTTP_H_INCLUDED
+#define KB_HTTP_H_INCLUDED
+
+#include <microhttpd.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "server/kb_server.h"
+
+/*  Longest path id (context or process) a route accepts; longer ones cannot
+    exist and are answered as not found. */
+#define KB_HTTP_ID_MAX 128
+
+struct kb_server {
+    kb_service_t *service; /* borrowed */
+    struct MHD_Daemon *daemon;
+    MHD_socket quiesced_fd; /* listen socket handed back by MHD_quiesce_daemon */
+    int port;
+    char url[80];
+    char token[KB_SERVER_TOKEN_MAX]; /* zero padded; compared in constant time */
+    size_t token_len;                /* 0: no auth */
+    size_t max_body;
+    unsigned sse_keepalive_ms;
+    kb_log_format_t log_format;
+    pthread_mutex_t lock; /* guards draining and in_flight */
+    pthread_cond_t idle;  /* signalled when in_flight drops to 0 */
+    bool draining;
+    unsigned in_flight;         /* requests between first callback and completion */
+    atomic_bool stopping;       /* stream readers give up at once */
+    struct MHD_Response *empty; /* shared, for 202/204 */
+};
+
+typedef struct kb_request kb_request_t;
+typedef void(kb_route_fn)(kb_request_t *req);
+
+/*  One request. Lives in its connection (allocated when the connection
+    opens, reset per request) so a kept-alive connection costs no
+    allocation per request; the body buffer is kept when small. */
+struct kb_request {
+    kb_server_t *server; /* borrowed */
+    struct MHD_Connection *connection;
+    const char *method;   /* borrowed from MHD, valid until completion */
+    const char *path;     /* idem; decoded path without the query */
+    kb_route_fn *handler; /* the matched route, NULL when none */
+    const char *allow;    /* Allow header of the matched path (405) */
+    bool open;            /* the route needs no token (GET /health) */
+    bool wants_body;      /* the route parses a JSON body */
+    bool body_too_large;
+    bool counted;                /* in server->in_flight */
+    char id[KB_HTTP_ID_MAX + 1]; /* the path's {id}, or "" */
+    bool id_too_long;
+    char *body; /* owned; NUL terminated after receipt */
+    size_t body_len;
+    size_t body_cap;
+    size_t received; /* body bytes read, kept or not */
+    unsigned status; /* queued status, 0 before */
+    double started;  /* monotonic seconds */
+};
+
+/*  Seconds on the monotonic clock. */
+double kb_http_now(void);
+
+/*  RFC 3339 UTC time with milliseconds into buf (at least 32 bytes). */
+void kb_http_timestamp(char *buf, size_t size);
+
+/*  True when the request carries the configured Bearer token, or when no
+    token is configured. Constant time in the token's contents. */
+bool kb_http_authorized(kb_request_t *req);
+
+/*  Append upload data to the body, bounded by max_body: beyond it the body
+    is dropped and body_too_large set. */
+void kb_http_body_append(kb_request_t *req, const char *data, size_t size);
+
+/*  Queue a JSON response; body is stolen. */
+void kb_http_reply_json(kb_request_t *req, unsigned status, json_t *body);
+
+/*  Queue an empty response (202, 204). */
+void kb_http_reply_empty(kb_request_t *req, unsigned status);
+
+/*  Queue the JSON error body {code, message, status_code, path, method,
+    timestamp} with the code's status. err is borrowed. */
+void kb_http_reply_error(kb_request_t *req, const kb_error_t *err);
+
+/*  Shorthand: an error of code with a printf message. */
+void kb_http_reply_errorf(kb_request_t *req, kb_code_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*  Queue a Server-Sent Events response fed by stream; stream is stolen and
+    destroyed when the response ends (or the client goes). id_field: emit
+    "id: <cursor>" lines for LOG events (resumable with Last-Event-ID). */
+void kb_http_reply_stream(kb_request_t *req, kb_stream_t *stream, bool id_field);
+
+/*  The request log line for a finished request (status 0: no response). */
+void kb_http_log_request(kb_request_t *req, enum MHD_RequestTerminationCode toe);
+
+/*  Route the request by method and path: sets handler, open, wants_body
+    and id. Returns KB_OK, KB_ERR_NOT_FOUND (no such path) or
+    KB_ERR_METHOD_NOT_ALLOWED (path known, method not; allow is set). */
+kb_code_t kb_routes_match(kb_request_t *req);
+
+#endif

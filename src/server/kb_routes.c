@@ -1,0 +1,614 @@
+/*  kb_routes.c - the routes of SPEC section 5, one function each: check
+    what is HTTP-shaped (the body is a JSON object, fields have the right
+    types, query parameters are numbers), call one kb_service_* function and
+    render what it returns. Every rule about contexts, runs and processes is
+    the service's; nothing here keeps state between requests. */
+#include "server/kb_http.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KB_CONTEXT_ID_MAX 64
+
+/* ---- Query parameters ---------------------------------------------------- */
+
+static const char *query(kb_request_t *req, const char *key)
+{
+    return MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, key);
+}
+
+/*  The following parsers return 1 (present), 0 (absent) or -1 (invalid; the
+    BAD_REQUEST reply is queued). */
+
+static int query_bool(kb_request_t *req, const char *key, bool *out)
+{
+    const char *value = query(req, key);
+    if (!value || !*value)
+        return 0;
+    if (strcmp(value, "true") == 0 || strcmp(value, "1") == 0) {
+        *out = true;
+        return 1;
+    }
+    if (strcmp(value, "false") == 0 || strcmp(value, "0") == 0) {
+        *out = false;
+        return 1;
+    }
+    kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "query parameter %s must be true or false", key);
+    return -1;
+}
+
+static int query_count(kb_request_t *req, const char *key, long long *out)
+{
+    const char *value = query(req, key);
+    if (!value || !*value)
+        return 0;
+    char *end;
+    errno = 0;
+    long long n = strtoll(value, &end, 10);
+    if (*end || errno || n < 0 || value[0] == '-' || value[0] == '+' || value[0] == ' ') {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
+                             "query parameter %s must be a non-negative integer", key);
+        return -1;
+    }
+    *out = n;
+    return 1;
+}
+
+static int query_seconds(kb_request_t *req, const char *key, double *out)
+{
+    const char *value = query(req, key);
+    if (!value || !*value)
+        return 0;
+    char *end;
+    double n = strtod(value, &end);
+    if (*end || !isfinite(n) || n < 0 || value[0] == ' ') {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
+                             "query parameter %s must be a non-negative number of seconds", key);
+        return -1;
+    }
+    *out = n;
+    return 1;
+}
+
+/* ---- JSON body fields ---------------------------------------------------- */
+
+/*  The body as a JSON object (caller owns), or NULL with the reply queued:
+    INVALID_REQUEST_BODY when it is not JSON, BAD_REQUEST when it is JSON
+    but not an object. */
+static json_t *parse_body(kb_request_t *req)
+{
+    if (req->body_len == 0) {
+        kb_http_reply_errorf(req, KB_ERR_INVALID_REQUEST_BODY,
+                             "the request body is empty; a JSON object is expected");
+        return NULL;
+    }
+    json_error_t jerr;
+    /* NUL is allowed through the parser so that a string holding one is
+       refused by name below as BAD_REQUEST, not as malformed JSON. */
+    json_t *body = json_loadb(req->body, req->body_len, JSON_ALLOW_NUL, &jerr);
+    if (!body) {
+        kb_http_reply_errorf(req, KB_ERR_INVALID_REQUEST_BODY,
+                             "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,
+                             jerr.text);
+        return NULL;
+    }
+    if (!json_is_object(body)) {
+        json_decref(body);
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "the request body must be a JSON object");
+        return NULL;
+    }
+    return body;
+}
+
+/*  The fields parsers share the 1 / 0 / -1 convention of the query ones;
+    JSON null counts as absent. Strings are borrowed from body. */
+
+static int field_string(kb_request_t *req, json_t *body, const char *key, const char **out)
+{
+    json_t *value = json_object_get(body, key);
+    if (!value || json_is_null(value))
+        return 0;
+    if (!json_is_string(value)) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must be a string", key);
+        return -1;
+    }
+    if (strlen(json_string_value(value)) != json_string_length(value)) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must not contain NUL characters",
+                             key);
+        return -1;
+    }
+    *out = json_string_value(value);
+    return 1;
+}
+
+static int field_bool(kb_request_t *req, json_t *body, const char *key, bool *out)
+{
+    json_t *value = json_object_get(body, key);
+    if (!value || json_is_null(value))
+        return 0;
+    if (!json_is_boolean(value)) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must be true or false", key);
+        return -1;
+    }
+    *out = json_is_true(value);
+    return 1;
+}
+
+static int field_seconds(kb_request_t *req, json_t *body, const char *key, double *out)
+{
+    json_t *value = json_object_get(body, key);
+    if (!value || json_is_null(value))
+        return 0;
+    double n = json_is_number(value) ? json_number_value(value) : -1;
+    if (!json_is_number(value) || !isfinite(n) || n < 0) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
+                             "field %s must be a non-negative number of seconds", key);
+        return -1;
+    }
+    *out = n;
+    return 1;
+}
+
+/*  env: an object whose keys are variable names (non-empty, no '=' or NUL)
+    and whose values are strings without NUL. */
+static int field_env(kb_request_t *req, json_t *body, const char *key, json_t **out)
+{
+    json_t *value = json_object_get(body, key);
+    if (!value || json_is_null(value))
+        return 0;
+    if (!json_is_object(value)) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must be an object of strings", key);
+        return -1;
+    }
+    for (void *it = json_object_iter(value); it; it = json_object_iter_next(value, it)) {
+        const char *name = json_object_iter_key(it);
+        size_t name_len = json_object_iter_key_len(it);
+        json_t *item = json_object_iter_value(it);
+        if (name_len == 0 || strlen(name) != name_len || strchr(name, '=')) {
+            kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
+                                 "field %s: variable names must be non-empty, without '=' or NUL",
+                                 key);
+            return -1;
+        }
+        if (!json_is_string(item) || strlen(json_string_value(item)) != json_string_length(item)) {
+            kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
+                                 "field %s: the value of %.100s must be a string without NUL", key,
+                                 name);
+            return -1;
+        }
+    }
+    *out = value;
+    return 1;
+}
+
+static bool context_id_valid(const char *id)
+{
+    size_t len = strlen(id);
+    if (len == 0 || len > KB_CONTEXT_ID_MAX)
+        return false;
+    return strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == len;
+}
+
+static int field_context_id(kb_request_t *req, json_t *body, const char **out)
+{
+    int rc = field_string(req, body, "context_id", out);
+    if (rc == 1 && !context_id_valid(*out)) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
+                             "context_id must be 1-%d characters of A-Z a-z 0-9 . _ -",
+                             KB_CONTEXT_ID_MAX);
+        return -1;
+    }
+    return rc;
+}
+
+/* ---- Replies from service calls ------------------------------------------ */
+
+static void reply_object(kb_request_t *req, unsigned status, json_t *value, const kb_error_t *err)
+{
+    if (value)
+        kb_http_reply_json(req, status, value);
+    else
+        kb_http_reply_error(req, err);
+}
+
+static void reply_rc(kb_request_t *req, unsigned status, int rc, const kb_error_t *err)
+{
+    if (rc == 0)
+        kb_http_reply_empty(req, status);
+    else
+        kb_http_reply_error(req, err);
+}
+
+/*  A path id longer than any id the service hands out names nothing. */
+static bool path_id_ok(kb_request_t *req, kb_code_t not_found)
+{
+    if (!req->id_too_long)
+        return true;
+    kb_http_reply_errorf(req, not_found, "no such id: %.40s...", req->id);
+    return false;
+}
+
+static bool wants_event_stream(kb_request_t *req)
+{
+    const char *accept
+        = MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+    return accept && strstr(accept, "text/event-stream");
+}
+
+/* ---- Routes: service ----------------------------------------------------- */
+
+static void route_health(kb_request_t *req)
+{
+    kb_error_t err = { .code = KB_ERR_INTERNAL, .message = "health unavailable" };
+    reply_object(req, MHD_HTTP_OK, kb_service_health(req->server->service), &err);
+}
+
+static void route_kernelspecs(kb_request_t *req)
+{
+    kb_error_t err = { .code = KB_ERR_INTERNAL, .message = "kernelspecs unavailable" };
+    reply_object(req, MHD_HTTP_OK, kb_service_kernelspecs(req->server->service), &err);
+}
+
+/* ---- Routes: contexts ---------------------------------------------------- */
+
+static void route_contexts_list(kb_request_t *req)
+{
+    bool all = false;
+    if (query_bool(req, "all", &all) < 0)
+        return;
+    kb_error_t err = { KB_OK, "" };
+    reply_object(req, MHD_HTTP_OK, kb_service_context_list(req->server->service, all, &err), &err);
+}
+
+static void route_contexts_create(kb_request_t *req)
+{
+    json_t *body = parse_body(req);
+    if (!body)
+        return;
+    kb_context_opts_t opts = { 0 };
+    if (field_string(req, body, "language", &opts.language) < 0
+        || field_string(req, body, "kernel_name", &opts.kernel_name) < 0
+        || field_context_id(req, body, &opts.context_id) < 0
+        || field_string(req, body, "cwd", &opts.cwd) < 0
+        || field_env(req, body, "env", &opts.env) < 0)
+        goto done;
+    if (!opts.language && !opts.kernel_name) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "one of language or kernel_name is required");
+        goto done;
+    }
+    kb_error_t err = { KB_OK, "" };
+    json_t *context = kb_service_context_create(req->server->service, &opts, &err);
+    reply_object(req, MHD_HTTP_CREATED, context, &err);
+done:
+    json_decref(body);
+}
+
+static void route_context_get(kb_request_t *req)
+{
+    if (!path_id_ok(req, KB_ERR_SESSION_NOT_FOUND))
+        return;
+    kb_error_t err = { KB_OK, "" };
+    reply_object(req, MHD_HTTP_OK, kb_service_context_get(req->server->service, req->id, &err),
+                 &err);
+}
+
+static void route_context_delete(kb_request_t *req)
+{
+    if (!path_id_ok(req, KB_ERR_SESSION_NOT_FOUND))
+        return;
+    kb_error_t err = { KB_OK, "" };
+    int rc = kb_service_context_delete(req->server->service, req->id, &err);
+    reply_rc(req, MHD_HTTP_NO_CONTENT, rc, &err);
+}
+
+static void route_context_restart(kb_request_t *req)
+{
+    if (!path_id_ok(req, KB_ERR_SESSION_NOT_FOUND))
+        return;
+    kb_error_t err = { KB_OK, "" };
+    json_t *context = kb_service_context_restart(req->server->service, req->id, &err);
+    reply_object(req, MHD_HTTP_OK, context, &err);
+}
+
+static void route_context_interrupt(kb_request_t *req)
+{
+    if (!path_id_ok(req, KB_ERR_SESSION_NOT_FOUND))
+        return;
+    kb_error_t err = { KB_OK, "" };
+    int rc = kb_service_context_interrupt(req->server->service, req->id, &err);
+    reply_rc(req, MHD_HTTP_NO_CONTENT, rc, &err);
+}
+
+/* ---- Routes: runs -------------------------------------------------------- */
+
+static void route_run(kb_request_t *req)
+{
+    json_t *body = parse_body(req);
+    if (!body)
+        return;
+    kb_run_opts_t opts = { 0 };
+    int has_code = field_string(req, body, "code", &opts.code);
+    if (has_code < 0)
+        goto done;
+    if (has_code == 0) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field code is required");
+        goto done;
+    }
+    if (field_string(req, body, "language", &opts.language) < 0
+        || field_string(req, body, "kernel_name", &opts.kernel_name) < 0
+        || field_context_id(req, body, &opts.context_id) < 0
+        || field_bool(req, body, "isolated", &opts.isolated) < 0
+        || field_seconds(req, body, "timeout", &opts.timeout) < 0
+        || field_string(req, body, "cwd", &opts.cwd) < 0
+        || field_env(req, body, "env", &opts.env) < 0
+        || field_bool(req, body, "strip_ansi", &opts.strip_ansi) < 0)
+        goto done;
+    if (opts.isolated && opts.context_id) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
+                             "isolated runs use a fresh kernel; they cannot name a context_id");
+        goto done;
+    }
+    kb_error_t err = { KB_OK, "" };
+    if (wants_event_stream(req)) {
+        kb_stream_t *stream = kb_service_run_start(req->server->service, &opts, &err);
+        if (stream)
+            kb_http_reply_stream(req, stream, false);
+        else
+            kb_http_reply_error(req, &err);
+        goto done;
+    }
+    kb_result_t *result = kb_service_run(req->server->service, &opts, NULL, NULL, &err);
+    if (!result) {
+        kb_http_reply_error(req, &err);
+        goto done;
+    }
+    json_t *rendered = kb_result_to_json(result);
+    kb_result_destroy(&result);
+    err = (kb_error_t){ KB_ERR_INTERNAL, "cannot render the result" };
+    reply_object(req, MHD_HTTP_OK, rendered, &err);
+done:
+    json_decref(body);
+}
+
+/* ---- Routes: processes --------------------------------------------------- */
+
+static void route_processes_list(kb_request_t *req)
+{
+    const char *state = query(req, "state");
+    const char *context_id = query(req, "context_id");
+    if (state && !*state)
+        state = NULL;
+    if (context_id && !*context_id)
+        context_id = NULL;
+    if (state && strcmp(state, "running") != 0 && strcmp(state, "terminal") != 0) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
+                             "query parameter state must be running or terminal");
+        return;
+    }
+    kb_error_t err = { KB_OK, "" };
+    json_t *list = kb_service_process_list(req->server->service, state, context_id, &err);
+    reply_object(req, MHD_HTTP_OK, list, &err);
+}
+
+static void route_process_get(kb_request_t *req)
+{
+    if (!path_id_ok(req, KB_ERR_PROCESS_NOT_FOUND))
+        return;
+    kb_error_t err = { KB_OK, "" };
+    reply_object(req, MHD_HTTP_OK, kb_service_process_get(req->server->service, req->id, &err),
+                 &err);
+}
+
+static void route_process_delete(kb_request_t *req)
+{
+    if (!path_id_ok(req, KB_ERR_PROCESS_NOT_FOUND))
+        return;
+    kb_error_t err = { KB_OK, "" };
+    int rc = kb_service_process_delete(req->server->service, req->id, &err);
+    reply_rc(req, MHD_HTTP_NO_CONTENT, rc, &err);
+}
+
+static void route_process_result(kb_request_t *req)
+{
+    if (!path_id_ok(req, KB_ERR_PROCESS_NOT_FOUND))
+        return;
+    kb_error_t err = { KB_OK, "" };
+    json_t *result = kb_service_process_result(req->server->service, req->id, &err);
+    reply_object(req, MHD_HTTP_OK, result, &err);
+}
+
+/*  The cursor to resume an event stream from: the id of the last event the
+    client saw (Last-Event-ID), plus one. */
+static int last_event_cursor(kb_request_t *req, long long *cursor)
+{
+    const char *value
+        = MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, "Last-Event-ID");
+    if (!value || !*value)
+        return 0;
+    char *end;
+    errno = 0;
+    long long id = strtoll(value, &end, 10);
+    if (*end || errno || id < 0 || id == LLONG_MAX) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "Last-Event-ID must be a log cursor");
+        return -1;
+    }
+    *cursor = id + 1;
+    return 1;
+}
+
+static void route_process_logs(kb_request_t *req)
+{
+    if (!path_id_ok(req, KB_ERR_PROCESS_NOT_FOUND))
+        return;
+    bool follow = false;
+    long long cursor = -1, limit = 0;
+    int has_cursor = query_count(req, "cursor", &cursor);
+    if (has_cursor < 0 || query_count(req, "limit", &limit) < 0
+        || query_bool(req, "follow", &follow) < 0)
+        return;
+    kb_error_t err = { KB_OK, "" };
+    if (follow) {
+        if (has_cursor == 0 && last_event_cursor(req, &cursor) < 0)
+            return;
+        kb_stream_t *stream
+            = kb_service_process_follow(req->server->service, req->id, cursor, &err);
+        if (stream)
+            kb_http_reply_stream(req, stream, true);
+        else
+            kb_http_reply_error(req, &err);
+        return;
+    }
+    json_t *logs
+        = kb_service_process_logs(req->server->service, req->id, cursor, (size_t)limit, &err);
+    reply_object(req, MHD_HTTP_OK, logs, &err);
+}
+
+static void route_process_wait(kb_request_t *req)
+{
+    if (!path_id_ok(req, KB_ERR_PROCESS_NOT_FOUND))
+        return;
+    double timeout = -1; /* absent: until the process ends */
+    if (query_seconds(req, "timeout", &timeout) < 0)
+        return;
+    kb_error_t err = { KB_OK, "" };
+    json_t *state = kb_service_process_wait(req->server->service, req->id, timeout, &err);
+    reply_object(req, MHD_HTTP_OK, state, &err);
+}
+
+static void route_process_signal(kb_request_t *req)
+{
+    if (!path_id_ok(req, KB_ERR_PROCESS_NOT_FOUND))
+        return;
+    json_t *body = parse_body(req);
+    if (!body)
+        return;
+    const char *signal = NULL;
+    int has_signal = field_string(req, body, "signal", &signal);
+    if (has_signal < 0)
+        goto done;
+    if (has_signal == 0
+        || (strcmp(signal, "SIGINT") != 0 && strcmp(signal, "SIGTERM") != 0
+            && strcmp(signal, "SIGKILL") != 0)) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
+                             "field signal is required: one of SIGINT, SIGTERM, SIGKILL");
+        goto done;
+    }
+    kb_error_t err = { KB_OK, "" };
+    int rc = kb_service_process_signal(req->server->service, req->id, signal, &err);
+    reply_rc(req, MHD_HTTP_ACCEPTED, rc, &err);
+done:
+    json_decref(body);
+}
+
+/* ---- Routing ------------------------------------------------------------- */
+
+typedef struct {
+    const char *method;
+    kb_route_fn *handler;
+    bool body;
+} kb_method_t;
+
+/*  /<collection>, /<collection>/{id} or /<collection>/{id}/<action>. */
+typedef struct {
+    const char *collection;
+    bool has_id;
+    const char *action;
+    bool open;
+    const char *allow;
+    kb_method_t methods[2];
+} kb_route_t;
+
+static const kb_route_t routes[] = {
+    { "health", false, NULL, true, "GET", { { "GET", route_health, false } } },
+    { "kernelspecs", false, NULL, false, "GET", { { "GET", route_kernelspecs, false } } },
+    { "contexts",
+      false,
+      NULL,
+      false,
+      "GET, POST",
+      { { "GET", route_contexts_list, false }, { "POST", route_contexts_create, true } } },
+    { "contexts",
+      true,
+      NULL,
+      false,
+      "GET, DELETE",
+      { { "GET", route_context_get, false }, { "DELETE", route_context_delete, false } } },
+    { "contexts", true, "restart", false, "POST", { { "POST", route_context_restart, false } } },
+    { "contexts",
+      true,
+      "interrupt",
+      false,
+      "POST",
+      { { "POST", route_context_interrupt, false } } },
+    { "run", false, NULL, false, "POST", { { "POST", route_run, true } } },
+    { "processes", false, NULL, false, "GET", { { "GET", route_processes_list, false } } },
+    { "processes",
+      true,
+      NULL,
+      false,
+      "GET, DELETE",
+      { { "GET", route_process_get, false }, { "DELETE", route_process_delete, false } } },
+    { "processes", true, "result", false, "GET", { { "GET", route_process_result, false } } },
+    { "processes", true, "logs", false, "GET", { { "GET", route_process_logs, false } } },
+    { "processes", true, "wait", false, "GET", { { "GET", route_process_wait, false } } },
+    { "processes", true, "signals", false, "POST", { { "POST", route_process_signal, true } } },
+};
+
+static bool segment_is(const char *segment, size_t len, const char *name)
+{
+    return name && strlen(name) == len && memcmp(segment, name, len) == 0;
+}
+
+kb_code_t kb_routes_match(kb_request_t *req)
+{
+    /* Split "/a/b/c" into at most three non-empty segments. */
+    const char *path = req->path;
+    const char *seg[3];
+    size_t len[3];
+    int count = 0;
+    if (path[0] != '/')
+        return KB_ERR_NOT_FOUND;
+    for (const char *p = path + 1;; count++) {
+        if (count == 3)
+            return KB_ERR_NOT_FOUND;
+        const char *slash = strchr(p, '/');
+        seg[count] = p;
+        len[count] = slash ? (size_t)(slash - p) : strlen(p);
+        if (len[count] == 0)
+            return KB_ERR_NOT_FOUND;
+        if (!slash) {
+            count++;
+            break;
+        }
+        p = slash + 1;
+    }
+    bool has_id = count >= 2;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        const kb_route_t *route = &routes[i];
+        if (!segment_is(seg[0], len[0], route->collection) || route->has_id != has_id)
+            continue;
+        if (count == 3 ? !segment_is(seg[2], len[2], route->action) : route->action != NULL)
+            continue;
+        req->open = route->open;
+        req->allow = route->allow;
+        if (has_id) {
+            req->id_too_long = len[1] > KB_HTTP_ID_MAX;
+            size_t n = req->id_too_long ? KB_HTTP_ID_MAX : len[1];
+            memcpy(req->id, seg[1], n);
+            req->id[n] = '\0';
+        }
+        for (size_t m = 0; m < 2 && route->methods[m].method; m++) {
+            if (strcmp(req->method, route->methods[m].method) == 0) {
+                req->handler = route->methods[m].handler;
+                req->wants_body = route->methods[m].body;
+                return KB_OK;
+            }
+        }
+        return KB_ERR_METHOD_NOT_ALLOWED;
+    }
+    return KB_ERR_NOT_FOUND;
+}

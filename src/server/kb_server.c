@@ -1,0 +1,398 @@
+/*  kb_server.c - the libmicrohttpd daemon of kernelbridge: binding, the
+    per-connection request record, the access callback that gates, routes,
+    authorizes and bounds each request before its body is read, and the
+    drain / stop sequence. Routes are in kb_routes.c, responses in
+    kb_http.c. */
+#include "server/kb_http.h"
+
+#include <arpa/inet.h>
+#include <assert.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define KB_DEFAULT_HOST "127.0.0.1"
+#define KB_DEFAULT_MAX_BODY (16u << 20)
+#define KB_DEFAULT_MAX_CONNECTIONS 256
+#define KB_DEFAULT_CONNECTION_TIMEOUT 60
+#define KB_DEFAULT_SSE_KEEPALIVE_MS 15000
+/*  How long destroy lets responses in flight finish before closing. */
+#define KB_DRAIN_GRACE_S 5.0
+/*  A body buffer bigger than this is freed after its request, so that an
+    idle kept-alive connection holds little memory. */
+#define KB_BODY_KEEP 65536
+/*  An over-limit chunked body is read and dropped (to answer 413) for at
+    least this many bytes past the limit, then the connection is cut. */
+#define KB_BODY_SLACK (1u << 20)
+
+/* ---- Configuration ------------------------------------------------------- */
+
+static bool address_is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a))
+            return true;
+        return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+    }
+    return false;
+}
+
+/*  Resolve host (numeric or a name) to one address with port. */
+static int resolve(const char *host, unsigned port, struct sockaddr_storage *addr, kb_error_t *err)
+{
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
+    struct addrinfo *found = NULL;
+    int rc = getaddrinfo(host, NULL, &hints, &found);
+    if (rc != 0 || !found)
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "cannot resolve listen host %s: %s", host,
+                            gai_strerror(rc));
+    memcpy(addr, found->ai_addr, found->ai_addrlen);
+    freeaddrinfo(found);
+    if (addr->ss_family == AF_INET)
+        ((struct sockaddr_in *)addr)->sin_port = htons((uint16_t)port);
+    else if (addr->ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)addr)->sin6_port = htons((uint16_t)port);
+    else
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "listen host %s is not an IP address", host);
+    return 0;
+}
+
+int kb_server_check_config(const kb_server_config_t *config, kb_error_t *err)
+{
+    const char *host = config->host ? config->host : KB_DEFAULT_HOST;
+    if (config->port > 65535)
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "port %u is out of range", config->port);
+    if (config->token && strlen(config->token) > KB_SERVER_TOKEN_MAX)
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "the token is longer than %d bytes",
+                            KB_SERVER_TOKEN_MAX);
+    struct sockaddr_storage addr;
+    if (resolve(host, config->port, &addr, err) < 0)
+        return -1;
+    bool has_token = config->token && config->token[0];
+    if (!has_token && !config->insecure && !address_is_loopback((struct sockaddr *)&addr))
+        return kb_error_set(err, KB_ERR_BAD_REQUEST,
+                            "refusing to listen on %s without a token: anyone who can reach it "
+                            "could run code; give --token-file (or KB_TOKEN), or --insecure",
+                            host);
+    return 0;
+}
+
+/* ---- MHD callbacks ------------------------------------------------------- */
+
+static void on_mhd_log(void *cls, const char *fmt, va_list args)
+{
+    kb_server_t *self = cls;
+    char message[512];
+    vsnprintf(message, sizeof message, fmt, args);
+    size_t len = strlen(message);
+    while (len > 0 && (message[len - 1] == '\n' || message[len - 1] == '\r'))
+        message[--len] = '\0';
+    kb_server_log(self->log_format, "warn", "http: %s", message);
+}
+
+/*  Each connection owns one request record, reused by its requests. */
+static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        kb_request_t *req = calloc(1, sizeof *req);
+        if (req) {
+            req->server = cls;
+            req->connection = connection;
+        }
+        *socket_context = req; /* NULL: the access callback closes it */
+        /* Small responses go out at once: no Nagle delay on kept-alive
+           request/response exchanges. */
+        const union MHD_ConnectionInfo *info
+            = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (info) {
+            int one = 1;
+            setsockopt(info->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        }
+        return;
+    }
+    kb_request_t *req = *socket_context;
+    if (req) {
+        free(req->body);
+        free(req);
+    }
+    *socket_context = NULL;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    kb_server_t *self = cls;
+    kb_request_t *req = *con_cls;
+    if (!req)
+        return;
+    kb_http_log_request(req, toe);
+    if (req->body_cap > KB_BODY_KEEP) {
+        free(req->body);
+        req->body = NULL;
+        req->body_cap = 0;
+    }
+    if (req->counted) {
+        pthread_mutex_lock(&self->lock);
+        if (--self->in_flight == 0)
+            pthread_cond_broadcast(&self->idle);
+        pthread_mutex_unlock(&self->lock);
+    }
+    *con_cls = NULL;
+}
+
+/*  Headers are in: gate, route, authorize and bound the request before a
+    byte of body is read, so that refusals cost no upload. */
+static void request_begin(kb_server_t *self, kb_request_t *req, const char *method, const char *url)
+{
+    req->method = method;
+    req->path = url;
+    req->handler = NULL;
+    req->allow = NULL;
+    req->open = false;
+    req->wants_body = false;
+    req->body_too_large = false;
+    req->counted = false;
+    req->id[0] = '\0';
+    req->id_too_long = false;
+    req->body_len = 0;
+    req->received = 0;
+    req->status = 0;
+    req->started = kb_http_now();
+
+    pthread_mutex_lock(&self->lock);
+    bool draining = self->draining;
+    if (!draining) {
+        self->in_flight++;
+        req->counted = true;
+    }
+    pthread_mutex_unlock(&self->lock);
+    if (draining) {
+        kb_http_reply_errorf(req, KB_ERR_UNAVAILABLE, "the daemon is shutting down");
+        return;
+    }
+
+    kb_code_t code = kb_routes_match(req);
+    if (!req->open && !kb_http_authorized(req)) {
+        req->handler = NULL;
+        kb_http_reply_errorf(req, KB_ERR_UNAUTHORIZED,
+                             "missing or wrong token: send Authorization: Bearer <token>");
+        return;
+    }
+    if (code == KB_ERR_NOT_FOUND) {
+        kb_http_reply_errorf(req, code, "no route %s", url);
+        return;
+    }
+    if (code == KB_ERR_METHOD_NOT_ALLOWED) {
+        kb_http_reply_errorf(req, code, "%s does not take %s (allowed: %s)", url, method,
+                             req->allow);
+        return;
+    }
+    const char *length = MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND,
+                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (length) {
+        unsigned long long declared = strtoull(length, NULL, 10);
+        if (declared > self->max_body) {
+            req->handler = NULL;
+            kb_http_reply_errorf(req, KB_ERR_PAYLOAD_TOO_LARGE,
+                                 "the request body of %llu bytes is over the limit of %zu",
+                                 declared, self->max_body);
+        }
+    }
+}
+
+/*  The whole body is in: answer. */
+static void request_dispatch(kb_server_t *self, kb_request_t *req)
+{
+    if (req->body_too_large) {
+        kb_http_reply_errorf(req, KB_ERR_PAYLOAD_TOO_LARGE,
+                             "the request body is over the limit of %zu bytes", self->max_body);
+        return;
+    }
+    if (req->body)
+        req->body[req->body_len] = '\0';
+    /* No service call starts once draining began: the service may be
+       going away under us. */
+    pthread_mutex_lock(&self->lock);
+    bool draining = self->draining;
+    pthread_mutex_unlock(&self->lock);
+    if (draining) {
+        kb_http_reply_errorf(req, KB_ERR_UNAVAILABLE, "the daemon is shutting down");
+        return;
+    }
+    req->handler(req);
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls)
+{
+    kb_server_t *self = cls;
+    kb_request_t *req = *con_cls;
+    if (!req) {
+        const union MHD_ConnectionInfo *info
+            = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        req = info ? info->socket_context : NULL;
+        if (!req)
+            return MHD_NO; /* no memory for the connection: close it */
+        *con_cls = req;
+        request_begin(self, req, method, url);
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        /* Bodies of routes that take none, and of answered requests, are
+           read and dropped; so is a body past the limit, which libmicrohttpd
+           can only answer once it has been read (a declared length over the
+           limit was answered before reading). */
+        size_t size = *upload_data_size;
+        *upload_data_size = 0;
+        req->received += size;
+        if (req->status != 0)
+            return MHD_YES;
+        if (req->wants_body)
+            kb_http_body_append(req, upload_data, size);
+        else
+            req->body_too_large |= req->received > self->max_body;
+        /* A chunked upload that goes on and on is cut off. */
+        size_t slack = self->max_body > KB_BODY_SLACK ? self->max_body : KB_BODY_SLACK;
+        return req->received - self->max_body > slack && req->body_too_large ? MHD_NO : MHD_YES;
+    }
+    if (req->status == 0)
+        request_dispatch(self, req);
+    /* No response could be queued (out of memory): close the connection. */
+    return req->status != 0 ? MHD_YES : MHD_NO;
+}
+
+/* ---- Lifecycle ----------------------------------------------------------- */
+
+kb_server_t *kb_server_new(kb_service_t *service, const kb_server_config_t *config, kb_error_t *err)
+{
+    assert(service && config);
+    if (kb_server_check_config(config, err) < 0)
+        return NULL;
+    kb_server_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    self->service = service;
+    self->quiesced_fd = MHD_INVALID_SOCKET;
+    self->max_body = config->max_body ? config->max_body : KB_DEFAULT_MAX_BODY;
+    self->sse_keepalive_ms
+        = config->sse_keepalive_ms ? config->sse_keepalive_ms : KB_DEFAULT_SSE_KEEPALIVE_MS;
+    self->log_format = config->log_format;
+    if (config->token && config->token[0]) {
+        self->token_len = strlen(config->token);
+        memcpy(self->token, config->token, self->token_len);
+    }
+    pthread_mutex_init(&self->lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&self->idle, &attr);
+    pthread_condattr_destroy(&attr);
+    atomic_init(&self->stopping, false);
+    self->empty = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+    if (!self->empty) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        goto fail;
+    }
+
+    const char *host = config->host ? config->host : KB_DEFAULT_HOST;
+    struct sockaddr_storage addr;
+    if (resolve(host, config->port, &addr, err) < 0)
+        goto fail;
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL
+                     | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    if (addr.ss_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    unsigned max_connections
+        = config->max_connections ? config->max_connections : KB_DEFAULT_MAX_CONNECTIONS;
+    unsigned timeout
+        = config->connection_timeout ? config->connection_timeout : KB_DEFAULT_CONNECTION_TIMEOUT;
+    errno = 0;
+    self->daemon = MHD_start_daemon(
+        flags, (uint16_t)config->port, NULL, NULL, on_access, self,
+        /* the logger first, so that MHD routes every message through it */
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, self, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT, max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, self,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, self, MHD_OPTION_END);
+    if (!self->daemon) {
+        kb_error_set(err, KB_ERR_UNAVAILABLE, "cannot listen on %s port %u: %s", host, config->port,
+                     errno ? strerror(errno) : "libmicrohttpd refused");
+        goto fail;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(self->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    self->port = info ? info->port : (int)config->port;
+    bool v6 = addr.ss_family == AF_INET6;
+    snprintf(self->url, sizeof self->url, "http://%s%.45s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "",
+             self->port);
+    return self;
+fail:
+    kb_server_destroy(&self);
+    return NULL;
+}
+
+int kb_server_port(kb_server_t *self)
+{
+    return self->port;
+}
+
+const char *kb_server_url(kb_server_t *self)
+{
+    return self->url;
+}
+
+void kb_server_drain(kb_server_t *self)
+{
+    pthread_mutex_lock(&self->lock);
+    if (!self->draining && self->daemon)
+        self->quiesced_fd = MHD_quiesce_daemon(self->daemon);
+    self->draining = true;
+    pthread_mutex_unlock(&self->lock);
+}
+
+void kb_server_destroy(kb_server_t **self_p)
+{
+    kb_server_t *self = self_p ? *self_p : NULL;
+    if (!self)
+        return;
+    if (self->daemon) {
+        kb_server_drain(self);
+        struct timespec deadline;
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += (time_t)KB_DRAIN_GRACE_S;
+        pthread_mutex_lock(&self->lock);
+        while (self->in_flight > 0) {
+            if (pthread_cond_timedwait(&self->idle, &self->lock, &deadline) == ETIMEDOUT)
+                break;
+        }
+        pthread_mutex_unlock(&self->lock);
+        atomic_store(&self->stopping, true);
+        MHD_stop_daemon(self->daemon);
+        self->daemon = NULL;
+    }
+    /* MHD hands the quiesced socket back to us, to close after the stop. */
+    if (self->quiesced_fd != MHD_INVALID_SOCKET)
+        close(self->quiesced_fd);
+    if (self->empty)
+        MHD_destroy_response(self->empty);
+    pthread_cond_destroy(&self->idle);
+    pthread_mutex_destroy(&self->lock);
+    explicit_bzero(self->token, sizeof self->token);
+    free(self);
+    *self_p = NULL;
+}

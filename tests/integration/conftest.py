@@ -1,0 +1,316 @@
+"""Integration tests of `kernelbridge serve`: the real daemon binary, real kernels.
+
+The binary is $KB_BINARY, else <repo>/build/kernelbridge. Each daemon listens on
+127.0.0.1:0 (an ephemeral port) with a private state dir, and is found through
+`--port-file`: the daemon writes the bound port there (atomically) once it
+listens. Its stdout and stderr go to files, so the request log never fills a
+pipe. Only the standard library is used: http.client, socket, threading.
+
+Run: pytest-3 tests/integration   (KB_BINARY=/path/to/kernelbridge to pick one)
+"""
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BINARY = os.environ.get("KB_BINARY", str(REPO / "build" / "kernelbridge"))
+
+# Every wait in these tests is bounded by one of these.
+START_TIMEOUT = 30.0  # daemon up and listening
+HTTP_TIMEOUT = 90.0  # one request (a kernel start included)
+STOP_TIMEOUT = 30.0  # SIGTERM to exit
+
+
+class HttpError(AssertionError):
+    pass
+
+
+class Response:
+    def __init__(self, status, headers, body):
+        self.status = status
+        self.headers = headers
+        self.body = body
+
+    @property
+    def json(self):
+        return json.loads(self.body)
+
+    def header(self, name):
+        for key, value in self.headers:
+            if key.lower() == name.lower():
+                return value
+        return None
+
+    def __repr__(self):
+        return "<Response %d %r>" % (self.status, self.body[:300])
+
+
+def encode(body):
+    if body is None:
+        return None
+    if isinstance(body, (bytes, bytearray)):
+        return bytes(body)
+    if isinstance(body, str):
+        return body.encode()
+    return json.dumps(body).encode()
+
+
+class SseEvent:
+    def __init__(self, event, data, arrived, comment=None, id=None):
+        self.event = event
+        self.raw = data
+        self.arrived = arrived
+        self.comment = comment
+        self.id = id
+
+    @property
+    def data(self):
+        return json.loads(self.raw)
+
+    def __repr__(self):
+        return "<SseEvent %s %r>" % (self.event or ":" + str(self.comment), (self.raw or "")[:120])
+
+
+class SseStream:
+    """A Server-Sent Events response read event by event, with arrival times."""
+
+    def __init__(self, conn, response):
+        self.conn = conn
+        self.response = response
+        self.status = response.status
+
+    def events(self, include_comments=False):
+        event, data, ident = None, [], None
+        while True:
+            line = self.response.readline()
+            if not line:
+                return
+            now = time.monotonic()
+            line = line.decode().rstrip("\r\n")
+            if line == "":
+                if event is not None or data:
+                    yield SseEvent(event or "message", "\n".join(data), now, id=ident)
+                event, data, ident = None, [], None
+            elif line.startswith(":"):
+                if include_comments:
+                    yield SseEvent(None, None, now, comment=line[1:].strip())
+            elif line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].lstrip(" "))
+            elif line.startswith("id:"):
+                ident = line[3:].strip()
+
+    def close(self):
+        self.conn.close()
+
+
+class Daemon:
+    """One running `kernelbridge serve`."""
+
+    def __init__(self, args=(), env=None, token=None, workdir=None):
+        self.dir = Path(tempfile.mkdtemp(prefix="kbit-", dir="/tmp"))
+        self.state_dir = self.dir / "state"
+        self.port_file = self.dir / "port"
+        self.stdout_path = self.dir / "stdout"
+        self.stderr_path = self.dir / "stderr"
+        self.token = token
+        environ = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+        environ.update(env or {})
+        argv = [
+            BINARY,
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--state-dir",
+            str(self.state_dir),
+            "--port-file",
+            str(self.port_file),
+            *args,
+        ]
+        if token is not None and not any(a == "--token-file" for a in args):
+            token_file = self.dir / "token"
+            token_file.write_text(token + "\n")
+            token_file.chmod(0o600)
+            argv += ["--token-file", str(token_file)]
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(
+                argv, stdout=out, stderr=err, env=environ, cwd=workdir or self.dir
+            )
+        deadline = time.monotonic() + START_TIMEOUT
+        while not self.port_file.exists():
+            if self.proc.poll() is not None:
+                raise AssertionError(
+                    "daemon exited with %s before listening:\n%s" % (self.proc.returncode, self.log)
+                )
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError("daemon did not listen within %ss:\n%s" % (START_TIMEOUT, self.log))
+            time.sleep(0.02)
+        self.port = int(self.port_file.read_text().strip())
+        self.url = "http://127.0.0.1:%d" % self.port
+
+    @property
+    def log(self):
+        return self.stderr_path.read_text(errors="replace")
+
+    @property
+    def stdout(self):
+        return self.stdout_path.read_text(errors="replace")
+
+    def connect(self, timeout=HTTP_TIMEOUT):
+        return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+
+    def _headers(self, headers, token):
+        h = {"Content-Type": "application/json"}
+        token = self.token if token is None else token
+        if token:
+            h["Authorization"] = "Bearer " + token
+        h.update(headers or {})
+        return h
+
+    def request(self, method, path, body=None, headers=None, token=None, conn=None, timeout=HTTP_TIMEOUT):
+        own = conn is None
+        conn = conn or self.connect(timeout)
+        try:
+            conn.request(method, path, encode(body), self._headers(headers, token))
+            r = conn.getresponse()
+            return Response(r.status, r.getheaders(), r.read())
+        finally:
+            if own:
+                conn.close()
+
+    def get(self, path, **kw):
+        return self.request("GET", path, **kw)
+
+    def post(self, path, body=None, **kw):
+        return self.request("POST", path, body, **kw)
+
+    def delete(self, path, **kw):
+        return self.request("DELETE", path, **kw)
+
+    def ok(self, method, path, body=None, status=200, **kw):
+        r = self.request(method, path, body, **kw)
+        if r.status != status:
+            raise HttpError("%s %s: expected %d, got %r" % (method, path, status, r))
+        return r.json if r.body else None
+
+    def run(self, code, **fields):
+        """POST /run as JSON; returns the InterpreterResult."""
+        return self.ok("POST", "/run", dict(code=code, **fields))
+
+    def stream(self, method, path, body=None, headers=None, timeout=HTTP_TIMEOUT):
+        """Open an event stream; the caller reads .events() and closes it."""
+        conn = self.connect(timeout)
+        h = self._headers(headers, None)
+        h["Accept"] = "text/event-stream"
+        conn.request(method, path, encode(body), h)
+        return SseStream(conn, conn.getresponse())
+
+    def run_stream(self, code, **fields):
+        return self.stream("POST", "/run", dict(code=code, **fields))
+
+    def signal(self, sig):
+        self.proc.send_signal(sig)
+
+    def wait(self, timeout=STOP_TIMEOUT):
+        return self.proc.wait(timeout=timeout)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=STOP_TIMEOUT)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def error_of(response, status, code):
+    """Assert a typed JSON error of SPEC section 5; returns its body."""
+    assert response.status == status, response
+    assert (response.header("Content-Type") or "").startswith("application/json"), response.headers
+    body = response.json
+    assert body["code"] == code, body
+    assert body["status_code"] == status, body
+    assert isinstance(body["message"], str) and body["message"], body
+    for key in ("path", "method", "timestamp"):
+        assert isinstance(body[key], str) and body[key], body
+    return body
+
+
+def pid_alive(pid):
+    """True while /proc/<pid> is a live (non-zombie) process."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_until(predicate, timeout, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return predicate()
+
+
+def raw_http(port, data, timeout=30.0):
+    """Send raw bytes on a fresh socket; returns all that comes back."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        chunks = []
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+@pytest.fixture
+def daemon_factory():
+    """Start daemons with given args / env; all are stopped at the end."""
+    started = []
+
+    def start(*args, env=None, token=None, workdir=None):
+        d = Daemon(args, env=env, token=token, workdir=workdir)
+        started.append(d)
+        return d
+
+    yield start
+    for d in started:
+        d.close()
+
+
+@pytest.fixture
+def daemon(daemon_factory):
+    """A fresh daemon with the default settings, for tests that change state."""
+    return daemon_factory()
+
+
+@pytest.fixture(scope="module")
+def shared_daemon():
+    """One daemon per test module, for tests that only read or validate."""
+    d = Daemon()
+    yield d
+    d.close()

@@ -1,0 +1,186 @@
+"""Contexts over HTTP (SPEC section 3 and 5): create, list, get, delete,
+restart, interrupt; default contexts; vanished contexts; limits."""
+
+import json
+import threading
+import time
+
+from conftest import error_of, pid_alive, wait_until
+
+CONTEXT_FIELDS = {"sandbox_id", "context_id", "language", "kernel_name", "cwd", "state",
+                  "created_at", "last_activity_at", "execution_count", "pid"}
+
+
+def test_create_get_list_delete(daemon, tmp_path):
+    ctx = daemon.ok("POST", "/contexts", {"language": "python", "context_id": "my-ctx.1",
+                                          "cwd": str(tmp_path), "env": {"CTX_VAR": "v"}},
+                    status=201)
+    assert CONTEXT_FIELDS <= set(ctx), ctx
+    assert ctx["context_id"] == "my-ctx.1"
+    assert ctx["language"] == "python"
+    assert ctx["state"] in ("idle", "busy")
+    assert isinstance(ctx["pid"], int) and pid_alive(ctx["pid"])
+    # cwd and env of the context apply to the kernel process.
+    out = daemon.run("import os; print(os.getcwd()); print(os.environ['CTX_VAR'])",
+                     context_id="my-ctx.1")
+    assert out["logs"]["stdout"].split() == [str(tmp_path), "v"]
+    assert out["context"]["context_id"] == "my-ctx.1"
+
+    got = daemon.ok("GET", "/contexts/my-ctx.1")
+    assert got["context_id"] == "my-ctx.1" and got["pid"] == ctx["pid"]
+    listed = daemon.ok("GET", "/contexts")["contexts"]
+    assert [c["context_id"] for c in listed] == ["my-ctx.1"]
+
+    r = daemon.delete("/contexts/my-ctx.1")
+    assert r.status == 204 and r.body == b""
+    body = error_of(daemon.get("/contexts/my-ctx.1"), 404, "SESSION_NOT_FOUND")
+    assert "my-ctx.1" in body["message"]
+    error_of(daemon.post("/run", {"code": "1", "context_id": "my-ctx.1"}), 404,
+             "SESSION_NOT_FOUND")
+    error_of(daemon.delete("/contexts/my-ctx.1"), 404, "SESSION_NOT_FOUND")
+    assert wait_until(lambda: not pid_alive(ctx["pid"]), 15)
+    assert daemon.ok("GET", "/contexts")["contexts"] == []
+
+
+def test_generated_id_and_conflict(daemon):
+    ctx = daemon.ok("POST", "/contexts", {"language": "python"}, status=201)
+    assert ctx["context_id"].startswith("ctx_")
+    r = daemon.post("/contexts", {"language": "python", "context_id": ctx["context_id"]})
+    error_of(r, 409, "CONTEXT_EXISTS")
+
+
+def test_create_by_kernel_name(daemon):
+    ctx = daemon.ok("POST", "/contexts", {"kernel_name": "python3"}, status=201)
+    assert ctx["kernel_name"] == "python3"
+    assert daemon.run("1 + 2", context_id=ctx["context_id"])["results"][0]["text"] == "3"
+
+
+def test_unknown_language_and_kernel(shared_daemon):
+    body = error_of(shared_daemon.post("/contexts", {"language": "cobol"}), 404,
+                    "LANGUAGE_NOT_SUPPORTED")
+    assert "python3" in body["message"]
+    error_of(shared_daemon.post("/contexts", {"kernel_name": "nope"}), 404,
+             "LANGUAGE_NOT_SUPPORTED")
+
+
+def test_default_contexts_hidden_and_protected(daemon):
+    daemon.run("marker = 'default'")
+    assert daemon.ok("GET", "/contexts")["contexts"] == []
+    assert daemon.ok("GET", "/contexts?all=false")["contexts"] == []
+    every = daemon.ok("GET", "/contexts?all=true")["contexts"]
+    assert [c["context_id"] for c in every] == ["default-python"]
+    assert daemon.ok("GET", "/contexts/default-python")["language"] == "python"
+    error_of(daemon.delete("/contexts/default-python"), 400, "PROTECTED_CONTEXT")
+    # Still there, state intact.
+    assert daemon.run("marker")["results"][0]["text"] == "'default'"
+
+
+def test_restart_gives_fresh_kernel_same_id(daemon):
+    ctx = daemon.ok("POST", "/contexts", {"language": "python"}, status=201)
+    cid = ctx["context_id"]
+    daemon.run("lost = 1", context_id=cid)
+    restarted = daemon.ok("POST", "/contexts/%s/restart" % cid)
+    assert restarted["context_id"] == cid
+    assert restarted["pid"] != ctx["pid"]
+    assert wait_until(lambda: not pid_alive(ctx["pid"]), 15)
+    out = daemon.run("lost", context_id=cid)
+    assert out["error"]["name"] == "NameError"
+    # Default contexts can be restarted too.
+    daemon.run("1")
+    assert daemon.ok("POST", "/contexts/default-python/restart")["context_id"] == "default-python"
+    error_of(daemon.post("/contexts/nope/restart"), 404, "SESSION_NOT_FOUND")
+
+
+def test_interrupt_context(daemon):
+    cid = daemon.ok("POST", "/contexts", {"language": "python"}, status=201)["context_id"]
+    daemon.run("kept = 7", context_id=cid)
+    outcome = {}
+
+    def long_run():
+        outcome["result"] = daemon.run("import time; time.sleep(60)", context_id=cid)
+
+    worker = threading.Thread(target=long_run)
+    worker.start()
+    assert wait_until(lambda: daemon.ok("GET", "/contexts/%s" % cid)["state"] == "busy", 15)
+    time.sleep(0.3)
+    r = daemon.post("/contexts/%s/interrupt" % cid)
+    assert r.status == 204, r
+    worker.join(20)
+    assert not worker.is_alive()
+    assert outcome["result"]["error"]["name"] == "KeyboardInterrupt"
+    assert daemon.run("kept", context_id=cid)["results"][0]["text"] == "7"
+    error_of(daemon.post("/contexts/nope/interrupt"), 404, "SESSION_NOT_FOUND")
+
+
+def test_sigkill_makes_context_vanish(daemon):
+    cid = daemon.ok("POST", "/contexts", {"language": "python", "context_id": "doomed"},
+                    status=201)["context_id"]
+    pid = daemon.ok("GET", "/contexts/doomed")["pid"]
+    stream = daemon.run_stream("import time; time.sleep(60)", context_id=cid)
+    try:
+        events = stream.events()
+        start = next(events)
+        assert start.event == "start"
+        process_id = start.data["process_id"]
+        r = daemon.post("/processes/%s/signals" % process_id, {"signal": "SIGKILL"})
+        assert r.status == 202, r
+        rest = list(events)
+    finally:
+        stream.close()
+    result = rest[-1].data
+    assert rest[-1].event == "result"
+    assert result["process"]["reason"] == "signaled"
+    assert result["process"]["signal"] == "SIGKILL"
+    assert result["error"]["name"] == "KernelKilled"
+    waited = daemon.ok("GET", "/processes/%s/wait?timeout=5" % process_id)
+    assert waited["reason"] == "signaled" and waited["signal"] == "SIGKILL"
+    assert wait_until(lambda: not pid_alive(pid), 15)
+    # The context vanished; the message says so.
+    body = error_of(daemon.get("/contexts/doomed"), 404, "SESSION_NOT_FOUND")
+    assert "doomed" in body["message"] and len(body["message"]) > len("doomed") + 10, body
+    error_of(daemon.post("/run", {"code": "1", "context_id": "doomed"}), 404,
+             "SESSION_NOT_FOUND")
+    assert daemon.ok("GET", "/contexts")["contexts"] == []
+
+
+def test_max_contexts(daemon_factory):
+    d = daemon_factory("--max-contexts", "1")
+    d.ok("POST", "/contexts", {"language": "python"}, status=201)
+    error_of(d.post("/contexts", {"language": "python"}), 429, "TOO_MANY_CONTEXTS")
+
+
+def _kernelspec(root, name, argv, language):
+    spec = root / "kernels" / name
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps(
+        {"argv": argv, "display_name": name, "language": language}))
+
+
+def test_kernel_start_failed(daemon_factory, tmp_path):
+    _kernelspec(tmp_path, "broken", ["/usr/bin/python3", "-c",
+                                     "import sys; sys.stderr.write('kaboom-marker\\n'); "
+                                     "sys.exit(3)", "{connection_file}"], "python")
+    d = daemon_factory("--start-timeout", "15", env={"JUPYTER_PATH": str(tmp_path)})
+    assert any(s["name"] == "broken" for s in d.ok("GET", "/kernelspecs")["kernelspecs"])
+    body = error_of(d.post("/contexts", {"kernel_name": "broken"}), 503, "KERNEL_START_FAILED")
+    assert "kaboom-marker" in body["message"], body
+    assert d.ok("GET", "/health")["status"] == "ok"
+
+
+def test_unsupported_option_for_language_without_adapter(daemon_factory, tmp_path):
+    # ipykernel under another language name: no cwd/env adapter for it.
+    _kernelspec(tmp_path, "oddlang", ["/usr/bin/python3", "-m", "ipykernel_launcher", "-f",
+                                      "{connection_file}"], "oddlang")
+    d = daemon_factory(env={"JUPYTER_PATH": str(tmp_path)})
+    cid = d.ok("POST", "/contexts", {"language": "oddlang"}, status=201)["context_id"]
+    error_of(d.post("/run", {"code": "1", "context_id": cid, "cwd": str(tmp_path)}), 400,
+             "UNSUPPORTED_OPTION")
+    assert d.run("1 + 1", context_id=cid)["results"][0]["text"] == "2"
+
+
+def test_kernel_map_flag(daemon_factory):
+    d = daemon_factory("--kernel", "python=xpython")
+    result = d.run("import sys; print('ok')")
+    assert result["logs"]["stdout"] == "ok\n"
+    default = d.ok("GET", "/contexts/default-python")
+    assert default["kernel_name"] == "xpython"
