@@ -487,6 +487,38 @@ static void test_xpython(void)
     kb_result_destroy(&r);
 }
 
+static const char *s_heartbeat(const char *context)
+{
+    static char value[16];
+    kb_error_t err;
+    json_t *ctx = kb_service_context_get(service, context, &err);
+    snprintf(value, sizeof value, "%s",
+             ctx ? json_string_value(json_object_get(ctx, "heartbeat")) : "gone");
+    json_decref(ctx);
+    return value;
+}
+
+/*  A kernel that stops answering its heartbeat shows as late; it recovers. */
+static void test_heartbeat(void)
+{
+    char *ctx = s_create(NULL, "python", NULL);
+    pid_t pid = s_pid(ctx);
+    sleep(4);
+    CHECK_STR(s_heartbeat(ctx), "ok");
+    kill(pid, SIGSTOP);
+    sleep(10);
+    CHECK_STR(s_heartbeat(ctx), "late");
+    kill(pid, SIGCONT);
+    sleep(4);
+    CHECK_STR(s_heartbeat(ctx), "ok");
+    kb_result_t *r = s_run(ctx, "'alive'");
+    CHECK_STR(s_text(r, 0), "'alive'");
+    kb_result_destroy(&r);
+    kb_error_t err;
+    kb_service_context_delete(service, ctx, &err);
+    free(ctx);
+}
+
 /*  Children of this process that are still alive (zombies included). */
 static int s_count_children(void)
 {
@@ -541,11 +573,14 @@ static bool s_settled(int children, int fds, int files)
 static void test_create_delete_cycles(void)
 {
     kb_error_t err;
-    /*  Settle earlier tests' reaping first. */
-    s_settled(s_count_children(), kb_test_count_fds(), s_count_files(state_dir));
     json_t *list = kb_service_context_list(service, true, &err);
     size_t before_contexts = json_array_size(json_object_get(list, "contexts"));
     json_decref(list);
+    /*  Earlier tests' deleted kernels are reaped in the background: wait
+        until only the live contexts' kernels are left. */
+    for (int i = 0; i < 200 && s_count_children() != (int)before_contexts; i++)
+        usleep(50000);
+    CHECK(s_count_children() == (int)before_contexts);
     int children = s_count_children();
     int fds = kb_test_count_fds();
     int files = s_count_files(state_dir);
@@ -592,6 +627,7 @@ int main(void)
     RUN_TEST(test_kernel_death);
     RUN_TEST(test_process_records);
     RUN_TEST(test_xpython);
+    RUN_TEST(test_heartbeat);
     RUN_TEST(test_create_delete_cycles);
     kb_service_destroy(&service);
     CHECK(s_count_children() == 0);

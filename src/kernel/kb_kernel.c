@@ -33,6 +33,7 @@
 #define KB_KI_RESEND_MS 250   /* repeat kernel_info_request after this */
 #define KB_MAX_FRAMES 1100    /* frames read of one message, more are dropped */
 #define KB_DRAIN_BATCH 256    /* messages read per socket per loop turn */
+#define KB_HEARTBEAT_MS 3000  /* heartbeat period */
 
 struct kb_kernel {
     zloop_t *loop;
@@ -57,6 +58,10 @@ struct kb_kernel {
     zsock_t *shell;
     zsock_t *control;
     zsock_t *iopub;
+    zsock_t *hb;
+    int hb_timer;
+    bool hb_waiting;          /* a ping is out and its echo has not come */
+    unsigned hb_misses;       /* periods in a row without an echo */
 
     /* readiness */
     bool info_replied;
@@ -500,7 +505,9 @@ static void s_stop_timers(kb_kernel_t *self)
         zloop_timer_end(self->loop, self->ready_timer);
     if (self->shutdown_timer >= 0)
         zloop_timer_end(self->loop, self->shutdown_timer);
-    self->ready_timer = self->shutdown_timer = -1;
+    if (self->hb_timer >= 0)
+        zloop_timer_end(self->loop, self->hb_timer);
+    self->ready_timer = self->shutdown_timer = self->hb_timer = -1;
 }
 
 static void s_record_exit(kb_kernel_t *self, int status)
@@ -642,6 +649,36 @@ done:
     return rc;
 }
 
+/*  Heartbeat: a DEALER sends [empty, ping] each period; ROUTER-echo and REP
+    heartbeats both send it back. Missing echoes are only counted and shown:
+    death itself is seen at once through the pidfd. */
+static int s_on_hb(zloop_t *loop, zsock_t *sock, void *arg)
+{
+    kb_kernel_t *self = arg;
+    zmsg_t *echo = zmsg_recv(sock);
+    zmsg_destroy(&echo);
+    self->hb_waiting = false;
+    self->hb_misses = 0;
+    return 0;
+}
+
+static int s_on_hb_tick(zloop_t *loop, int timer_id, void *arg)
+{
+    kb_kernel_t *self = arg;
+    if (self->state == KB_KERNEL_STARTING || self->state == KB_KERNEL_DEAD)
+        return 0;
+    if (self->hb_waiting)
+        self->hb_misses++;
+    zsock_send(self->hb, "ss", "", "ping");
+    self->hb_waiting = true;
+    return 0;
+}
+
+unsigned kb_kernel_heartbeat_misses(const kb_kernel_t *self)
+{
+    return self->hb_misses;
+}
+
 static zsock_t *s_connect(zsock_t *sock, const char *endpoint)
 {
     if (!sock)
@@ -673,6 +710,7 @@ kb_kernel_t *kb_kernel_new(zloop_t *loop, const kb_kernelspec_t *spec, const kb_
     self->exit_status = -1;
     self->ready_timer = -1;
     self->shutdown_timer = -1;
+    self->hb_timer = -1;
     self->spec = kb_kernelspec_dup(spec);
     if (!self->spec) {
         snprintf(err, errlen, "out of memory");
@@ -690,6 +728,12 @@ kb_kernel_t *kb_kernel_new(zloop_t *loop, const kb_kernelspec_t *spec, const kb_
     endpoint = s_endpoint(self, info, "control_port");
     self->control = s_connect(zsock_new(ZMQ_DEALER), endpoint);
     zstr_free(&endpoint);
+    endpoint = s_endpoint(self, info, "hb_port");
+    self->hb = zsock_new(ZMQ_DEALER);
+    if (self->hb)
+        zsock_set_sndhwm(self->hb, 4);
+    self->hb = s_connect(self->hb, endpoint);
+    zstr_free(&endpoint);
     endpoint = s_endpoint(self, info, "iopub_port");
     self->iopub = zsock_new(ZMQ_SUB);
     if (self->iopub) {
@@ -698,7 +742,7 @@ kb_kernel_t *kb_kernel_new(zloop_t *loop, const kb_kernelspec_t *spec, const kb_
     }
     self->iopub = s_connect(self->iopub, endpoint);
     zstr_free(&endpoint);
-    if (!self->shell || !self->control || !self->iopub) {
+    if (!self->shell || !self->control || !self->iopub || !self->hb) {
         snprintf(err, errlen, "cannot connect sockets: %s", zmq_strerror(zmq_errno()));
         goto fail;
     }
@@ -720,6 +764,9 @@ kb_kernel_t *kb_kernel_new(zloop_t *loop, const kb_kernelspec_t *spec, const kb_
     zloop_reader_set_tolerant(loop, self->shell);
     zloop_reader_set_tolerant(loop, self->control);
     zloop_reader_set_tolerant(loop, self->iopub);
+    zloop_reader(loop, self->hb, s_on_hb, self);
+    zloop_reader_set_tolerant(loop, self->hb);
+    self->hb_timer = zloop_timer(loop, KB_HEARTBEAT_MS, 0, s_on_hb_tick, self);
 
     double timeout = opts->start_timeout > 0 ? opts->start_timeout : 60;
     self->deadline_ms = self->started_ms + (int64_t)(timeout * 1000);
@@ -773,6 +820,9 @@ void kb_kernel_destroy(kb_kernel_t **self_p)
         zloop_reader_end(self->loop, self->control);
     if (self->iopub)
         zloop_reader_end(self->loop, self->iopub);
+    if (self->hb)
+        zloop_reader_end(self->loop, self->hb);
+    zsock_destroy(&self->hb);
     zsock_destroy(&self->shell);
     zsock_destroy(&self->control);
     zsock_destroy(&self->iopub);

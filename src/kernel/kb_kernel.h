@@ -134,6 +134,9 @@ char *kb_kernel_output_tail(const kb_kernel_t *self, size_t max_bytes);
     replay, malformed) since start. */
 size_t kb_kernel_dropped(const kb_kernel_t *self);
 
+/*  Heartbeat periods in a row without an echo (0 = healthy). */
+unsigned kb_kernel_heartbeat_misses(const kb_kernel_t *self);
+
 /*  language_info.name from the kernel_info_reply, or NULL. Borrowed. */
 const char *kb_kernel_language_info(const kb_kernel_t *self);
 

@@ -81,6 +81,10 @@ static json_t *s_context_json(kb_context_t *ctx)
     json_object_set_new(json, "pid", ctx->kernel ? json_integer(kb_kernel_pid(ctx->kernel))
                                                  : json_null());
     json_object_set_new(json, "default", json_boolean(ctx->is_default));
+    json_object_set_new(json, "heartbeat",
+                        json_string(ctx->kernel && kb_kernel_heartbeat_misses(ctx->kernel) > 1
+                                        ? "late"
+                                        : "ok"));
     return json;
 }
 
