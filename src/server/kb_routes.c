@@ -89,7 +89,7 @@ static json_t *parse_body(kb_request_t *req)
     json_error_t jerr;
     /* NUL is allowed through the parser so that a string holding one is
        refused by name below as BAD_REQUEST, not as malformed JSON. */
-    json_t *body = json_loadb(req->body, req->body_len, JSON_ALLOW_NUL, &jerr);
+    json_t *body = json_loadb(req->body, req->body_len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
     if (!body) {
         kb_http_reply_errorf(req, KB_ERR_INVALID_REQUEST_BODY,
                              "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,

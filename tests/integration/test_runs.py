@@ -92,10 +92,11 @@ def test_sse_order_and_first_stdout_while_running(shared_daemon):
     # The first line arrives while the run still sleeps.
     assert stdout[0].arrived - sent < events[-1].arrived - sent - 1.0, (
         stdout[0].arrived - sent, events[-1].arrived - sent)
-    displays = [e for e in events if e.event == "display"]
     assert result["results"][0]["text"] == "42"
     assert result["logs"]["stdout"] == "first\nsecond\n"
-    assert not displays  # execute_result is in the result, not a display event
+    # Every results entry was streamed once, as a display event.
+    displays = [e.data for e in events if e.event == "display"]
+    assert displays == result["results"], (displays, result["results"])
 
 
 def test_sse_stderr_display_and_error_events(shared_daemon):

@@ -23,6 +23,8 @@ def test_graceful_stop(daemon, sig):
                                context_id=ctx)
     events = stream.events()
     assert next(events).event == "start"
+    going = next(events)
+    assert going.event == "stdout" and going.data["text"] == "going\n", going
     plain = {}
 
     def plain_run():
