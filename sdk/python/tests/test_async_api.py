@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from pathlib import Path
 
 import pytest
 
@@ -17,8 +16,7 @@ from kernelbridge import (
     WaitReason,
 )
 
-from conftest import PLAIN_LANGUAGE
-from helpers import RICH_CODE, arun, merge_kinds, running_process_async, tiny_png
+from kbsdk_testlib import arun, merge_kinds, PLAIN_LANGUAGE, RICH_CODE, running_process_async, tiny_png
 
 
 def test_connect_async_reads_environment(daemon, monkeypatch):

@@ -12,8 +12,7 @@ import pytest
 import kernelbridge
 from kernelbridge import errors as kb_errors
 
-from conftest import BROKEN_LANGUAGE, start_daemon
-from helpers import arun
+from kbsdk_testlib import arun, BROKEN_LANGUAGE, start_daemon
 
 
 def _assert_error(exc: kernelbridge.KernelBridgeError, cls: type, code: str, status: int) -> None:

@@ -11,14 +11,16 @@ from pathlib import Path
 
 import kernelbridge
 
-from conftest import SDK_DIR, SYSTEM_PYTHON
+from kbsdk_testlib import SDK_DIR, SYSTEM_PYTHON
 
 
-def test_version_matches_cmake_pyproject_and_daemon(cmake_version, kb):
-    pyproject = tomllib.loads((SDK_DIR / "pyproject.toml").read_text())
+def test_version_matches_cmake_and_daemon(cmake_version, kb):
     assert kernelbridge.__version__ == cmake_version
-    assert pyproject["project"]["version"] == cmake_version
     assert kb.health()["version"] == cmake_version
+    # the distribution takes its version from the package (no second copy)
+    pyproject = tomllib.loads((SDK_DIR / "pyproject.toml").read_text())
+    assert pyproject["project"]["dynamic"] == ["version"]
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "kernelbridge._version.__version__"}
 
 
 def test_installs_offline_with_system_setuptools(tmp_path):

@@ -191,4 +191,5 @@ async def connect_async(url: Optional[str] = None, token: Optional[str] = None, 
 def _sandbox_id_of(health: object, url: str) -> str:
     if not isinstance(health, dict) or not isinstance(health.get("sandbox_id"), str):
         raise KernelBridgeError("INVALID_RESPONSE", f"{url}/health has no sandbox_id: {health!r}", None)
-    return health["sandbox_id"]
+    sandbox_id: str = health["sandbox_id"]
+    return sandbox_id

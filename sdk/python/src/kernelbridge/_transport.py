@@ -19,7 +19,7 @@ import json
 import ssl
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Dict, List, Mapping, Optional, Tuple
+from typing import Any, AsyncGenerator, AsyncIterator, Dict, List, Mapping, Optional, Tuple
 
 from ._version import __version__
 from .errors import (
@@ -198,7 +198,7 @@ class Response:
                 "INVALID_RESPONSE", f"{self.method} {self.path}: the daemon's answer is not JSON: {exc}",
                 self.status) from exc
 
-    async def iter_sse(self) -> AsyncIterator[SSEEvent]:
+    async def iter_sse(self) -> AsyncGenerator[SSEEvent, None]:
         """The body as Server-Sent Events (comments are skipped)."""
         buf = bytearray()
         scan = 0  # bytes of buf already searched for a newline

@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Unio
 
 from .interpreter import AsyncInterpreterContext, AsyncInterpreterService
 from .sync import InterpreterContext, InterpreterService, run_with_callbacks
-from .types import InterpreterContextJSON, InterpreterError, InterpreterOutput, InterpreterResult, JsonObject
+from .types import InterpreterContextJSON, InterpreterError, InterpreterOutput, InterpreterResult
 
 __all__ = [
     "AsyncCodeInterpreter",

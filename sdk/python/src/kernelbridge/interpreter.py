@@ -111,7 +111,7 @@ class AsyncInterpreterContext:
         decide what code, if any, is safe to rerun. timeout is the caller wait
         budget in seconds; 0 waits unbounded.
         """
-        runner = self.__dict__.get("_runner")
+        runner: Optional[Callable[..., Awaitable[InterpreterResult]]] = self.__dict__.get("_runner")
         if runner is None:
             raise RuntimeError("this context handle is not bound to a service; "
                                "use service.connect_context(handle) first")
@@ -120,7 +120,7 @@ class AsyncInterpreterContext:
 
     async def close(self) -> None:
         """Delete the context on the daemon (its kernel is shut down)."""
-        closer = self.__dict__.get("_closer")
+        closer: Optional[ContextCloser] = self.__dict__.get("_closer")
         if closer is None:
             raise RuntimeError("this context handle is not bound to a service; "
                                "use service.connect_context(handle) first")
@@ -172,7 +172,8 @@ class AsyncInterpreterService:
 
     async def health(self) -> JsonObject:
         """GET /health: status, version, sandbox_id, contexts, uptime_s."""
-        return await self._transport.request("GET", "/health")
+        health: JsonObject = await self._transport.request("GET", "/health")
+        return health
 
     async def aclose(self) -> None:
         """Close the connections of this service."""
@@ -244,7 +245,9 @@ class AsyncInterpreterService:
             body["cwd"] = cwd
         if env is not None:
             body["env"] = dict(env)
-        return await self._transport.request("POST", "/contexts", body=body, timeout=request_timeout)
+        context: JsonObject = await self._transport.request("POST", "/contexts", body=body,
+                                                            timeout=request_timeout)
+        return context
 
     async def _list_contexts_json(self, request_timeout: Optional[float] = None) -> List[JsonObject]:
         obj = await self._transport.request("GET", "/contexts", timeout=request_timeout)

@@ -110,7 +110,7 @@ class SyncBridge:
         try:
             while True:
                 try:
-                    item = self.run(agen.__anext__())  # type: ignore[arg-type]
+                    item: T = self.run(_await(agen.__anext__()))
                 except StopAsyncIteration:
                     return
                 yield item

@@ -151,8 +151,8 @@ class InterpreterOutput:
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "InterpreterOutput":
-        data = obj.get("data")
-        data = dict(data) if isinstance(data, dict) else {}
+        raw_data = obj.get("data")
+        data: JsonObject = dict(raw_data) if isinstance(raw_data, dict) else {}
         meta = obj.get("metadata")
 
         def pick(key: str, mime: str) -> Optional[str]:
