@@ -12,7 +12,7 @@ import pytest
 import kernelbridge
 from kernelbridge import errors as kb_errors
 
-from kbsdk_testlib import arun, BROKEN_LANGUAGE, start_daemon
+from kbsdk_testlib import arun, BROKEN_LANGUAGE, PLAIN_LANGUAGE, start_daemon
 
 
 def _assert_error(exc: kernelbridge.KernelBridgeError, cls: type, code: str, status: int) -> None:
@@ -182,12 +182,39 @@ def test_protected_context_both_apis(daemon, kb):
     with pytest.raises(kernelbridge.ProtectedContextError):
         kb.code_interpreter.delete_context("default-python")
 
+    async def body(svc):
+        with pytest.raises(kernelbridge.ProtectedContextError):
+            await svc.delete_context(svc.connect_context("default-python"))
+        with pytest.raises(kernelbridge.ProtectedContextError):
+            await svc.code_interpreter.delete_context("default-python")
+
+    arun(daemon, body)
+
 
 def test_kernel_start_failed_carries_stderr(daemon, kb):
     with pytest.raises(kernelbridge.KernelStartFailedError) as info:
         kb.create_context(language=BROKEN_LANGUAGE)
     _assert_error(info.value, kernelbridge.KernelStartFailedError, "KERNEL_START_FAILED", 503)
     assert "refusing to start" in info.value.message
+
+    async def body(svc):
+        with pytest.raises(kernelbridge.KernelStartFailedError):
+            await svc.create_context(language=BROKEN_LANGUAGE)
+        with pytest.raises(kernelbridge.KernelStartFailedError):
+            await svc.run("1", language=BROKEN_LANGUAGE)
+
+    arun(daemon, body)
+
+
+def test_unsupported_option_sync(kb, tmp_path):
+    ctx = kb.create_context(language=PLAIN_LANGUAGE)
+    try:
+        with pytest.raises(kernelbridge.UnsupportedOptionError) as info:
+            ctx.run("1", env={"A": "b"})
+        _assert_error(info.value, kernelbridge.UnsupportedOptionError, "UNSUPPORTED_OPTION", 400)
+        assert ctx.run("2").text == "2"
+    finally:
+        ctx.close()
 
 
 def test_request_timeout_raises_timeout_error(daemon, kb):
@@ -263,6 +290,12 @@ def test_limits_too_many_contexts_and_payload_too_large(tmp_path):
             with pytest.raises(kernelbridge.TooManyContextsError) as info:
                 svc.create_context(language="python")
             _assert_error(info.value, kernelbridge.TooManyContextsError, "TOO_MANY_CONTEXTS", 429)
+
+            async def too_many(asvc):
+                with pytest.raises(kernelbridge.TooManyContextsError):
+                    await asvc.create_context(language="python")
+
+            arun(d, too_many)
             first.close()
             with pytest.raises(kernelbridge.PayloadTooLargeError) as info:
                 svc.run("x = '" + "a" * (80 * 1024) + "'")
@@ -275,3 +308,29 @@ def test_limits_too_many_contexts_and_payload_too_large(tmp_path):
             arun(d, body)
     finally:
         assert d.stop() == 0
+
+
+def test_client_survives_daemon_restart_on_same_port(tmp_path):
+    """Kept-alive connections to a daemon that went away are replaced, not failed."""
+    first = start_daemon(tmp_path / "restart")
+    port = first.url.rsplit(":", 1)[1]
+    svc = kernelbridge.connect(first.url)
+    try:
+        assert svc.run("'before'").text == "'before'"
+        sandbox_id = svc.sandbox_id
+        assert first.stop() == 0
+        with pytest.raises(kernelbridge.KernelBridgeConnectionError):
+            svc.list_contexts()
+        second = start_daemon(tmp_path / "restart", "--listen", f"127.0.0.1:{port}")
+        try:
+            assert svc.health()["sandbox_id"] == sandbox_id  # kept in the state dir
+            assert svc.run("'after'").text == "'after'"
+
+            async def body(asvc):
+                assert (await asvc.run("'async'")).text == "'async'"
+
+            arun(second, body)
+        finally:
+            assert second.stop() == 0
+    finally:
+        svc.close()

@@ -13,6 +13,7 @@ import inspect
 import re
 from dataclasses import dataclass
 from typing import (
+    TYPE_CHECKING,
     Any,
     Awaitable,
     Callable,
@@ -36,6 +37,9 @@ from .types import (
     JsonObject,
     displays_of,
 )
+
+if TYPE_CHECKING:
+    from .code_interpreter import AsyncCodeInterpreter
 
 __all__ = [
     "AsyncInterpreterService",
@@ -160,7 +164,7 @@ class AsyncInterpreterService:
         return self._processes
 
     @property
-    def code_interpreter(self) -> "Any":
+    def code_interpreter(self) -> "AsyncCodeInterpreter":
         """The earlier-style AsyncCodeInterpreter API over this service."""
         from .code_interpreter import AsyncCodeInterpreter
 
@@ -210,11 +214,6 @@ class AsyncInterpreterService:
         checked against this sandbox and against ``language``."""
         if isinstance(context, AsyncInterpreterContext):
             sandbox_id, context_id, known = context.sandbox_id, context.context_id, context.language
-        elif hasattr(context, "context_id") and hasattr(context, "sandbox_id") and not isinstance(context, (str, Mapping)):
-            # the synchronous InterpreterContext, or anything shaped like a handle
-            sandbox_id = str(getattr(context, "sandbox_id"))
-            context_id = str(getattr(context, "context_id"))
-            known = str(getattr(context, "language", "") or "") or None
         elif isinstance(context, Mapping):
             missing = [k for k in ("sandbox_id", "context_id", "language") if not isinstance(context.get(k), str)]
             if missing:

@@ -15,6 +15,7 @@ import inspect
 import queue
 import threading
 from typing import (
+    TYPE_CHECKING,
     Any,
     AsyncIterator,
     Callable,
@@ -45,6 +46,9 @@ from .types import (
     ProcessRecord,
     ProcessStatus,
 )
+
+if TYPE_CHECKING:
+    from .code_interpreter import CodeInterpreter
 
 __all__ = [
     "SyncBridge",
@@ -340,7 +344,7 @@ class InterpreterService:
         return self._processes
 
     @property
-    def code_interpreter(self) -> Any:
+    def code_interpreter(self) -> "CodeInterpreter":
         """The earlier-style CodeInterpreter API over this service."""
         from .code_interpreter import CodeInterpreter
 
