@@ -4,6 +4,7 @@
     no route and makes no service call except reading streams it is given. */
 #include "server/kb_http.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <stdarg.h>
@@ -35,6 +36,47 @@ void kb_http_timestamp(char *buf, size_t size)
     gmtime_r(&ts.tv_sec, &tm);
     size_t n = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(buf + n, size - n, ".%03ldZ", ts.tv_nsec / 1000000);
+}
+
+/* ---- Text from the wire --------------------------------------------------- */
+
+/*  Length of the valid UTF-8 sequence at s (1-4), or 0 when it is not one. */
+static size_t utf8_sequence(const unsigned char *s)
+{
+    if (s[0] < 0x80)
+        return 1;
+    size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+    if (len == 0 || s[0] > 0xf4)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    /* Overlong forms, surrogates and code points past U+10FFFF. */
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0)
+        || (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
+        return 0;
+    return len;
+}
+
+void kb_http_text(char *dst, size_t size, const char *src, bool printable)
+{
+    assert(size > 0);
+    const unsigned char *s = (const unsigned char *)(src ? src : "-");
+    size_t i = 0;
+    while (*s && i + 1 < size) {
+        size_t len = utf8_sequence(s);
+        if (len == 0 || (printable && (*s <= 0x20 || *s == 0x7f))) {
+            dst[i++] = '?';
+            s++;
+            continue;
+        }
+        if (i + len >= size)
+            break;
+        memcpy(dst + i, s, len);
+        i += len;
+        s += len;
+    }
+    dst[i] = '\0';
 }
 
 /* ---- Growable byte buffer, also a jansson dump target -------------------- */
@@ -186,20 +228,23 @@ void kb_http_reply_empty(kb_request_t *req, unsigned status)
 void kb_http_reply_error(kb_request_t *req, const kb_error_t *err)
 {
     kb_code_t code = err->code == KB_OK ? KB_ERR_INTERNAL : err->code;
-    const char *message = err->message[0] ? err->message : "internal error";
     unsigned status = (unsigned)kb_code_http_status(code);
-    char stamp[40];
+    /* Path and message may carry bytes of the request that are not UTF-8;
+       JSON cannot, and bad input must never turn into a 500. */
+    char stamp[40], path[512], message[sizeof err->message];
     kb_http_timestamp(stamp, sizeof stamp);
+    kb_http_text(path, sizeof path, req->path, false);
+    kb_http_text(message, sizeof message, err->message[0] ? err->message : "internal error", false);
     json_t *body = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s}", "code", kb_code_name(code),
-                             "message", message, "status_code", (int)status, "path", req->path,
-                             "method", req->method, "timestamp", stamp);
+                             "message", message, "status_code", (int)status, "path", path, "method",
+                             req->method, "timestamp", stamp);
     kb_buf_t buf = { 0 };
     if (!body || buf_append_json(&buf, body) < 0) {
-        /* Out of memory, or a message that is not UTF-8: say so plainly. */
+        /* Out of memory: say so plainly. */
         free(buf.data);
         buf = (kb_buf_t){ 0 };
         static const char fallback[]
-            = "{\"code\":\"INTERNAL_ERROR\",\"message\":\"cannot render an error\"}";
+            = "{\"code\":\"INTERNAL_ERROR\",\"message\":\"out of memory\"}";
         if (buf_append(&buf, fallback, sizeof fallback - 1) < 0) {
             json_decref(body);
             return;
@@ -381,14 +426,25 @@ static void write_json_line(json_t *line)
     json_decref(line);
 }
 
+/*  Write text (up to len bytes) as one line, cut to fit and always ended
+    by a newline. */
+static void write_text_line(char *line, size_t size, int n)
+{
+    size_t len = n < 0 ? 0 : (size_t)n < size ? (size_t)n : size - 1;
+    if (len > 0 && line[len - 1] != '\n')
+        line[len - 1] = '\n';
+    write_line(line, len);
+}
+
 void kb_server_log(kb_log_format_t format, const char *level, const char *fmt, ...)
 {
-    char stamp[40], message[1024];
+    char stamp[40], raw[1024], message[1024];
     kb_http_timestamp(stamp, sizeof stamp);
     va_list args;
     va_start(args, fmt);
-    vsnprintf(message, sizeof message, fmt, args);
+    vsnprintf(raw, sizeof raw, fmt, args);
     va_end(args);
+    kb_http_text(message, sizeof message, raw, false);
     if (format == KB_LOG_JSON) {
         write_json_line(
             json_pack("{s:s, s:s, s:s}", "time", stamp, "level", level, "msg", message));
@@ -396,7 +452,7 @@ void kb_server_log(kb_log_format_t format, const char *level, const char *fmt, .
     }
     char line[1200];
     int n = snprintf(line, sizeof line, "%s %s %s\n", stamp, level, message);
-    write_line(line, n < (int)sizeof line ? (size_t)n : sizeof line - 1);
+    write_text_line(line, sizeof line, n);
 }
 
 static const char *termination_note(enum MHD_RequestTerminationCode toe)
@@ -417,27 +473,24 @@ static const char *termination_note(enum MHD_RequestTerminationCode toe)
 
 void kb_http_log_request(kb_request_t *req, enum MHD_RequestTerminationCode toe)
 {
-    char stamp[40];
+    char stamp[40], path[512];
     kb_http_timestamp(stamp, sizeof stamp);
     double ms = (kb_http_now() - req->started) * 1000.0;
     const char *note = termination_note(toe);
     if (req->server->log_format == KB_LOG_JSON) {
-        json_t *line = json_pack("{s:s, s:s, s:s, s:s?, s:i, s:f}", "time", stamp, "level", "info",
-                                 "method", req->method, "path", req->path, "status",
-                                 (int)req->status, "duration_ms", ms);
+        kb_http_text(path, sizeof path, req->path, false);
+        json_t *line
+            = json_pack("{s:s, s:s, s:s, s:s, s:i, s:f}", "time", stamp, "level", "info", "method",
+                        req->method, "path", path, "status", (int)req->status, "duration_ms", ms);
         if (line && note)
             json_object_set_new(line, "note", json_string(note));
         write_json_line(line);
         return;
     }
     /* The path is decoded: keep control bytes and spaces out of the line. */
-    char path[512];
-    size_t i = 0;
-    for (const char *p = req->path ? req->path : "-"; *p && i < sizeof path - 1; p++)
-        path[i++] = ((unsigned char)*p <= 0x20 || *p == 0x7f) ? '?' : *p;
-    path[i] = '\0';
+    kb_http_text(path, sizeof path, req->path, true);
     char line[800];
     int n = snprintf(line, sizeof line, "%s %s %s %u %.3fms%s%s\n", stamp, req->method, path,
                      req->status, ms, note ? " " : "", note ? note : "");
-    write_line(line, n < (int)sizeof line ? (size_t)n : sizeof line - 1);
+    write_text_line(line, sizeof line, n);
 }

@@ -70,6 +70,11 @@ double kb_http_now(void);
 /*  RFC 3339 UTC time with milliseconds into buf (at least 32 bytes). */
 void kb_http_timestamp(char *buf, size_t size);
 
+/*  Copy src into dst (size bytes, NUL terminated), every byte that is not
+    part of valid UTF-8 replaced by '?', and with printable also control
+    characters and spaces. For request text headed to JSON and logs. */
+void kb_http_text(char *dst, size_t size, const char *src, bool printable);
+
 /*  True when the request carries the configured Bearer token, or when no
     token is configured. Constant time in the token's contents. */
 bool kb_http_authorized(kb_request_t *req);

@@ -232,13 +232,26 @@ class Daemon:
             self.proc.wait(timeout=STOP_TIMEOUT)
 
     def close(self):
+        """Stop the daemon; it must exit 0 and have reported no memory error
+        (for builds with -DKB_SANITIZE=ON)."""
+        problem = None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=STOP_TIMEOUT)
             except subprocess.TimeoutExpired:
                 self.kill()
-        shutil.rmtree(self.dir, ignore_errors=True)
+                problem = "did not stop within %ss of SIGTERM" % STOP_TIMEOUT
+        if problem is None and self.proc.returncode != 0:
+            problem = "exited with status %s" % self.proc.returncode
+        log = self.log
+        if "Sanitizer" in log or "runtime error:" in log:
+            problem = "reported a sanitizer error"
+        if problem is None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            return
+        raise AssertionError("daemon %s; its log (kept in %s):\n%s"
+                             % (problem, self.dir, log[-20000:]))
 
 
 def error_of(response, status, code):

@@ -176,3 +176,11 @@ def test_odd_wire_requests_leave_daemon_healthy(shared_daemon):
             assert 400 <= status < 500 or status == 505, reply[:300]
     assert shared_daemon.ok("GET", "/health")["status"] == "ok"
     assert shared_daemon.run("1 + 1")["results"][0]["text"] == "2"
+
+
+def test_paths_that_are_not_utf8_get_typed_404(shared_daemon):
+    error_of(shared_daemon.get("/%FF"), 404, "NOT_FOUND")
+    error_of(shared_daemon.get("/contexts/%FF%FE"), 404, "SESSION_NOT_FOUND")
+    error_of(shared_daemon.get("/processes/%C3%28"), 404, "PROCESS_NOT_FOUND")
+    error_of(shared_daemon.get("/contexts/a%2Fb"), 404, "NOT_FOUND")
+    assert shared_daemon.ok("GET", "/health")["status"] == "ok"
