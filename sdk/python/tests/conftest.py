@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 import pytest
 
 # kbsdk_testlib first: it puts the working tree's src/ on sys.path.
-from kbsdk_testlib import REPO_DIR, Daemon, start_daemon, write_test_kernelspecs  # isort: skip
+from .kbsdk_testlib import REPO_DIR, Daemon, start_daemon, write_test_kernelspecs  # isort: skip
 import kernelbridge  # isort: skip
 
 

@@ -6,9 +6,6 @@ private state dir under the test's tmp dir and is found, as in
 tests/integration/conftest.py, through --port-file (the daemon writes the
 bound port there once it listens). Its stdout/stderr go to files; it is
 stopped with SIGTERM at the end.
-
-(A module of its own rather than conftest.py, so that test files can import
-it without clashing with other conftest modules of the repository.)
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from kernelbridge import (
     WaitReason,
 )
 
-from kbsdk_testlib import arun, merge_kinds, PLAIN_LANGUAGE, RICH_CODE, running_process_async, tiny_png
+from .kbsdk_testlib import arun, merge_kinds, PLAIN_LANGUAGE, RICH_CODE, running_process_async, tiny_png
 
 
 def test_connect_async_reads_environment(daemon, monkeypatch):
@@ -556,5 +556,20 @@ def test_run_after_a_failed_run_is_not_aborted(daemon, new_id):
                 assert after.text == str(i + 1)
         finally:
             await ctx.close()
+
+    arun(daemon, body)
+
+
+def test_timeout_with_interrupt_ignored_kills_and_vanishes(daemon, new_id):
+    async def body(svc):
+        ctx = await svc.create_context(language="python", context_id=new_id("ahard"))
+        result = await ctx.run("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+                               "time.sleep(60)", timeout=1)
+        assert result.process.reason is WaitReason.TIMED_OUT
+        assert result.process.signal == "SIGKILL"
+        assert result.process.raw_reason
+        assert result.error is not None and result.error.name == "TimeoutError"
+        with pytest.raises(kernelbridge.SessionNotFoundError):
+            await ctx.run("1")
 
     arun(daemon, body)

@@ -16,7 +16,7 @@ from kernelbridge import (
     OutputMessage,
 )
 
-from kbsdk_testlib import arun
+from .kbsdk_testlib import arun
 
 COUNTING = """
 import sys, time

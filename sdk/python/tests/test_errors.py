@@ -12,7 +12,7 @@ import pytest
 import kernelbridge
 from kernelbridge import errors as kb_errors
 
-from kbsdk_testlib import arun, BROKEN_LANGUAGE, PLAIN_LANGUAGE, start_daemon
+from .kbsdk_testlib import arun, BROKEN_LANGUAGE, PLAIN_LANGUAGE, start_daemon
 
 
 def _assert_error(exc: kernelbridge.KernelBridgeError, cls: type, code: str, status: int) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import kernelbridge
 
-from kbsdk_testlib import SDK_DIR, SYSTEM_PYTHON
+from .kbsdk_testlib import SDK_DIR, SYSTEM_PYTHON
 
 
 def test_version_matches_cmake_and_daemon(cmake_version, kb):

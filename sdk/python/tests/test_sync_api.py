@@ -11,7 +11,7 @@ import pytest
 import kernelbridge
 from kernelbridge import InterpreterContext, InterpreterDisplay, WaitReason
 
-from kbsdk_testlib import merge_kinds, RICH_CODE, running_process
+from .kbsdk_testlib import merge_kinds, RICH_CODE, running_process
 
 
 def test_aliases():
