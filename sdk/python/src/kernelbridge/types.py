@@ -9,6 +9,7 @@ daemon does not break an older SDK.
 from __future__ import annotations
 
 import enum
+import json as _json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, TypedDict, Union
 
@@ -314,8 +315,6 @@ class ProcessStatus:
 
 def displays_of(bundle: Mapping[str, Any]) -> List[InterpreterDisplay]:
     """One InterpreterDisplay per entry of a MIME bundle, in its order."""
-    import json as _json
-
     out: List[InterpreterDisplay] = []
     for mime, value in bundle.items():
         if isinstance(value, str):
