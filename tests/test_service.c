@@ -155,6 +155,17 @@ static void test_error(void)
     for (size_t i = 0; r && r->error && i < r->error->traceback_len; i++)
         CHECK(strchr(r->error->traceback[i], '\x1b') == NULL);
     kb_result_destroy(&r);
+
+    /*  A run right after a failed one runs (ipykernel's stop_on_error window
+        aborts such requests; the bridge sends them again). */
+    for (int i = 0; i < 20; i++) {
+        r = s_run(NULL, i % 2 ? "1/0" : "'ran'");
+        if (i % 2)
+            CHECK(r->error && strcmp(r->error->name, "ZeroDivisionError") == 0);
+        else
+            CHECK(!r->error && r->outputs_len == 1);
+        kb_result_destroy(&r);
+    }
 }
 
 static void test_rich_outputs(void)

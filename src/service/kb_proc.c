@@ -47,6 +47,7 @@ struct kb_proc {
     kb_execution_t *exec;      /* the caller's code */
     kb_execution_t *step_exec; /* an adapter step */
     int apply_attempts;
+    int main_attempts;        /* resends of an aborted main request */
 
     bool timed_out;            /* the timeout fired while running */
     bool timeout_kill;         /* ... and the interrupt was ignored */
@@ -427,10 +428,30 @@ bool kb_proc_owns_message(kb_proc_t *proc, const kb_msg_t *msg)
     return proc->msg_id[0] && strcmp(msg->parent_msg_id, proc->msg_id) == 0;
 }
 
+/*  ipykernel aborts requests that arrive just after a run failed (its
+    stop_on_error window), even when the failed run has completed. Runs are
+    sent one at a time, so an aborted request never ran: send it again. */
+static bool s_retry_aborted(kb_proc_t *proc, kb_channel_t channel, const kb_msg_t *msg)
+{
+    if (channel != KB_CHANNEL_SHELL || proc->step != KB_STEP_MAIN
+        || strcmp(msg->msg_type, "execute_reply") != 0 || proc->main_attempts >= 3
+        || proc->timed_out || proc->client_signal)
+        return false;
+    const char *status = json_string_value(json_object_get(msg->content, "status"));
+    if (!status || (strcmp(status, "aborted") != 0 && strcmp(status, "abort") != 0))
+        return false;
+    s_timer_stop(proc, &proc->completion_timer);
+    proc->main_attempts++;
+    s_send(proc, proc->code, false);
+    return true;
+}
+
 void kb_proc_on_message(kb_proc_t *proc, kb_channel_t channel, const kb_msg_t *msg)
 {
     kb_execution_t *exec = s_current(proc);
     if (!exec)
+        return;
+    if (s_retry_aborted(proc, channel, msg))
         return;
     if (channel == KB_CHANNEL_IOPUB)
         kb_execution_fold_iopub(exec, msg);
