@@ -14,14 +14,9 @@
     re-signed input; an accepted message is well-formed, is a replay the
     second time, and survives encode -> decode with the same content.
 
-    By hand: clang -g -O1 -D_GNU_SOURCE -fsanitize=fuzzer,address,undefined
-      -Isrc -Iinclude tests/fuzz/fuzz_wire.c $(pkg-config --cflags --libs
-      jansson libcrypto) -o fuzz_wire && ./fuzz_wire -max_total_time=30 */
-/* The codec is compiled into the target itself, not taken from the static
-   library: the library is built without coverage instrumentation, and
-   libFuzzer needs it to steer into the codec. The archive's own kb_wire.o
-   is then never pulled in, so there is no duplicate definition. */
-#include "wire/kb_wire.c"
+    Built by CMake with -DKB_FUZZ=ON -DCMAKE_C_COMPILER=clang, which
+    instruments the whole library for coverage. */
+#include "wire/kb_wire.h"
 
 #include <openssl/evp.h>
 #include <stdint.h>
