@@ -38,8 +38,8 @@ static void s_on_event(const kb_event_t *event, void *arg)
 static kb_result_t *s_run_full(const char *context, const char *kernel, const char *code,
                                double timeout, kb_events_seen_t *seen)
 {
-    kb_run_opts_t opts = {.code = code, .context_id = context, .kernel_name = kernel,
-                          .timeout = timeout};
+    kb_run_opts_t opts
+        = { .code = code, .context_id = context, .kernel_name = kernel, .timeout = timeout };
     kb_error_t err;
     kb_result_t *result = kb_service_run(service, &opts, s_on_event, seen, &err);
     if (!result) {
@@ -63,7 +63,7 @@ static const char *s_text(const kb_result_t *result, size_t i)
 
 static char *s_create(const char *id, const char *language, const char *kernel)
 {
-    kb_context_opts_t opts = {.language = language, .kernel_name = kernel, .context_id = id};
+    kb_context_opts_t opts = { .language = language, .kernel_name = kernel, .context_id = id };
     kb_error_t err;
     json_t *ctx = kb_service_context_create(service, &opts, &err);
     if (!ctx) {
@@ -117,7 +117,7 @@ static void test_streams(void)
     CHECK_STR(r->stdout_text, "");
     kb_result_destroy(&r);
 
-    kb_events_seen_t seen = {0};
+    kb_events_seen_t seen = { 0 };
     r = s_run_full(NULL, NULL,
                    "import sys\n"
                    "for i in range(3):\n"
@@ -148,7 +148,7 @@ static void test_error(void)
     }
     kb_result_destroy(&r);
 
-    kb_run_opts_t opts = {.code = "1/0", .strip_ansi = true};
+    kb_run_opts_t opts = { .code = "1/0", .strip_ansi = true };
     kb_error_t err;
     r = kb_service_run(service, &opts, NULL, NULL, &err);
     CHECK(r && r->error && r->error->traceback_len > 0);
@@ -258,7 +258,7 @@ static void test_state(void)
     char *a = s_create(NULL, "python", NULL);
     char *b = s_create("ctx-b", "python", NULL);
     CHECK_STR(b, "ctx-b");
-    kb_result_destroy((kb_result_t *[]){s_run(a, "secret = 41")});
+    kb_result_destroy((kb_result_t *[]){ s_run(a, "secret = 41") });
     kb_result_t *r = s_run(a, "secret + 1");
     CHECK_STR(s_text(r, 0), "42");
     kb_result_destroy(&r);
@@ -267,13 +267,13 @@ static void test_state(void)
     kb_result_destroy(&r);
 
     kb_error_t err;
-    kb_context_opts_t dup = {.language = "python", .context_id = "ctx-b"};
+    kb_context_opts_t dup = { .language = "python", .context_id = "ctx-b" };
     CHECK(kb_service_context_create(service, &dup, &err) == NULL);
     CHECK(err.code == KB_ERR_CONTEXT_EXISTS);
-    kb_context_opts_t bad = {.language = "python", .context_id = "bad id!"};
+    kb_context_opts_t bad = { .language = "python", .context_id = "bad id!" };
     CHECK(kb_service_context_create(service, &bad, &err) == NULL);
     CHECK(err.code == KB_ERR_BAD_REQUEST);
-    kb_context_opts_t unknown = {.language = "cobol"};
+    kb_context_opts_t unknown = { .language = "cobol" };
     CHECK(kb_service_context_create(service, &unknown, &err) == NULL);
     CHECK(err.code == KB_ERR_LANGUAGE_NOT_SUPPORTED);
     CHECK(strstr(err.message, "python3") != NULL);
@@ -292,7 +292,7 @@ static void test_state(void)
     CHECK(kb_service_context_get(service, b, &err) == NULL);
     CHECK(err.code == KB_ERR_SESSION_NOT_FOUND);
     CHECK(strstr(err.message, "deleted") != NULL);
-    kb_run_opts_t opts = {.code = "1", .context_id = a};
+    kb_run_opts_t opts = { .code = "1", .context_id = a };
     CHECK(kb_service_run_start(service, &opts, &err) == NULL);
     CHECK(err.code == KB_ERR_SESSION_NOT_FOUND);
     free(a);
@@ -303,14 +303,14 @@ static void test_isolated(void)
 {
     kb_result_t *r = s_run(NULL, "kept_here = 1");
     kb_result_destroy(&r);
-    kb_run_opts_t opts = {.code = "import os\nprint(os.getcwd())\nkept_here",
-                          .isolated = true, .cwd = "/tmp"};
+    kb_run_opts_t opts
+        = { .code = "import os\nprint(os.getcwd())\nkept_here", .isolated = true, .cwd = "/tmp" };
     kb_error_t err;
     r = kb_service_run(service, &opts, NULL, NULL, &err);
     CHECK(r && r->error && strcmp(r->error->name, "NameError") == 0);
     CHECK(r && strcmp(r->stdout_text, "/tmp\n") == 0);
     kb_result_destroy(&r);
-    kb_run_opts_t both = {.code = "1", .isolated = true, .context_id = "default-python"};
+    kb_run_opts_t both = { .code = "1", .isolated = true, .context_id = "default-python" };
     CHECK(kb_service_run_start(service, &both, &err) == NULL);
     CHECK(err.code == KB_ERR_BAD_REQUEST);
 }
@@ -320,8 +320,11 @@ static void test_per_run_cwd_env(void)
     char *ctx = s_create(NULL, "python", NULL);
     char *dir = kb_test_tmpdir();
     json_t *env = json_pack("{s:s}", "RUN_ONLY_VALUE", "per-run");
-    kb_run_opts_t opts = {.code = "import os\nprint(os.getcwd(), os.environ.get('RUN_ONLY_VALUE'))",
-                          .context_id = ctx, .cwd = dir, .env = env};
+    kb_run_opts_t opts
+        = { .code = "import os\nprint(os.getcwd(), os.environ.get('RUN_ONLY_VALUE'))",
+            .context_id = ctx,
+            .cwd = dir,
+            .env = env };
     kb_error_t err;
     kb_result_t *r = kb_service_run(service, &opts, NULL, NULL, &err);
     char expected[600];
@@ -337,7 +340,7 @@ static void test_per_run_cwd_env(void)
     free(dir);
     kb_result_destroy(&r);
 
-    kb_run_opts_t missing = {.code = "print('never')", .context_id = ctx, .cwd = "/no/such/dir"};
+    kb_run_opts_t missing = { .code = "print('never')", .context_id = ctx, .cwd = "/no/such/dir" };
     r = kb_service_run(service, &missing, NULL, NULL, &err);
     CHECK(r && r->error && strcmp(r->error->name, "FileNotFoundError") == 0);
     CHECK(r && strcmp(r->stdout_text, "") == 0);
@@ -353,7 +356,7 @@ static void test_per_run_cwd_env(void)
 static void test_timeout_interrupts(void)
 {
     char *ctx = s_create(NULL, "python", NULL);
-    kb_result_destroy((kb_result_t *[]){s_run(ctx, "kept = 5")});
+    kb_result_destroy((kb_result_t *[]){ s_run(ctx, "kept = 5") });
     double start = kb_test_now();
     kb_result_t *r = s_run_full(ctx, NULL, "import time\ntime.sleep(30)", 1.0, NULL);
     double took = kb_test_now() - start;
@@ -413,8 +416,8 @@ static void test_kernel_death(void)
     /*  Killed from outside during a run. */
     ctx = s_create(NULL, "python", NULL);
     pid_t pid = s_pid(ctx);
-    kb_run_opts_t opts = {.code = "import time\nprint('started', flush=True)\ntime.sleep(30)",
-                          .context_id = ctx};
+    kb_run_opts_t opts = { .code = "import time\nprint('started', flush=True)\ntime.sleep(30)",
+                           .context_id = ctx };
     kb_stream_t *stream = kb_service_run_start(service, &opts, &err);
     CHECK(stream != NULL);
     kb_event_t *event;
@@ -440,7 +443,7 @@ static void test_kernel_death(void)
 static void test_process_records(void)
 {
     kb_error_t err;
-    kb_run_opts_t opts = {.code = "for i in range(3): print(i, flush=True)"};
+    kb_run_opts_t opts = { .code = "for i in range(3): print(i, flush=True)" };
     kb_stream_t *stream = kb_service_run_start(service, &opts, &err);
     kb_event_t *start = kb_stream_next(stream, 5000);
     CHECK(start && start->type == KB_EVENT_START);
@@ -490,11 +493,9 @@ static void test_xpython(void)
     CHECK(r->has_exit_code && r->exit_code == 1);
     kb_result_destroy(&r);
     r = s_run_full(NULL, "xpython",
-                   "from IPython.display import display, HTML\ndisplay(HTML('<i>x</i>'))", 0,
-                   NULL);
+                   "from IPython.display import display, HTML\ndisplay(HTML('<i>x</i>'))", 0, NULL);
     CHECK(r->outputs_len == 1);
-    CHECK(r->outputs_len == 1
-          && json_object_get(r->outputs[0].data, "text/html") != NULL);
+    CHECK(r->outputs_len == 1 && json_object_get(r->outputs[0].data, "text/html") != NULL);
     kb_result_destroy(&r);
 }
 
@@ -617,7 +618,7 @@ int main(void)
 {
     char *tmp = kb_test_tmpdir();
     state_dir = zsys_sprintf("%s/state", tmp);
-    kb_service_config_t config = {.state_dir = state_dir, .interrupt_grace = 2.0};
+    kb_service_config_t config = { .state_dir = state_dir, .interrupt_grace = 2.0 };
     kb_error_t err;
     service = kb_service_new(&config, &err);
     if (!service) {

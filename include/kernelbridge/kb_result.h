@@ -25,16 +25,16 @@ typedef enum {
 const char *kb_reason_name(kb_reason_t reason);
 
 typedef struct {
-    json_t *data;          /* the whole MIME bundle as sent */
-    json_t *metadata;      /* object, may be empty */
-    char *display_id;      /* from transient.display_id, or NULL */
-    bool is_main_result;   /* true only for execute_result */
+    json_t *data;        /* the whole MIME bundle as sent */
+    json_t *metadata;    /* object, may be empty */
+    char *display_id;    /* from transient.display_id, or NULL */
+    bool is_main_result; /* true only for execute_result */
 } kb_output_t;
 
 typedef struct {
     char *name;
     char *value;
-    char **traceback;      /* traceback_len lines */
+    char **traceback; /* traceback_len lines */
     size_t traceback_len;
 } kb_run_error_t;
 
@@ -43,20 +43,20 @@ typedef struct {
     char *process_id;
     bool has_exit_code;
     int exit_code;
-    const char *signal;    /* static "SIGINT"... or NULL */
+    const char *signal; /* static "SIGINT"... or NULL */
     kb_reason_t reason;
-    char *raw_reason;      /* or NULL */
+    char *raw_reason; /* or NULL */
     /* outputs, in arrival order */
     kb_output_t *outputs;
     size_t outputs_len;
     /* logs */
-    char *stdout_text;     /* never NULL */
+    char *stdout_text; /* never NULL */
     size_t stdout_len;
-    char *stderr_text;     /* never NULL */
+    char *stderr_text; /* never NULL */
     size_t stderr_len;
-    kb_run_error_t *error; /* or NULL */
+    kb_run_error_t *error;     /* or NULL */
     long long execution_count; /* -1 when the kernel gave none */
-    bool truncated;        /* output beyond the cap was dropped */
+    bool truncated;            /* output beyond the cap was dropped */
     /* context */
     char *sandbox_id;
     char *context_id;

@@ -29,22 +29,22 @@ typedef struct kb_service kb_service_t;
 
 /*  Settings of one service. Zero / NULL fields take the documented default. */
 typedef struct {
-    const char *state_dir;        /* private 0700 dir for connection files; NULL: a fresh one
-                                     under $XDG_RUNTIME_DIR or /tmp, removed on destroy */
-    const char *sandbox_id;       /* NULL: $KB_SANDBOX_ID, else kept in state_dir/sandbox_id */
-    const char *transport;        /* "ipc" (default) or "tcp" (127.0.0.1) */
-    const char *const *kernel_map;/* NULL-terminated "language=kernelspec" overrides */
-    double default_timeout;       /* seconds; 0 = runs without timeout are unbounded */
-    double interrupt_grace;       /* seconds between interrupt and kill at timeout; 0 = 2.0 */
-    double start_timeout;         /* seconds for a kernel to become ready; 0 = 60 */
-    double completion_grace;      /* seconds to wait for the missing one of reply/idle; 0 = 3 */
-    size_t max_contexts;          /* 0 = 64 */
-    size_t max_code_bytes;        /* 0 = 8 MiB */
-    size_t max_output_bytes;      /* per run; 0 = 64 MiB */
-    size_t max_processes;         /* finished process records kept; 0 = 1000 */
-    size_t max_process_bytes;     /* bytes of finished records' logs kept; 0 = 256 MiB */
-    const char *system_python;    /* argv[0] for kernelspecs that say python/python3;
-                                     NULL = /usr/bin/python3 */
+    const char *state_dir;         /* private 0700 dir for connection files; NULL: a fresh one
+                                      under $XDG_RUNTIME_DIR or /tmp, removed on destroy */
+    const char *sandbox_id;        /* NULL: $KB_SANDBOX_ID, else kept in state_dir/sandbox_id */
+    const char *transport;         /* "ipc" (default) or "tcp" (127.0.0.1) */
+    const char *const *kernel_map; /* NULL-terminated "language=kernelspec" overrides */
+    double default_timeout;        /* seconds; 0 = runs without timeout are unbounded */
+    double interrupt_grace;        /* seconds between interrupt and kill at timeout; 0 = 2.0 */
+    double start_timeout;          /* seconds for a kernel to become ready; 0 = 60 */
+    double completion_grace;       /* seconds to wait for the missing one of reply/idle; 0 = 3 */
+    size_t max_contexts;           /* 0 = 64 */
+    size_t max_code_bytes;         /* 0 = 8 MiB */
+    size_t max_output_bytes;       /* per run; 0 = 64 MiB */
+    size_t max_processes;          /* finished process records kept; 0 = 1000 */
+    size_t max_process_bytes;      /* bytes of finished records' logs kept; 0 = 256 MiB */
+    const char *system_python;     /* argv[0] for kernelspecs that say python/python3;
+                                      NULL = /usr/bin/python3 */
 } kb_service_config_t;
 
 /*  Start a service and its engine thread. Returns NULL and fills err on
@@ -69,11 +69,11 @@ json_t *kb_service_kernelspecs(kb_service_t *self);
 /* ---- Contexts ---------------------------------------------------------- */
 
 typedef struct {
-    const char *language;         /* one of language / kernel_name is required */
+    const char *language; /* one of language / kernel_name is required */
     const char *kernel_name;
-    const char *context_id;       /* NULL: generated "ctx_..." */
-    const char *cwd;              /* NULL: the daemon's cwd */
-    json_t *env;                  /* object of string values, or NULL; borrowed */
+    const char *context_id; /* NULL: generated "ctx_..." */
+    const char *cwd;        /* NULL: the daemon's cwd */
+    json_t *env;            /* object of string values, or NULL; borrowed */
 } kb_context_opts_t;
 
 /*  Create a context and wait until its kernel is ready. Returns the context
@@ -97,8 +97,7 @@ int kb_service_context_delete(kb_service_t *self, const char *context_id, kb_err
 
 /*  Replace the context's kernel with a fresh one, same id; waits until ready.
     Returns the context object. Caller owns. */
-json_t *kb_service_context_restart(kb_service_t *self, const char *context_id,
-                                   kb_error_t *err);
+json_t *kb_service_context_restart(kb_service_t *self, const char *context_id, kb_error_t *err);
 
 /*  Interrupt whatever the context's kernel is running now. */
 int kb_service_context_interrupt(kb_service_t *self, const char *context_id, kb_error_t *err);
@@ -106,15 +105,15 @@ int kb_service_context_interrupt(kb_service_t *self, const char *context_id, kb_
 /* ---- Runs ---------------------------------------------------------------- */
 
 typedef struct {
-    const char *code;             /* required; must not contain NUL */
-    const char *language;         /* NULL: "python" (ignored when context_id is set) */
-    const char *kernel_name;      /* run on the default context of this kernelspec */
-    const char *context_id;       /* NULL: the language's default context */
-    bool isolated;                /* fresh kernel, destroyed afterwards */
-    double timeout;               /* seconds from submission; 0 = service default */
-    const char *cwd;              /* per-run cwd (adapter on persistent contexts) */
-    json_t *env;                  /* per-run env, object of strings; borrowed */
-    bool strip_ansi;              /* remove ANSI escapes from traceback lines */
+    const char *code;        /* required; must not contain NUL */
+    const char *language;    /* NULL: "python" (ignored when context_id is set) */
+    const char *kernel_name; /* run on the default context of this kernelspec */
+    const char *context_id;  /* NULL: the language's default context */
+    bool isolated;           /* fresh kernel, destroyed afterwards */
+    double timeout;          /* seconds from submission; 0 = service default */
+    const char *cwd;         /* per-run cwd (adapter on persistent contexts) */
+    json_t *env;             /* per-run env, object of strings; borrowed */
+    bool strip_ansi;         /* remove ANSI escapes from traceback lines */
 } kb_run_opts_t;
 
 /*  What a stream of events carries. START {process_id, context};
@@ -144,7 +143,7 @@ const char *kb_event_type_name(kb_event_type_t type);
 
 typedef struct {
     kb_event_type_t type;
-    json_t *data;                 /* owned by the event */
+    json_t *data; /* owned by the event */
 } kb_event_t;
 
 void kb_event_destroy(kb_event_t **self_p);
@@ -167,8 +166,7 @@ void kb_stream_destroy(kb_stream_t **self_p);
     (BAD_REQUEST, SESSION_NOT_FOUND, LANGUAGE_NOT_SUPPORTED,
     UNSUPPORTED_OPTION, PAYLOAD_TOO_LARGE, KERNEL_START_FAILED for a default
     context that cannot start). Caller owns the stream. */
-kb_stream_t *kb_service_run_start(kb_service_t *self, const kb_run_opts_t *opts,
-                                  kb_error_t *err);
+kb_stream_t *kb_service_run_start(kb_service_t *self, const kb_run_opts_t *opts, kb_error_t *err);
 
 /*  Called for each event of a run, on the calling thread, in order. The
     event is borrowed. */
@@ -200,8 +198,8 @@ json_t *kb_service_process_logs(kb_service_t *self, const char *process_id, long
 /*  Follow a process's logs: a LOG event per frame from cursor on (negative:
     first kept), live as they come, then END {cursor} once the run has
     ended. Caller owns the stream. */
-kb_stream_t *kb_service_process_follow(kb_service_t *self, const char *process_id,
-                                       long long cursor, kb_error_t *err);
+kb_stream_t *kb_service_process_follow(kb_service_t *self, const char *process_id, long long cursor,
+                                       kb_error_t *err);
 
 /*  Wait up to timeout seconds (negative: forever) for the process to end.
     Returns {state, exit_code, signal, reason, raw_reason}; state "running"

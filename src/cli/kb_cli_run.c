@@ -13,28 +13,32 @@
 #include "kernel/kb_kernelspec.h"
 #include "kernelbridge.h"
 
-enum { KB_EXIT_OK = 0, KB_EXIT_RAISED = 1, KB_EXIT_USAGE = 2, KB_EXIT_TIMEOUT = 3,
-       KB_EXIT_KERNEL = 4 };
+enum {
+    KB_EXIT_OK = 0,
+    KB_EXIT_RAISED = 1,
+    KB_EXIT_USAGE = 2,
+    KB_EXIT_TIMEOUT = 3,
+    KB_EXIT_KERNEL = 4
+};
 
 static void s_run_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: kernelbridge run [-l LANG | -k KERNEL] [--timeout S] [--cwd DIR]\n"
-            "                        [-e NAME=VALUE]... [--json] [--save-dir DIR] (CODE | -)\n"
-            "\n"
-            "Run CODE (or standard input, with -) in a fresh kernel, streaming its\n"
-            "stdout and stderr, then print the result.\n"
-            "\n"
-            "  -l, --language LANG   language of the kernel (default python)\n"
-            "  -k, --kernel NAME     kernelspec to use instead of a language\n"
-            "  -t, --timeout S       interrupt after S seconds, kill 2 s later\n"
-            "  -C, --cwd DIR         working directory of the kernel\n"
-            "  -e, --env NAME=VALUE  environment variable for the kernel (repeatable)\n"
-            "  -j, --json            print the InterpreterResult JSON only\n"
-            "  -s, --save-dir DIR    write PNG and SVG outputs there and print their paths\n"
-            "  -h, --help            this help\n"
-            "\n"
-            "exit status: 0 ok, 1 the code raised, 2 usage, 3 timeout, 4 kernel failure\n");
+    fprintf(out, "usage: kernelbridge run [-l LANG | -k KERNEL] [--timeout S] [--cwd DIR]\n"
+                 "                        [-e NAME=VALUE]... [--json] [--save-dir DIR] (CODE | -)\n"
+                 "\n"
+                 "Run CODE (or standard input, with -) in a fresh kernel, streaming its\n"
+                 "stdout and stderr, then print the result.\n"
+                 "\n"
+                 "  -l, --language LANG   language of the kernel (default python)\n"
+                 "  -k, --kernel NAME     kernelspec to use instead of a language\n"
+                 "  -t, --timeout S       interrupt after S seconds, kill 2 s later\n"
+                 "  -C, --cwd DIR         working directory of the kernel\n"
+                 "  -e, --env NAME=VALUE  environment variable for the kernel (repeatable)\n"
+                 "  -j, --json            print the InterpreterResult JSON only\n"
+                 "  -s, --save-dir DIR    write PNG and SVG outputs there and print their paths\n"
+                 "  -h, --help            this help\n"
+                 "\n"
+                 "exit status: 0 ok, 1 the code raised, 2 usage, 3 timeout, 4 kernel failure\n");
 }
 
 static char *s_read_all(FILE *in)
@@ -68,8 +72,7 @@ static void s_on_event(const kb_event_t *event, void *arg)
     if (event->type == KB_EVENT_STDOUT && text) {
         fputs(text, stdout);
         fflush(stdout);
-    }
-    else if ((event->type == KB_EVENT_STDERR || event->type == KB_EVENT_SYSTEM) && text) {
+    } else if ((event->type == KB_EVENT_STDERR || event->type == KB_EVENT_SYSTEM) && text) {
         fputs(text, stderr);
         if (event->type == KB_EVENT_SYSTEM)
             fputc('\n', stderr);
@@ -128,12 +131,10 @@ static void s_print_readable(const kb_result_t *result, const char *save_dir)
                     printf("[%s saved to %s]\n", ext, path);
                 else
                     printf("[%s: cannot write %s]\n", ext, path);
-            }
-            else
+            } else
                 printf("[%s image, %zu bytes; --save-dir DIR to save it]\n", ext,
                        png ? strlen(png) * 3 / 4 : strlen(svg));
-        }
-        else if (html && !text)
+        } else if (html && !text)
             printf("[html, %zu bytes]\n", strlen(html));
         else if (text)
             printf("%s%s\n", out->is_main_result ? "" : "", text);
@@ -171,13 +172,16 @@ static int s_exit_code(const kb_result_t *result)
 
 int kb_cli_run(int argc, char **argv)
 {
-    static const struct option options[] = {
-        {"language", required_argument, NULL, 'l'}, {"kernel", required_argument, NULL, 'k'},
-        {"timeout", required_argument, NULL, 't'},  {"cwd", required_argument, NULL, 'C'},
-        {"env", required_argument, NULL, 'e'},      {"json", no_argument, NULL, 'j'},
-        {"save-dir", required_argument, NULL, 's'}, {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0}};
-    kb_run_opts_t opts = {.isolated = true};
+    static const struct option options[] = { { "language", required_argument, NULL, 'l' },
+                                             { "kernel", required_argument, NULL, 'k' },
+                                             { "timeout", required_argument, NULL, 't' },
+                                             { "cwd", required_argument, NULL, 'C' },
+                                             { "env", required_argument, NULL, 'e' },
+                                             { "json", no_argument, NULL, 'j' },
+                                             { "save-dir", required_argument, NULL, 's' },
+                                             { "help", no_argument, NULL, 'h' },
+                                             { NULL, 0, NULL, 0 } };
+    kb_run_opts_t opts = { .isolated = true };
     const char *save_dir = NULL;
     bool json_out = false;
     json_t *env = json_object();
@@ -188,8 +192,12 @@ int kb_cli_run(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "l:k:t:C:e:js:h", options, NULL)) != -1) {
         switch (c) {
-            case 'l': opts.language = optarg; break;
-            case 'k': opts.kernel_name = optarg; break;
+            case 'l':
+                opts.language = optarg;
+                break;
+            case 'k':
+                opts.kernel_name = optarg;
+                break;
             case 't': {
                 char *end;
                 opts.timeout = strtod(optarg, &end);
@@ -200,7 +208,9 @@ int kb_cli_run(int argc, char **argv)
                 }
                 break;
             }
-            case 'C': opts.cwd = optarg; break;
+            case 'C':
+                opts.cwd = optarg;
+                break;
             case 'e': {
                 char *eq = strchr(optarg, '=');
                 if (!eq || eq == optarg) {
@@ -212,13 +222,19 @@ int kb_cli_run(int argc, char **argv)
                 *eq = '=';
                 break;
             }
-            case 'j': json_out = true; break;
-            case 's': save_dir = optarg; break;
+            case 'j':
+                json_out = true;
+                break;
+            case 's':
+                save_dir = optarg;
+                break;
             case 'h':
                 s_run_usage(stdout);
                 status = KB_EXIT_OK;
                 goto done;
-            default: s_run_usage(stderr); goto done;
+            default:
+                s_run_usage(stderr);
+                goto done;
         }
     }
     if (opts.language && opts.kernel_name) {
@@ -261,8 +277,7 @@ int kb_cli_run(int argc, char **argv)
         json_dumpf(json, stdout, JSON_INDENT(2));
         fputc('\n', stdout);
         json_decref(json);
-    }
-    else
+    } else
         s_print_readable(result, save_dir);
     status = s_exit_code(result);
     kb_result_destroy(&result);
@@ -288,8 +303,7 @@ int kb_cli_kernelspecs(int argc, char **argv)
             printf("usage: kernelbridge kernelspecs [--json]\n\n"
                    "List the installed Jupyter kernelspecs in search order.\n");
             return 0;
-        }
-        else {
+        } else {
             fprintf(stderr, "usage: kernelbridge kernelspecs [--json]\n");
             return 2;
         }
@@ -300,8 +314,7 @@ int kb_cli_kernelspecs(int argc, char **argv)
         json_dumpf(json, stdout, JSON_INDENT(2));
         fputc('\n', stdout);
         json_decref(json);
-    }
-    else {
+    } else {
         printf("%-20s %-12s %-32s %s\n", "NAME", "LANGUAGE", "DISPLAY NAME", "RESOURCE DIR");
         for (size_t i = 0; i < kb_kernelspecs_size(specs); i++) {
             const kb_kernelspec_t *spec = kb_kernelspecs_at(specs, i);

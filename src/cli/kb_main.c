@@ -6,17 +6,16 @@
 
 static void s_usage(FILE *out)
 {
-    fprintf(out,
-            "usage: kernelbridge COMMAND [ARGS]\n"
-            "\n"
-            "Stateful code execution backed by Jupyter kernels.\n"
-            "\n"
-            "commands:\n"
-            "  serve         run the HTTP daemon\n"
-            "  run           run code in a fresh kernel and print the result\n"
-            "  kernelspecs   list the installed Jupyter kernelspecs\n"
-            "\n"
-            "Run 'kernelbridge COMMAND --help' for the options of one command.\n");
+    fprintf(out, "usage: kernelbridge COMMAND [ARGS]\n"
+                 "\n"
+                 "Stateful code execution backed by Jupyter kernels.\n"
+                 "\n"
+                 "commands:\n"
+                 "  serve         run the HTTP daemon\n"
+                 "  run           run code in a fresh kernel and print the result\n"
+                 "  kernelspecs   list the installed Jupyter kernelspecs\n"
+                 "\n"
+                 "Run 'kernelbridge COMMAND --help' for the options of one command.\n");
 }
 
 int main(int argc, char **argv)
@@ -32,7 +31,8 @@ int main(int argc, char **argv)
         return kb_cli_run(argc - 1, argv + 1);
     if (strcmp(command, "kernelspecs") == 0)
         return kb_cli_kernelspecs(argc - 1, argv + 1);
-    if (strcmp(command, "--help") == 0 || strcmp(command, "-h") == 0 || strcmp(command, "help") == 0) {
+    if (strcmp(command, "--help") == 0 || strcmp(command, "-h") == 0
+        || strcmp(command, "help") == 0) {
         s_usage(stdout);
         return 0;
     }

@@ -28,12 +28,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define KB_OUTPUT_RING 16384  /* bytes of the kernel's own output kept */
-#define KB_READY_TICK_MS 50   /* readiness check period */
-#define KB_KI_RESEND_MS 250   /* repeat kernel_info_request after this */
-#define KB_MAX_FRAMES 1100    /* frames read of one message, more are dropped */
-#define KB_DRAIN_BATCH 256    /* messages read per socket per loop turn */
-#define KB_HEARTBEAT_MS 3000  /* heartbeat period */
+#define KB_OUTPUT_RING 16384 /* bytes of the kernel's own output kept */
+#define KB_READY_TICK_MS 50  /* readiness check period */
+#define KB_KI_RESEND_MS 250  /* repeat kernel_info_request after this */
+#define KB_MAX_FRAMES 1100   /* frames read of one message, more are dropped */
+#define KB_DRAIN_BATCH 256   /* messages read per socket per loop turn */
+#define KB_HEARTBEAT_MS 3000 /* heartbeat period */
 
 struct kb_kernel {
     zloop_t *loop;
@@ -44,24 +44,24 @@ struct kb_kernel {
 
     pid_t pid;
     int pidfd;
-    int output_fd;            /* read end of the kernel's stdout+stderr pipe */
+    int output_fd; /* read end of the kernel's stdout+stderr pipe */
     zmq_pollitem_t pid_item;
     zmq_pollitem_t output_item;
     bool reaped;
-    int exit_status;          /* -1 unless exited normally */
-    int term_signal;          /* 0 unless killed by a signal */
+    int exit_status; /* -1 unless exited normally */
+    int term_signal; /* 0 unless killed by a signal */
     char exit_text[96];
 
     char *connection_file;
-    char *ipc_base;           /* ipc: sockets are <ipc_base>-<n> */
+    char *ipc_base; /* ipc: sockets are <ipc_base>-<n> */
     kb_wire_t *wire;
     zsock_t *shell;
     zsock_t *control;
     zsock_t *iopub;
     zsock_t *hb;
     int hb_timer;
-    bool hb_waiting;          /* a ping is out and its echo has not come */
-    unsigned hb_misses;       /* periods in a row without an echo */
+    bool hb_waiting;    /* a ping is out and its echo has not come */
+    unsigned hb_misses; /* periods in a row without an echo */
 
     /* readiness */
     bool info_replied;
@@ -79,7 +79,7 @@ struct kb_kernel {
 
     size_t dropped;
     char ring[KB_OUTPUT_RING];
-    size_t ring_head;         /* total bytes ever written */
+    size_t ring_head; /* total bytes ever written */
 };
 
 static int64_t s_now_ms(void)
@@ -102,36 +102,54 @@ static void s_iso_now(char *buf, size_t size)
 const char *kb_signal_name(int sig)
 {
     switch (sig) {
-        case SIGHUP: return "SIGHUP";
-        case SIGINT: return "SIGINT";
-        case SIGQUIT: return "SIGQUIT";
-        case SIGILL: return "SIGILL";
-        case SIGTRAP: return "SIGTRAP";
-        case SIGABRT: return "SIGABRT";
-        case SIGBUS: return "SIGBUS";
-        case SIGFPE: return "SIGFPE";
-        case SIGKILL: return "SIGKILL";
-        case SIGUSR1: return "SIGUSR1";
-        case SIGSEGV: return "SIGSEGV";
-        case SIGUSR2: return "SIGUSR2";
-        case SIGPIPE: return "SIGPIPE";
-        case SIGALRM: return "SIGALRM";
-        case SIGTERM: return "SIGTERM";
-        case SIGXCPU: return "SIGXCPU";
-        case SIGXFSZ: return "SIGXFSZ";
-        case SIGSYS: return "SIGSYS";
-        default: return "SIGUNKNOWN";
+        case SIGHUP:
+            return "SIGHUP";
+        case SIGINT:
+            return "SIGINT";
+        case SIGQUIT:
+            return "SIGQUIT";
+        case SIGILL:
+            return "SIGILL";
+        case SIGTRAP:
+            return "SIGTRAP";
+        case SIGABRT:
+            return "SIGABRT";
+        case SIGBUS:
+            return "SIGBUS";
+        case SIGFPE:
+            return "SIGFPE";
+        case SIGKILL:
+            return "SIGKILL";
+        case SIGUSR1:
+            return "SIGUSR1";
+        case SIGSEGV:
+            return "SIGSEGV";
+        case SIGUSR2:
+            return "SIGUSR2";
+        case SIGPIPE:
+            return "SIGPIPE";
+        case SIGALRM:
+            return "SIGALRM";
+        case SIGTERM:
+            return "SIGTERM";
+        case SIGXCPU:
+            return "SIGXCPU";
+        case SIGXFSZ:
+            return "SIGXFSZ";
+        case SIGSYS:
+            return "SIGSYS";
+        default:
+            return "SIGUNKNOWN";
     }
 }
 
 const char *kb_kernel_state_name(kb_kernel_state_t state)
 {
-    static const char *names[] = {"starting", "idle", "busy", "interrupting", "dying", "dead"};
+    static const char *names[] = { "starting", "idle", "busy", "interrupting", "dying", "dead" };
     return names[state];
 }
 
-void kb_kernel_set_callbacks(kb_kernel_t *self, const kb_kernel_callbacks_t *callbacks,
-                             void *arg)
+void kb_kernel_set_callbacks(kb_kernel_t *self, const kb_kernel_callbacks_t *callbacks, void *arg)
 {
     self->callbacks = *callbacks;
     self->arg = arg;
@@ -188,7 +206,7 @@ static int s_free_ports(int ports[5])
         fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fds[i] < 0)
             goto done;
-        struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = 0};
+        struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = 0 };
         addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
         socklen_t len = sizeof addr;
         if (bind(fds[i], (struct sockaddr *)&addr, sizeof addr) != 0
@@ -214,8 +232,8 @@ static char *s_endpoint(kb_kernel_t *self, json_t *info, const char *port_key)
     return zsys_sprintf("tcp://%s:%d", ip, port);
 }
 
-static json_t *s_write_connection_file(kb_kernel_t *self, const kb_kernel_opts_t *opts,
-                                       char *err, size_t errlen)
+static json_t *s_write_connection_file(kb_kernel_t *self, const kb_kernel_opts_t *opts, char *err,
+                                       size_t errlen)
 {
     unsigned char raw[32];
     char key[65];
@@ -242,15 +260,15 @@ static json_t *s_write_connection_file(kb_kernel_t *self, const kb_kernel_opts_t
     json_t *info = json_object();
     bool ipc = opts->transport && strcmp(opts->transport, "ipc") == 0;
     if (ipc) {
-        self->ipc_base = zsys_sprintf("%s/%s", opts->ipc_dir ? opts->ipc_dir : opts->runtime_dir,
-                                      name);
+        self->ipc_base
+            = zsys_sprintf("%s/%s", opts->ipc_dir ? opts->ipc_dir : opts->runtime_dir, name);
         json_object_set_new(info, "transport", json_string("ipc"));
         json_object_set_new(info, "ip", json_string(self->ipc_base));
-        const char *keys[] = {"shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"};
+        const char *keys[]
+            = { "shell_port", "iopub_port", "stdin_port", "control_port", "hb_port" };
         for (int i = 0; i < 5; i++)
             json_object_set_new(info, keys[i], json_integer(i + 1));
-    }
-    else {
+    } else {
         int ports[5];
         if (s_free_ports(ports) != 0) {
             snprintf(err, errlen, "no free TCP ports on 127.0.0.1: %s", strerror(errno));
@@ -286,10 +304,10 @@ static json_t *s_write_connection_file(kb_kernel_t *self, const kb_kernel_opts_t
         return NULL;
     }
     char session[128];
-    snprintf(session, sizeof session, "%02x%02x%02x%02x%02x%02x-%s", raw[2], raw[3], raw[4],
-             raw[5], raw[6], raw[7], name);
-    self->wire = kb_wire_new("hmac-sha256", (const unsigned char *)key, 64, session,
-                             "kernelbridge", err, errlen);
+    snprintf(session, sizeof session, "%02x%02x%02x%02x%02x%02x-%s", raw[2], raw[3], raw[4], raw[5],
+             raw[6], raw[7], name);
+    self->wire = kb_wire_new("hmac-sha256", (const unsigned char *)key, 64, session, "kernelbridge",
+                             err, errlen);
     if (!self->wire) {
         json_decref(info);
         return NULL;
@@ -406,23 +424,20 @@ static void s_drain(kb_kernel_t *self, zsock_t *sock, kb_channel_t channel)
                 frames[count].data = zmq_msg_data(&parts[count]);
                 frames[count].size = zmq_msg_size(&parts[count]);
                 count++;
-            }
-            else {
+            } else {
                 overflow = true;
                 zmq_msg_close(&part);
             }
         }
         if (overflow) {
             self->dropped++;
-        }
-        else {
+        } else {
             kb_msg_t *msg = NULL;
             char err[256];
             if (kb_wire_decode(self->wire, frames, count, &msg, err, sizeof err) == KB_WIRE_OK) {
                 s_dispatch(self, channel, msg);
                 kb_msg_destroy(&msg);
-            }
-            else {
+            } else {
                 self->dropped++;
                 zsys_debug("kernel %d: dropped a message on %s: %s", (int)self->pid,
                            channel == KB_CHANNEL_IOPUB ? "iopub" : "shell", err);
@@ -517,8 +532,7 @@ static void s_record_exit(kb_kernel_t *self, int status)
         self->exit_status = WEXITSTATUS(status);
         snprintf(self->exit_text, sizeof self->exit_text, "kernel exited with status %d",
                  self->exit_status);
-    }
-    else if (WIFSIGNALED(status)) {
+    } else if (WIFSIGNALED(status)) {
         self->term_signal = WTERMSIG(status);
         snprintf(self->exit_text, sizeof self->exit_text, "kernel killed by %s",
                  kb_signal_name(self->term_signal));
@@ -584,7 +598,8 @@ static int s_on_ready_tick(zloop_t *loop, int timer_id, void *arg)
     /*  The first request waits in the socket until the kernel binds; a
         reply without an iopub message means our subscription was not live
         yet when the kernel published, so ask again. */
-    if (now - self->last_info_ms >= KB_KI_RESEND_MS && (self->info_replied || now - self->last_info_ms >= 1000))
+    if (now - self->last_info_ms >= KB_KI_RESEND_MS
+        && (self->info_replied || now - self->last_info_ms >= 1000))
         s_send_kernel_info(self);
     return 0;
 }
@@ -596,7 +611,7 @@ static char **s_spawn_args(kb_kernel_t *self, const kb_kernel_opts_t *opts)
 
 static int s_spawn(kb_kernel_t *self, const kb_kernel_opts_t *opts, char *err, size_t errlen)
 {
-    int pipefd[2] = {-1, -1};
+    int pipefd[2] = { -1, -1 };
     char **argv = s_spawn_args(self, opts);
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attr;
@@ -624,8 +639,8 @@ static int s_spawn(kb_kernel_t *self, const kb_kernel_opts_t *opts, char *err, s
     sigfillset(&all);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK
-                                        | POSIX_SPAWN_SETSIGDEF);
+    posix_spawnattr_setflags(&attr,
+                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     int e = posix_spawnp(&self->pid, argv[0], &actions, &attr, argv, opts->envp);
     if (e != 0) {
         snprintf(err, errlen, "cannot start %s: %s%s%s", argv[0], strerror(e),
@@ -754,8 +769,8 @@ kb_kernel_t *kb_kernel_new(zloop_t *loop, const kb_kernelspec_t *spec, const kb_
         snprintf(err, errlen, "pidfd_open: %s", strerror(errno));
         goto fail;
     }
-    self->pid_item = (zmq_pollitem_t){NULL, self->pidfd, ZMQ_POLLIN, 0};
-    self->output_item = (zmq_pollitem_t){NULL, self->output_fd, ZMQ_POLLIN, 0};
+    self->pid_item = (zmq_pollitem_t){ NULL, self->pidfd, ZMQ_POLLIN, 0 };
+    self->output_item = (zmq_pollitem_t){ NULL, self->output_fd, ZMQ_POLLIN, 0 };
     zloop_poller(loop, &self->pid_item, s_on_pidfd, self);
     zloop_poller(loop, &self->output_item, s_on_output, self);
     zloop_reader(loop, self->shell, s_on_shell, self);
@@ -882,8 +897,8 @@ void kb_kernel_shutdown(kb_kernel_t *self, double grace)
         kb_kernel_signal(self, SIGKILL); /* nothing to save yet */
         return;
     }
-    kb_kernel_send(self, KB_CHANNEL_CONTROL, "shutdown_request",
-                   json_pack("{s:b}", "restart", 0), NULL, 0);
+    kb_kernel_send(self, KB_CHANNEL_CONTROL, "shutdown_request", json_pack("{s:b}", "restart", 0),
+                   NULL, 0);
     size_t ms = (size_t)((grace > 0 ? grace : 1.0) * 1000);
     self->shutdown_step = 0;
     self->shutdown_timer = zloop_timer(self->loop, ms, 0, s_on_shutdown_step, self);

@@ -39,12 +39,12 @@ typedef enum {
 } kb_kernel_state_t;
 
 typedef enum {
-    KB_KEV_READY,          /* kernel_info_reply and live iopub both seen */
-    KB_KEV_EXECUTE,        /* a request went out that keeps it busy */
-    KB_KEV_DONE,           /* the owner says the work finished */
-    KB_KEV_INTERRUPT,      /* interrupt sent */
-    KB_KEV_SHUTDOWN,       /* shutdown or kill begun */
-    KB_KEV_EXITED,         /* the process is gone and reaped */
+    KB_KEV_READY,     /* kernel_info_reply and live iopub both seen */
+    KB_KEV_EXECUTE,   /* a request went out that keeps it busy */
+    KB_KEV_DONE,      /* the owner says the work finished */
+    KB_KEV_INTERRUPT, /* interrupt sent */
+    KB_KEV_SHUTDOWN,  /* shutdown or kill begun */
+    KB_KEV_EXITED,    /* the process is gone and reaped */
 } kb_kernel_event_t;
 
 /*  Callbacks to the owner, on the loop thread. The kernel may be destroyed
@@ -61,15 +61,15 @@ typedef struct {
 } kb_kernel_callbacks_t;
 
 typedef struct {
-    const char *runtime_dir;      /* private 0700 dir for the connection file */
-    const char *ipc_dir;          /* private 0700 dir for ipc sockets: keep it short, since
-                                     xeus-based kernels refuse endpoints over 31 characters */
-    unsigned long serial;         /* unique per kernel of this service; names its files */
-    const char *transport;        /* "ipc" or "tcp" */
-    const char *cwd;              /* NULL: inherit */
-    char *const *envp;            /* full environment, NULL-terminated; borrowed */
-    const char *system_python;    /* for argv[0] python/python3 */
-    double start_timeout;         /* seconds */
+    const char *runtime_dir;   /* private 0700 dir for the connection file */
+    const char *ipc_dir;       /* private 0700 dir for ipc sockets: keep it short, since
+                                  xeus-based kernels refuse endpoints over 31 characters */
+    unsigned long serial;      /* unique per kernel of this service; names its files */
+    const char *transport;     /* "ipc" or "tcp" */
+    const char *cwd;           /* NULL: inherit */
+    char *const *envp;         /* full environment, NULL-terminated; borrowed */
+    const char *system_python; /* for argv[0] python/python3 */
+    double start_timeout;      /* seconds */
 } kb_kernel_opts_t;
 
 /*  Launch a kernel from spec on loop. Returns NULL with err when it cannot
@@ -85,8 +85,7 @@ kb_kernel_t *kb_kernel_new(zloop_t *loop, const kb_kernelspec_t *spec, const kb_
 void kb_kernel_destroy(kb_kernel_t **self_p);
 
 /*  Point the callbacks at another owner (a kernel handed to the reaper). */
-void kb_kernel_set_callbacks(kb_kernel_t *self, const kb_kernel_callbacks_t *callbacks,
-                             void *arg);
+void kb_kernel_set_callbacks(kb_kernel_t *self, const kb_kernel_callbacks_t *callbacks, void *arg);
 
 kb_kernel_state_t kb_kernel_state(const kb_kernel_t *self);
 const char *kb_kernel_state_name(kb_kernel_state_t state);

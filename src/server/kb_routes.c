@@ -353,23 +353,27 @@ static void route_run(kb_request_t *req)
         goto done;
     }
     kb_error_t err = { KB_OK, "" };
-    if (wants_event_stream(req)) {
-        kb_stream_t *stream = kb_service_run_start(req->server->service, &opts, &err);
-        if (stream)
-            kb_http_reply_stream(req, stream, false);
-        else
-            kb_http_reply_error(req, &err);
-        goto done;
-    }
-    kb_result_t *result = kb_service_run(req->server->service, &opts, NULL, NULL, &err);
-    if (!result) {
+    kb_stream_t *stream = kb_service_run_start(req->server->service, &opts, &err);
+    if (!stream) {
         kb_http_reply_error(req, &err);
         goto done;
     }
-    json_t *rendered = kb_result_to_json(result);
-    kb_result_destroy(&result);
-    err = (kb_error_t){ KB_ERR_INTERNAL, "cannot render the result" };
-    reply_object(req, MHD_HTTP_OK, rendered, &err);
+    if (wants_event_stream(req)) {
+        kb_http_reply_stream(req, stream, false);
+        goto done;
+    }
+    /* Plain JSON: the RESULT event already is the InterpreterResult, so
+       take it rather than rebuild it from a kb_result_t. */
+    json_t *result = NULL;
+    kb_event_t *event;
+    while ((event = kb_stream_next(stream, -1))) {
+        if (event->type == KB_EVENT_RESULT)
+            result = json_incref(event->data);
+        kb_event_destroy(&event);
+    }
+    kb_stream_destroy(&stream);
+    err = (kb_error_t){ KB_ERR_INTERNAL, "the run ended without a result" };
+    reply_object(req, MHD_HTTP_OK, result, &err);
 done:
     json_decref(body);
 }

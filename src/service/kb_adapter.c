@@ -20,11 +20,10 @@ typedef struct {
     is left in the user's namespace. */
 static char *s_python_apply(const char *cwd, const char *keys, const char *env)
 {
-    return zsys_sprintf(
-        "(lambda o, c, k, e: (o.__dict__.setdefault('_kb_saved', []).append("
-        "(o.getcwd(), {n: o.environ.get(n) for n in k})), o.environ.update(e), "
-        "o.chdir(c) if c is not None else None))(__import__('os'), %s, %s, %s)",
-        cwd, keys, env);
+    return zsys_sprintf("(lambda o, c, k, e: (o.__dict__.setdefault('_kb_saved', []).append("
+                        "(o.getcwd(), {n: o.environ.get(n) for n in k})), o.environ.update(e), "
+                        "o.chdir(c) if c is not None else None))(__import__('os'), %s, %s, %s)",
+                        cwd, keys, env);
 }
 
 static const char s_python_restore[]
@@ -33,7 +32,7 @@ static const char s_python_restore[]
       "if o.__dict__.get('_kb_saved') else None)(__import__('os'))";
 
 static const kb_adapter_t s_adapters[] = {
-    {"python", s_python_apply, s_python_restore},
+    { "python", s_python_apply, s_python_restore },
 };
 
 static const kb_adapter_t *s_find(const char *language)
@@ -58,8 +57,7 @@ char *kb_adapter_apply_code(const char *language, const char *cwd, const json_t 
     json_t *values = env ? json_deep_copy(env) : json_object();
     const char *key;
     json_t *value;
-    json_object_foreach(values, key, value)
-        json_array_append_new(keys, json_string(key));
+    json_object_foreach(values, key, value) json_array_append_new(keys, json_string(key));
     char *cwd_text = json_dumps(cwd_json, JSON_ENCODE_ANY);
     char *keys_text = json_dumps(keys, JSON_COMPACT);
     char *env_text = json_dumps(values, JSON_COMPACT);

@@ -16,8 +16,7 @@ extern char **environ;
 
 static void s_on_ready(kb_kernel_t *kernel, void *arg);
 static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg);
-static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg,
-                         void *arg);
+static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg);
 static void s_on_exited(kb_kernel_t *kernel, void *arg);
 
 static const kb_kernel_callbacks_t s_context_callbacks = {
@@ -78,13 +77,12 @@ static json_t *s_context_json(kb_context_t *ctx)
     json_object_set_new(json, "created_at", json_string(created));
     json_object_set_new(json, "last_activity_at", json_string(active));
     json_object_set_new(json, "execution_count", json_integer(ctx->execution_count));
-    json_object_set_new(json, "pid", ctx->kernel ? json_integer(kb_kernel_pid(ctx->kernel))
-                                                 : json_null());
+    json_object_set_new(json, "pid",
+                        ctx->kernel ? json_integer(kb_kernel_pid(ctx->kernel)) : json_null());
     json_object_set_new(json, "default", json_boolean(ctx->is_default));
-    json_object_set_new(json, "heartbeat",
-                        json_string(ctx->kernel && kb_kernel_heartbeat_misses(ctx->kernel) > 1
-                                        ? "late"
-                                        : "ok"));
+    json_object_set_new(
+        json, "heartbeat",
+        json_string(ctx->kernel && kb_kernel_heartbeat_misses(ctx->kernel) > 1 ? "late" : "ok"));
     return json;
 }
 
@@ -163,8 +161,7 @@ void kb_engine_retire_kernel(kb_engine_t *self, kb_kernel_t *kernel, bool kill_n
     if (kill_now) {
         kb_kernel_apply(kernel, KB_KEV_SHUTDOWN);
         kb_kernel_signal(kernel, SIGKILL);
-    }
-    else
+    } else
         kb_kernel_shutdown(kernel, 1.0);
 }
 
@@ -176,7 +173,7 @@ static kb_kernelspecs_t *s_discover(void)
 static int s_start_kernel(kb_context_t *ctx, const kb_kernelspec_t *spec, kb_error_t *err)
 {
     kb_engine_t *self = ctx->engine;
-    const char *drop[] = {"KB_", NULL};
+    const char *drop[] = { "KB_", NULL };
     char **envp = kb_kernelspec_build_env(spec, environ, drop, ctx->env);
     kb_kernel_opts_t opts = {
         .runtime_dir = self->state_dir,
@@ -204,9 +201,9 @@ static kb_kernelspec_t *s_find_spec(kb_engine_t *self, const char *language,
 {
     kb_kernelspecs_t *specs = s_discover();
     const kb_kernelspec_t *spec
-        = kernel_name ? kb_kernelspecs_find(specs, kernel_name)
-                      : kb_kernelspecs_for_language(specs, language,
-                                                    (const char *const *)self->kernel_map);
+        = kernel_name
+              ? kb_kernelspecs_find(specs, kernel_name)
+              : kb_kernelspecs_for_language(specs, language, (const char *const *)self->kernel_map);
     kb_kernelspec_t *copy = spec ? kb_kernelspec_dup(spec) : NULL;
     if (!copy) {
         char *names = kb_kernelspecs_names(specs);
@@ -323,8 +320,8 @@ static void s_on_ready(kb_kernel_t *kernel, void *arg)
 static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg)
 {
     kb_context_t *ctx = arg;
-    zsys_warning("context %s: kernel %s failed to start: %s", ctx->id,
-                 kb_kernel_spec(kernel)->name, why);
+    zsys_warning("context %s: kernel %s failed to start: %s", ctx->id, kb_kernel_spec(kernel)->name,
+                 why);
     kb_request_t *request;
     while ((request = zlistx_detach(ctx->pending, NULL)))
         kb_request_fail(request, KB_ERR_KERNEL_START_FAILED, "kernel %s failed to start: %s",
@@ -339,8 +336,7 @@ static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg)
     s_context_free(&ctx);
 }
 
-static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg,
-                         void *arg)
+static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg)
 {
     kb_context_t *ctx = arg;
     if (ctx->running && kb_proc_owns_message(ctx->running, msg))
@@ -386,9 +382,9 @@ kb_context_t *kb_engine_context_for_run(kb_engine_t *self, kb_request_t *request
     const char *language = opts->language ? opts->language : "python";
     if (opts->isolated) {
         char *id = kb_random_id("iso_");
-        kb_context_t *ctx = s_context_new(self, id, opts->kernel_name ? NULL : language,
-                                          opts->kernel_name, opts->cwd, opts->env, false, true,
-                                          &err);
+        kb_context_t *ctx
+            = s_context_new(self, id, opts->kernel_name ? NULL : language, opts->kernel_name,
+                            opts->cwd, opts->env, false, true, &err);
         free(id);
         if (!ctx)
             kb_request_fail(request, err.code, "%s", err.message);
@@ -441,9 +437,9 @@ static void s_handle_create(kb_engine_t *self, kb_request_t *request)
         return;
     }
     kb_error_t err;
-    kb_context_t *ctx = s_context_new(self, id, opts->kernel_name ? NULL : opts->language,
-                                      opts->kernel_name, opts->cwd, opts->env,
-                                      strncmp(id, "default-", 8) == 0, false, &err);
+    kb_context_t *ctx
+        = s_context_new(self, id, opts->kernel_name ? NULL : opts->language, opts->kernel_name,
+                        opts->cwd, opts->env, strncmp(id, "default-", 8) == 0, false, &err);
     free(id);
     if (!ctx) {
         kb_request_fail(request, err.code, "%s", err.message);

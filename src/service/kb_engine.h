@@ -57,7 +57,7 @@ typedef struct kb_request {
     long long cursor;
     size_t limit;
     double timeout;
-    kb_stream_t *stream;      /* run / follow: the caller's stream */
+    kb_stream_t *stream; /* run / follow: the caller's stream */
     /* outputs */
     json_t *result;
     kb_error_t err;
@@ -66,8 +66,8 @@ typedef struct kb_request {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bool done;
-    int timer;                /* deferred waits: the engine's timer, or -1 */
-    void *owner;              /* deferred waits: what the request waits on */
+    int timer;   /* deferred waits: the engine's timer, or -1 */
+    void *owner; /* deferred waits: what the request waits on */
     struct kb_request *next;
 } kb_request_t;
 
@@ -93,9 +93,9 @@ struct kb_context {
     double created_at;
     double last_activity_at;
     long long execution_count;
-    zlistx_t *queue;          /* kb_proc_t * waiting, FIFO */
+    zlistx_t *queue; /* kb_proc_t * waiting, FIFO */
     kb_proc_t *running;
-    zlistx_t *pending;        /* kb_request_t * answered when the kernel is ready */
+    zlistx_t *pending; /* kb_request_t * answered when the kernel is ready */
 };
 
 struct kb_engine {
@@ -103,16 +103,16 @@ struct kb_engine {
     char *sandbox_id;
     char *state_dir;
     bool own_state_dir;
-    char *ipc_dir;            /* short private dir for ipc sockets, or NULL (tcp) */
+    char *ipc_dir; /* short private dir for ipc sockets, or NULL (tcp) */
     unsigned long kernel_serial;
     char **kernel_map;
     char *system_python;
     zloop_t *loop;
     bool stopping;
     double started_at;
-    zhashx_t *contexts;       /* id -> kb_context_t * */
-    zhashx_t *procs;          /* id -> kb_proc_t * */
-    zlistx_t *finished;       /* kb_proc_t * finished, oldest first */
+    zhashx_t *contexts; /* id -> kb_context_t * */
+    zhashx_t *procs;    /* id -> kb_proc_t * */
+    zlistx_t *finished; /* kb_proc_t * finished, oldest first */
     size_t finished_bytes;
     zhashx_t *vanished;       /* context id -> message */
     zlistx_t *vanished_order; /* ids, oldest first */

@@ -30,7 +30,7 @@ typedef struct {
 struct kb_proc {
     kb_engine_t *engine;
     char *id;
-    kb_context_t *ctx;         /* while queued or running */
+    kb_context_t *ctx; /* while queued or running */
     char *context_id;
     char *language;
     bool running;
@@ -47,14 +47,14 @@ struct kb_proc {
     kb_execution_t *exec;      /* the caller's code */
     kb_execution_t *step_exec; /* an adapter step */
     int apply_attempts;
-    int main_attempts;        /* resends of an aborted main request */
+    int main_attempts; /* resends of an aborted main request */
 
-    bool timed_out;            /* the timeout fired while running */
-    bool timeout_kill;         /* ... and the interrupt was ignored */
-    int client_signal;         /* SIGINT / SIGTERM / SIGKILL from a client, or 0 */
+    bool timed_out;    /* the timeout fired while running */
+    bool timeout_kill; /* ... and the interrupt was ignored */
+    int client_signal; /* SIGINT / SIGTERM / SIGKILL from a client, or 0 */
     int timeout_timer, grace_timer, completion_timer;
 
-    json_t *result;            /* the InterpreterResult, once ended */
+    json_t *result; /* the InterpreterResult, once ended */
     kb_reason_t reason;
     int exit_code;
     const char *signal;
@@ -65,9 +65,9 @@ struct kb_proc {
     long long next_cursor;
     size_t log_bytes;
 
-    kb_stream_t *stream;       /* the run's own stream */
-    zlistx_t *followers;       /* kb_stream_t * following the logs */
-    zlistx_t *waiters;         /* kb_request_t * waiting for the end */
+    kb_stream_t *stream; /* the run's own stream */
+    zlistx_t *followers; /* kb_stream_t * following the logs */
+    zlistx_t *waiters;   /* kb_request_t * waiting for the end */
     kb_request_t *start_request;
 };
 
@@ -161,11 +161,10 @@ static json_t *s_proc_json(const kb_proc_t *proc)
 static json_t *s_wait_json(const kb_proc_t *proc)
 {
     json_t *json = s_proc_json(proc);
-    json_t *wait = json_pack("{s:O, s:O, s:O, s:O, s:O}", "state", json_object_get(json, "state"),
-                             "exit_code", json_object_get(json, "exit_code"), "signal",
-                             json_object_get(json, "signal"), "reason",
-                             json_object_get(json, "reason"), "raw_reason",
-                             json_object_get(json, "raw_reason"));
+    json_t *wait = json_pack(
+        "{s:O, s:O, s:O, s:O, s:O}", "state", json_object_get(json, "state"), "exit_code",
+        json_object_get(json, "exit_code"), "signal", json_object_get(json, "signal"), "reason",
+        json_object_get(json, "reason"), "raw_reason", json_object_get(json, "raw_reason"));
     json_decref(json);
     return wait;
 }
@@ -226,7 +225,7 @@ static void s_timer_stop(kb_proc_t *proc, int *timer)
 static kb_execution_t *s_main_exec(kb_proc_t *proc)
 {
     if (!proc->exec) {
-        kb_execution_opts_t opts = {proc->engine->config.max_output_bytes, proc->strip_ansi};
+        kb_execution_opts_t opts = { proc->engine->config.max_output_bytes, proc->strip_ansi };
         proc->exec = kb_execution_new("", &opts, s_emit, proc);
     }
     return proc->exec;
@@ -241,8 +240,8 @@ static void s_end(kb_proc_t *proc, kb_reason_t reason, int exit_code, const char
     s_timer_stop(proc, &proc->grace_timer);
     s_timer_stop(proc, &proc->completion_timer);
     kb_execution_destroy(&proc->step_exec);
-    kb_result_t *result = kb_execution_finish(s_main_exec(proc), reason, exit_code, signal,
-                                              raw_reason);
+    kb_result_t *result
+        = kb_execution_finish(s_main_exec(proc), reason, exit_code, signal, raw_reason);
     result->process_id = strdup(proc->id);
     result->sandbox_id = strdup(self->sandbox_id);
     result->context_id = strdup(proc->context_id);
@@ -263,8 +262,7 @@ static void s_end(kb_proc_t *proc, kb_reason_t reason, int exit_code, const char
         kb_stream_set_result(proc->stream, result);
         kb_stream_push(proc->stream, KB_EVENT_RESULT, json_deep_copy(proc->result));
         kb_stream_unref(&proc->stream);
-    }
-    else
+    } else
         kb_result_destroy(&result);
     kb_stream_t *follower;
     while ((follower = zlistx_detach(proc->followers, NULL))) {
@@ -311,8 +309,7 @@ static void s_finish(kb_proc_t *proc)
                  proc->timeout);
         kb_proc_end(proc, KB_REASON_TIMED_OUT, -1, "SIGINT", "TimeoutError", value,
                     "timeout; the kernel was interrupted");
-    }
-    else if (proc->client_signal == SIGINT)
+    } else if (proc->client_signal == SIGINT)
         s_end(proc, KB_REASON_SIGNALED, -1, "SIGINT", "interrupted by a client");
     else
         s_end(proc, KB_REASON_EXITED, kb_execution_has_error(exec) ? 1 : 0, NULL, NULL);
@@ -337,7 +334,7 @@ static int s_completion_timer(zloop_t *loop, int timer_id, void *arg)
 static void s_send(kb_proc_t *proc, const char *code, bool silent)
 {
     kb_kernel_t *kernel = proc->ctx->kernel;
-    kb_execution_opts_t opts = {proc->engine->config.max_output_bytes, proc->strip_ansi};
+    kb_execution_opts_t opts = { proc->engine->config.max_output_bytes, proc->strip_ansi };
     if (kb_kernel_execute(kernel, code, silent, proc->msg_id, sizeof proc->msg_id) != 0) {
         proc->msg_id[0] = 0; /* the kernel is gone; its exit ends the run */
         return;
@@ -346,8 +343,7 @@ static void s_send(kb_proc_t *proc, const char *code, bool silent)
     if (silent) {
         kb_execution_destroy(&proc->step_exec);
         proc->step_exec = kb_execution_new(proc->msg_id, &opts, NULL, NULL);
-    }
-    else {
+    } else {
         /*  Keep what the run gathered so far (a failed apply step's error). */
         kb_execution_t *before = proc->exec;
         proc->exec = kb_execution_new(proc->msg_id, &opts, s_emit, proc);
@@ -376,8 +372,8 @@ static void s_step_done(kb_proc_t *proc)
 {
     s_timer_stop(proc, &proc->completion_timer);
     if (proc->step == KB_STEP_APPLY) {
-        kb_result_t *applied = kb_execution_finish(proc->step_exec, KB_REASON_EXITED, 0, NULL,
-                                                   NULL);
+        kb_result_t *applied
+            = kb_execution_finish(proc->step_exec, KB_REASON_EXITED, 0, NULL, NULL);
         kb_execution_destroy(&proc->step_exec);
         bool aborted = applied->error && strcmp(applied->error->name, "ExecutionAborted") == 0;
         if (aborted && proc->apply_attempts < 3 && !proc->timed_out && !proc->client_signal) {
@@ -386,8 +382,8 @@ static void s_step_done(kb_proc_t *proc)
             return;
         }
         if (applied->error) {
-            kb_execution_set_error(s_main_exec(proc), applied->error->name,
-                                   applied->error->value, true);
+            kb_execution_set_error(s_main_exec(proc), applied->error->name, applied->error->value,
+                                   true);
             kb_result_destroy(&applied);
             s_send_restore(proc);
             return;
@@ -463,11 +459,10 @@ void kb_proc_on_message(kb_proc_t *proc, kb_channel_t channel, const kb_msg_t *m
         s_step_done(proc);
         return;
     }
-    if ((kb_execution_has_reply(exec) || kb_execution_has_idle(exec))
-        && proc->completion_timer < 0)
-        proc->completion_timer
-            = zloop_timer(proc->engine->loop, (size_t)(proc->engine->config.completion_grace * 1000),
-                          1, s_completion_timer, proc);
+    if ((kb_execution_has_reply(exec) || kb_execution_has_idle(exec)) && proc->completion_timer < 0)
+        proc->completion_timer = zloop_timer(proc->engine->loop,
+                                             (size_t)(proc->engine->config.completion_grace * 1000),
+                                             1, s_completion_timer, proc);
 }
 
 void kb_proc_answer_start(kb_proc_t *proc)
@@ -620,12 +615,12 @@ kb_proc_t *kb_proc_new(kb_engine_t *engine, kb_context_t *ctx, const kb_run_opts
         proc->stream = kb_stream_ref(stream);
     zhashx_insert(engine->procs, proc->id, proc);
     if (proc->stream)
-        kb_stream_push(proc->stream, KB_EVENT_START,
-                       json_pack("{s:s, s:o}", "process_id", proc->id, "context",
-                                 kb_context_identity(ctx)));
+        kb_stream_push(
+            proc->stream, KB_EVENT_START,
+            json_pack("{s:s, s:o}", "process_id", proc->id, "context", kb_context_identity(ctx)));
     if (proc->timeout > 0)
-        proc->timeout_timer = zloop_timer(engine->loop, (size_t)(proc->timeout * 1000), 1,
-                                          s_on_timeout, proc);
+        proc->timeout_timer
+            = zloop_timer(engine->loop, (size_t)(proc->timeout * 1000), 1, s_on_timeout, proc);
     return proc;
 }
 
@@ -672,8 +667,7 @@ static void s_handle_run(kb_engine_t *self, kb_request_t *request)
         return;
     }
     if (opts->isolated && opts->context_id) {
-        kb_request_fail(request, KB_ERR_BAD_REQUEST,
-                        "isolated runs cannot name a context_id");
+        kb_request_fail(request, KB_ERR_BAD_REQUEST, "isolated runs cannot name a context_id");
         return;
     }
     if (opts->timeout < 0) {
@@ -702,8 +696,7 @@ static void s_handle_run(kb_engine_t *self, kb_request_t *request)
         request->rc = 0;
         kb_request_answer(request);
         kb_context_pump(ctx);
-    }
-    else
+    } else
         proc->start_request = request; /* answered when the kernel is ready */
 }
 
@@ -739,16 +732,16 @@ static void s_handle_logs(kb_engine_t *self, kb_request_t *request)
     json_t *frames = json_array();
     size_t i = s_first_index(proc, request->cursor);
     long long next = request->cursor >= 0 ? request->cursor
-                     : proc->frames_len ? proc->frames[0].cursor
-                                        : proc->next_cursor;
+                     : proc->frames_len   ? proc->frames[0].cursor
+                                          : proc->next_cursor;
     for (; i < proc->frames_len && (!request->limit || json_array_size(frames) < request->limit);
          i++) {
         json_array_append_new(frames, s_frame_json(&proc->frames[i]));
         next = proc->frames[i].cursor + 1;
     }
-    s_answer(request, json_pack("{s:o, s:I, s:b}", "frames", frames, "next_cursor",
-                                (json_int_t)next, "eof",
-                                !proc->running && next >= proc->next_cursor));
+    s_answer(request,
+             json_pack("{s:o, s:I, s:b}", "frames", frames, "next_cursor", (json_int_t)next, "eof",
+                       !proc->running && next >= proc->next_cursor));
 }
 
 static void s_handle_follow(kb_engine_t *self, kb_request_t *request)
@@ -801,7 +794,7 @@ static void s_handle_signal(kb_engine_t *self, kb_request_t *request)
     kb_proc_t *proc = s_lookup(self, request);
     if (!proc)
         return;
-    int sig = !request->signal                        ? 0
+    int sig = !request->signal                          ? 0
               : strcmp(request->signal, "SIGINT") == 0  ? SIGINT
               : strcmp(request->signal, "SIGTERM") == 0 ? SIGTERM
               : strcmp(request->signal, "SIGKILL") == 0 ? SIGKILL

@@ -19,13 +19,13 @@
 #include <unistd.h>
 
 struct kb_service {
-    kb_engine_t *engine;      /* handed to the actor; touched only there after start */
+    kb_engine_t *engine; /* handed to the actor; touched only there after start */
     zactor_t *actor;
-    char *sandbox_id;         /* copy for kb_service_sandbox_id */
+    char *sandbox_id; /* copy for kb_service_sandbox_id */
     int eventfd;
     pthread_mutex_t mailbox_lock;
     kb_request_t *head, *tail;
-    bool closed;              /* no more requests accepted */
+    bool closed; /* no more requests accepted */
 };
 
 /* ---- time and ids --------------------------------------------------------- */
@@ -107,8 +107,7 @@ static int s_call(kb_service_t *self, kb_request_t *request, kb_error_t *err)
         request->rc = -1;
         request->err.code = KB_ERR_UNAVAILABLE;
         snprintf(request->err.message, sizeof request->err.message, "the service is stopping");
-    }
-    else {
+    } else {
         uint64_t one = 1;
         if (write(self->eventfd, &one, sizeof one) < 0 && errno != EAGAIN)
             abort(); /* an eventfd write cannot fail otherwise */
@@ -192,7 +191,7 @@ static void s_engine_actor(zsock_t *pipe, void *arg)
     kb_engine_t *engine = self->engine;
     engine->loop = zloop_new();
     zloop_set_nonstop(engine->loop, true); /* the daemon handles signals itself */
-    zmq_pollitem_t mailbox = {NULL, self->eventfd, ZMQ_POLLIN, 0};
+    zmq_pollitem_t mailbox = { NULL, self->eventfd, ZMQ_POLLIN, 0 };
     zloop_poller(engine->loop, &mailbox, s_on_mailbox, self);
     zloop_reader(engine->loop, pipe, s_on_pipe, self);
     zsock_signal(pipe, 0);
@@ -259,7 +258,7 @@ static char *s_sandbox_id(const char *configured, const char *state_dir, bool ow
 
 kb_service_t *kb_service_new(const kb_service_config_t *config, kb_error_t *err)
 {
-    kb_service_config_t defaults = {0};
+    kb_service_config_t defaults = { 0 };
     if (!config)
         config = &defaults;
     kb_error_clear(err);
@@ -311,8 +310,8 @@ kb_service_t *kb_service_new(const kb_service_config_t *config, kb_error_t *err)
     if (!c->max_process_bytes)
         c->max_process_bytes = (size_t)256 << 20;
     c->transport = config->transport && strcmp(config->transport, "tcp") == 0 ? "tcp" : "ipc";
-    engine->system_python = strdup(config->system_python ? config->system_python
-                                                         : KB_SYSTEM_PYTHON);
+    engine->system_python
+        = strdup(config->system_python ? config->system_python : KB_SYSTEM_PYTHON);
     size_t maps = 0;
     while (config->kernel_map && config->kernel_map[maps])
         maps++;
@@ -333,8 +332,7 @@ kb_service_t *kb_service_new(const kb_service_config_t *config, kb_error_t *err)
             goto fail;
         }
     }
-    engine->sandbox_id = s_sandbox_id(config->sandbox_id, engine->state_dir,
-                                      engine->own_state_dir);
+    engine->sandbox_id = s_sandbox_id(config->sandbox_id, engine->state_dir, engine->own_state_dir);
     self->sandbox_id = strdup(engine->sandbox_id);
     engine->started_at = kb_now();
     engine->contexts = zhashx_new();
@@ -450,8 +448,7 @@ static json_t *s_call_id(kb_service_t *self, kb_request_type_t type, const char 
     return s_call_json(self, &request, err);
 }
 
-static int s_call_id_rc(kb_service_t *self, kb_request_type_t type, const char *id,
-                        kb_error_t *err)
+static int s_call_id_rc(kb_service_t *self, kb_request_type_t type, const char *id, kb_error_t *err)
 {
     kb_request_t request;
     s_request_init(&request, type);
@@ -479,8 +476,7 @@ int kb_service_context_delete(kb_service_t *self, const char *context_id, kb_err
     return s_call_id_rc(self, KB_REQ_CTX_DELETE, context_id, err);
 }
 
-json_t *kb_service_context_restart(kb_service_t *self, const char *context_id,
-                                   kb_error_t *err)
+json_t *kb_service_context_restart(kb_service_t *self, const char *context_id, kb_error_t *err)
 {
     return s_call_id(self, KB_REQ_CTX_RESTART, context_id, err);
 }
@@ -490,8 +486,7 @@ int kb_service_context_interrupt(kb_service_t *self, const char *context_id, kb_
     return s_call_id_rc(self, KB_REQ_CTX_INTERRUPT, context_id, err);
 }
 
-kb_stream_t *kb_service_run_start(kb_service_t *self, const kb_run_opts_t *opts,
-                                  kb_error_t *err)
+kb_stream_t *kb_service_run_start(kb_service_t *self, const kb_run_opts_t *opts, kb_error_t *err)
 {
     kb_request_t request;
     s_request_init(&request, KB_REQ_RUN);
@@ -560,8 +555,8 @@ json_t *kb_service_process_logs(kb_service_t *self, const char *process_id, long
     return s_call_json(self, &request, err);
 }
 
-kb_stream_t *kb_service_process_follow(kb_service_t *self, const char *process_id,
-                                       long long cursor, kb_error_t *err)
+kb_stream_t *kb_service_process_follow(kb_service_t *self, const char *process_id, long long cursor,
+                                       kb_error_t *err)
 {
     kb_request_t request;
     s_request_init(&request, KB_REQ_PROC_FOLLOW);

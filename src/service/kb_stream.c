@@ -14,15 +14,16 @@ struct kb_stream {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int refs;
-    bool detached;   /* the reader destroyed its handle */
-    bool closed;     /* the last event was pushed */
-    bool drained;    /* the reader took the last event */
+    bool detached; /* the reader destroyed its handle */
+    bool closed;   /* the last event was pushed */
+    bool drained;  /* the reader took the last event */
     kb_event_node_t *head, *tail;
     kb_result_t *result;
 };
 
-static const char *s_event_names[] = {"start", "stdout", "stderr", "display", "display_update",
-                                      "clear_output", "error", "system", "result", "log", "eof"};
+static const char *s_event_names[]
+    = { "start",  "stdout", "stderr", "display", "display_update", "clear_output", "error",
+        "system", "result", "log",    "eof" };
 
 const char *kb_event_type_name(kb_event_type_t type)
 {

@@ -67,3 +67,39 @@ def test_idle_stop_is_quick(daemon):
     assert daemon.wait(timeout=15) == 0
     conn.close()
     assert wait_until(lambda: not pid_alive(pid), 10)
+
+
+def test_requests_while_stopping_get_503(daemon):
+    """Once stopping, a kept-alive connection's next request is refused with
+    UNAVAILABLE and never reaches the service."""
+    import json
+
+    daemon.run("1")
+    stream = daemon.run_stream("import time; time.sleep(120)")
+    events = stream.events()
+    assert next(events).event == "start"
+    conn = daemon.connect(timeout=10)
+    conn.request("GET", "/health")
+    assert conn.getresponse().read()
+    daemon.signal(signal.SIGTERM)
+    statuses = []
+    try:
+        # Until the daemon closes the connection: 200s, then 503s.
+        for _ in range(5000):
+            conn.request("GET", "/health")
+            r = conn.getresponse()
+            body = r.read()
+            statuses.append(r.status)
+            if r.status != 200:
+                assert r.status == 503, body
+                error = json.loads(body)
+                assert error["code"] == "UNAVAILABLE" and error["status_code"] == 503
+                break
+    except (ConnectionError, OSError) as e:
+        raise AssertionError("closed before any 503: %r after %d requests" % (e, len(statuses)))
+    finally:
+        conn.close()
+    assert statuses[-1] == 503, statuses[-5:]
+    assert list(events)[-1].data["process"]["reason"] == "sandbox_stopped"
+    stream.close()
+    assert daemon.wait() == 0
