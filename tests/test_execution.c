@@ -508,8 +508,9 @@ static void test_error_class_repr(void)
     events_reset(&ev);
 
     exe = new_run(&ev, 0, false);
-    CHECK(iopub(exe, "error", "{\"ename\": \"<class 'broken\", \"evalue\": \"x\", \"traceback\": []}")
-          == 1);
+    CHECK(
+        iopub(exe, "error", "{\"ename\": \"<class 'broken\", \"evalue\": \"x\", \"traceback\": []}")
+        == 1);
     result = kb_execution_finish(exe, KB_REASON_EXITED, 1, NULL, NULL);
     CHECK(result->error && strcmp(result->error->name, "<class 'broken") == 0);
     kb_result_destroy(&result);

@@ -2,6 +2,7 @@
     xeus-python): results, streams, rich outputs, errors, state, timeouts,
     kernel death, and clean-up after many contexts. */
 #include <dirent.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -499,6 +500,61 @@ static void test_xpython(void)
     kb_result_destroy(&r);
 }
 
+typedef struct {
+    int index;
+    char contexts[4][80];
+    int bad;
+} kb_thread_job_t;
+
+static void *s_thread_runs(void *arg)
+{
+    kb_thread_job_t *job = arg;
+    for (int i = 0; i < 10; i++) {
+        char code[160], expected[64];
+        snprintf(expected, sizeof expected, "token-%d-%d\n", job->index, i);
+        snprintf(code, sizeof code, "print('token-%d-%d')", job->index, i);
+        kb_run_opts_t opts = { .code = code, .context_id = job->contexts[(job->index + i) % 4] };
+        kb_error_t err;
+        kb_result_t *r = kb_service_run(service, &opts, NULL, NULL, &err);
+        if (!r || strcmp(r->stdout_text, expected) != 0)
+            job->bad++;
+        kb_result_destroy(&r);
+    }
+    return NULL;
+}
+
+/*  The API from 8 threads at once, runs spread over 4 contexts: every run
+    gets its own output and nothing else. */
+static void test_threads(void)
+{
+    kb_thread_job_t jobs[8];
+    pthread_t threads[8];
+    char *ids[4];
+    for (int c = 0; c < 4; c++)
+        ids[c] = s_create(NULL, "python", NULL);
+    for (int t = 0; t < 8; t++) {
+        jobs[t].index = t;
+        jobs[t].bad = 0;
+        for (int c = 0; c < 4; c++)
+            snprintf(jobs[t].contexts[c], sizeof jobs[t].contexts[c], "%s", ids[c]);
+        pthread_create(&threads[t], NULL, s_thread_runs, &jobs[t]);
+    }
+    int bad = 0;
+    for (int t = 0; t < 8; t++) {
+        pthread_join(threads[t], NULL);
+        bad += jobs[t].bad;
+    }
+    CHECK(bad == 0);
+    kb_error_t err;
+    json_t *procs = kb_service_process_list(service, "terminal", ids[0], &err);
+    CHECK(json_array_size(json_object_get(procs, "processes")) == 20);
+    json_decref(procs);
+    for (int c = 0; c < 4; c++) {
+        CHECK(kb_service_context_delete(service, ids[c], &err) == 0);
+        free(ids[c]);
+    }
+}
+
 static const char *s_heartbeat(const char *context)
 {
     static char value[16];
@@ -639,6 +695,7 @@ int main(void)
     RUN_TEST(test_kernel_death);
     RUN_TEST(test_process_records);
     RUN_TEST(test_xpython);
+    RUN_TEST(test_threads);
     RUN_TEST(test_heartbeat);
     RUN_TEST(test_create_delete_cycles);
     kb_service_destroy(&service);
