@@ -10,6 +10,7 @@ packages=(
   libzmq3-dev libczmq-dev libjansson-dev libssl-dev libmicrohttpd-dev
   # kernels the tests drive, and their rich-output libraries
   python3-ipykernel python3-jupyter-client python3-zmq python3-matplotlib xpython
+  r-cran-irkernel octave python3-octave-kernel
   # test runners and peers measured by bench/
   python3-pytest python3-setuptools python3-pip jupyter-server python3-jupyter-server
   python3-websocket

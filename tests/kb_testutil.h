@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern int kb_test_failures;
@@ -30,9 +31,13 @@ extern int kb_test_checks;
         }                                                                                          \
     } while (0)
 
-/*  Run one named test function and print its outcome. */
+/*  Run one named test function and print its outcome. KB_TEST_ONLY=name
+    runs only the tests whose name contains it (for working on one). */
 #define RUN_TEST(fn)                                                                               \
     do {                                                                                           \
+        const char *only_ = getenv("KB_TEST_ONLY");                                                \
+        if (only_ && !strstr(#fn, only_))                                                          \
+            break;                                                                                 \
         int before_ = kb_test_failures;                                                            \
         fprintf(stderr, "-- %s\n", #fn);                                                           \
         fn();                                                                                      \

@@ -354,6 +354,46 @@ static void test_per_run_cwd_env(void)
     free(ctx);
 }
 
+/*  The same per-run cwd/env through the R and Octave adapters. */
+static void s_check_adapter(const char *kernel, const char *show, const char *show_after)
+{
+    char *ctx = s_create(NULL, NULL, kernel);
+    char *dir = kb_test_tmpdir();
+    json_t *env = json_pack("{s:s, s:s}", "RUN_ONLY_VALUE", "per run", "QUOTED", "a\"b'c");
+    kb_run_opts_t opts = { .code = show, .context_id = ctx, .cwd = dir, .env = env };
+    kb_error_t err;
+    kb_result_t *r = kb_service_run(service, &opts, NULL, NULL, &err);
+    char expected[700];
+    snprintf(expected, sizeof expected, "%s|per run|a\"b'c", dir);
+    CHECK(r && strstr(r->stdout_text, expected) != NULL);
+    if (r && !strstr(r->stdout_text, expected))
+        fprintf(stderr, "%s: got [%s]\n", kernel, r->stdout_text);
+    kb_result_destroy(&r);
+    r = s_run(ctx, show_after);
+    snprintf(expected, sizeof expected, "%s|<>|", dir);
+    CHECK(strstr(r->stdout_text, "|<>|") != NULL && strstr(r->stdout_text, expected) == NULL);
+    if (!strstr(r->stdout_text, "|<>|"))
+        fprintf(stderr, "%s after: got [%s]\n", kernel, r->stdout_text);
+    kb_result_destroy(&r);
+    json_decref(env);
+    kb_test_rmtree(dir);
+    free(dir);
+    kb_service_context_delete(service, ctx, &err);
+    free(ctx);
+}
+
+static void test_adapters_r_octave(void)
+{
+    s_check_adapter(
+        "ir",
+        "cat(paste(getwd(), Sys.getenv('RUN_ONLY_VALUE'), Sys.getenv('QUOTED'), sep = '|'), "
+        "'\\n')",
+        "cat(paste(getwd(), '<>', Sys.getenv('RUN_ONLY_VALUE'), sep = '|'), '\\n')");
+    s_check_adapter("octave",
+                    "printf('%s|%s|%s\\n', pwd(), getenv('RUN_ONLY_VALUE'), getenv('QUOTED'))",
+                    "printf('%s|<>|%s\\n', pwd(), getenv('RUN_ONLY_VALUE'))");
+}
+
 static void test_timeout_interrupts(void)
 {
     char *ctx = s_create(NULL, "python", NULL);
@@ -690,6 +730,7 @@ int main(void)
     RUN_TEST(test_state);
     RUN_TEST(test_isolated);
     RUN_TEST(test_per_run_cwd_env);
+    RUN_TEST(test_adapters_r_octave);
     RUN_TEST(test_timeout_interrupts);
     RUN_TEST(test_timeout_kills);
     RUN_TEST(test_kernel_death);

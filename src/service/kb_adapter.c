@@ -2,28 +2,115 @@
     snippets that apply them before a run and restore them after, one pair
     per language. The apply snippet saves what it changes first, so the
     restore snippet puts back exactly that even when applying failed half
-    way (a cwd that does not exist). Values are embedded as JSON string
-    literals, which are valid string literals in these languages.
+    way (a cwd that does not exist). Saved state lives outside the user's
+    namespace (a stack on Python's os module, R's options, a global of the
+    JavaScript runtime, Octave's appdata of the root object, a shell array
+    with a reserved name, a Julia global in Main with a reserved name).
 */
 #include "service/kb_engine.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/*  A growing string. */
 typedef struct {
-    const char *language;
-    char *(*apply)(const char *cwd_literal, const char *keys_literal, const char *env_literal);
-    const char *restore;
-} kb_adapter_t;
+    char *text;
+    size_t len, cap;
+} kb_buf_t;
 
-/*  Python: state saved on a stack kept on the os module, so that nothing
-    is left in the user's namespace. */
-static char *s_python_apply(const char *cwd, const char *keys, const char *env)
+static void s_put(kb_buf_t *buf, const char *text, size_t len)
 {
-    return zsys_sprintf("(lambda o, c, k, e: (o.__dict__.setdefault('_kb_saved', []).append("
-                        "(o.getcwd(), {n: o.environ.get(n) for n in k})), o.environ.update(e), "
-                        "o.chdir(c) if c is not None else None))(__import__('os'), %s, %s, %s)",
-                        cwd, keys, env);
+    if (buf->len + len + 1 > buf->cap) {
+        size_t cap = (buf->cap ? buf->cap * 2 : 256) + len;
+        char *grown = realloc(buf->text, cap);
+        assert(grown);
+        buf->text = grown;
+        buf->cap = cap;
+    }
+    memcpy(buf->text + buf->len, text, len);
+    buf->len += len;
+    buf->text[buf->len] = 0;
+}
+
+static void s_puts(kb_buf_t *buf, const char *text)
+{
+    s_put(buf, text, strlen(text));
+}
+
+/*  A double-quoted literal with C-style escapes, valid in Python, R,
+    JavaScript, Octave (double quotes) and Julia (which also needs '$'
+    escaped). Control characters become \xNN-free escapes: \n \t \r, others
+    are dropped (environment values and paths do not carry them). */
+static void s_quoted(kb_buf_t *buf, const char *text, bool escape_dollar)
+{
+    s_puts(buf, "\"");
+    for (const char *p = text; *p; p++) {
+        char c = *p;
+        if (c == '"' || c == '\\' || (c == '$' && escape_dollar)) {
+            char pair[3] = { '\\', c, 0 };
+            s_puts(buf, pair);
+        } else if (c == '\n')
+            s_puts(buf, "\\n");
+        else if (c == '\t')
+            s_puts(buf, "\\t");
+        else if (c == '\r')
+            s_puts(buf, "\\r");
+        else if ((unsigned char)c >= 0x20)
+            s_put(buf, &c, 1);
+    }
+    s_puts(buf, "\"");
+}
+
+/*  A single-quoted shell word: ' becomes '\''. */
+static void s_shell_quoted(kb_buf_t *buf, const char *text)
+{
+    s_puts(buf, "'");
+    for (const char *p = text; *p; p++) {
+        if (*p == '\'')
+            s_puts(buf, "'\\''");
+        else
+            s_put(buf, p, 1);
+    }
+    s_puts(buf, "'");
+}
+
+/*  "a", "b", ... : the names (keys) or values of env, quoted. */
+static void s_list(kb_buf_t *buf, const json_t *env, bool values, bool escape_dollar)
+{
+    const char *key;
+    json_t *value;
+    bool first = true;
+    json_object_foreach((json_t *)env, key, value)
+    {
+        if (!first)
+            s_puts(buf, ", ");
+        first = false;
+        s_quoted(buf, values ? json_string_value(value) : key, escape_dollar);
+    }
+}
+
+static void s_cwd_or(kb_buf_t *buf, const char *cwd, const char *none, bool escape_dollar)
+{
+    if (cwd)
+        s_quoted(buf, cwd, escape_dollar);
+    else
+        s_puts(buf, none);
+}
+
+/* ---- Python --------------------------------------------------------------- */
+
+static void s_python_apply(kb_buf_t *b, const char *cwd, const json_t *env)
+{
+    s_puts(b, "(lambda o, c, k, v: (o.__dict__.setdefault('_kb_saved', []).append("
+              "(o.getcwd(), {n: o.environ.get(n) for n in k})), "
+              "o.environ.update(dict(zip(k, v))), "
+              "o.chdir(c) if c is not None else None))(__import__('os'), ");
+    s_cwd_or(b, cwd, "None", false);
+    s_puts(b, ", [");
+    s_list(b, env, false, false);
+    s_puts(b, "], [");
+    s_list(b, env, true, false);
+    s_puts(b, "])");
 }
 
 static const char s_python_restore[]
@@ -31,8 +118,150 @@ static const char s_python_restore[]
       "o.environ.__setitem__(n, v) for n, v in s[1].items()]))(o.__dict__['_kb_saved'].pop()) "
       "if o.__dict__.get('_kb_saved') else None)(__import__('os'))";
 
+/* ---- R ---------------------------------------------------------------------- */
+
+static void s_r_apply(kb_buf_t *b, const char *cwd, const json_t *env)
+{
+    s_puts(b, "local({ k <- as.character(c(");
+    s_list(b, env, false, false);
+    s_puts(b, ")); v <- as.character(c(");
+    s_list(b, env, true, false);
+    s_puts(b, ")); s <- getOption(\"kb.saved\", list()); "
+              "s[[length(s) + 1]] <- list(getwd(), Sys.getenv(k, unset = NA, names = TRUE)); "
+              "options(kb.saved = s); "
+              "if (length(k)) do.call(Sys.setenv, as.list(setNames(v, k))); c <- ");
+    s_cwd_or(b, cwd, "NULL", false);
+    s_puts(b, "; if (!is.null(c)) setwd(c); invisible(NULL) })");
+}
+
+static const char s_r_restore[]
+    = "local({ s <- getOption(\"kb.saved\", list()); if (length(s)) { t <- s[[length(s)]]; "
+      "options(kb.saved = s[-length(s)]); setwd(t[[1]]); v <- t[[2]]; "
+      "for (n in names(v)) if (is.na(v[[n]])) Sys.unsetenv(n) else "
+      "do.call(Sys.setenv, setNames(list(v[[n]]), n)) }; invisible(NULL) })";
+
+/* ---- JavaScript / TypeScript (Deno, Node-based kernels) --------------------------- */
+
+static void s_js_apply(kb_buf_t *b, const char *cwd, const json_t *env)
+{
+    /*  Plain JavaScript (also valid TypeScript) for Deno and Node runtimes. */
+    s_puts(b, "((c, k, v) => { const g = globalThis; const D = g.Deno; const P = g.process; "
+              "const get = (n) => D ? D.env.get(n) : P.env[n]; "
+              "const set = (n, x) => { if (D) D.env.set(n, x); else P.env[n] = x; }; "
+              "const cwd = () => D ? D.cwd() : P.cwd(); "
+              "const chdir = (d) => { if (D) D.chdir(d); else P.chdir(d); }; "
+              "(g.__kbSaved = g.__kbSaved || []).push([cwd(), k.map((n) => [n, get(n)])]); "
+              "k.forEach((n, i) => set(n, v[i])); if (c !== null) chdir(c); })(");
+    s_cwd_or(b, cwd, "null", false);
+    s_puts(b, ", [");
+    s_list(b, env, false, false);
+    s_puts(b, "], [");
+    s_list(b, env, true, false);
+    s_puts(b, "]);");
+}
+
+static const char s_js_restore[]
+    = "(() => { const g = globalThis; const D = g.Deno; const P = g.process; "
+      "const s = (g.__kbSaved || []).pop(); if (!s) return; "
+      "if (D) D.chdir(s[0]); else P.chdir(s[0]); "
+      "for (const [n, x] of s[1]) { if (x === undefined) { if (D) D.env.delete(n); "
+      "else delete P.env[n]; } else if (D) D.env.set(n, x); else P.env[n] = x; } })();";
+
+/* ---- Octave ----------------------------------------------------------------------- */
+
+static void s_octave_apply(kb_buf_t *b, const char *cwd, const json_t *env)
+{
+    /*  getenv cannot tell unset from empty: an empty saved value is restored
+        as unset. Temporaries are cleared so that the workspace is as before. */
+    s_puts(b, "kb__k = {");
+    s_list(b, env, false, false);
+    s_puts(b, "}; kb__v = {");
+    s_list(b, env, true, false);
+    s_puts(b, "}; kb__o = cellfun(@getenv, kb__k, 'UniformOutput', false); "
+              "kb__s = getappdata(0, 'kb_saved'); if isempty(kb__s) kb__s = {}; end; "
+              "kb__s{end + 1} = {pwd(), kb__k, kb__o}; setappdata(0, 'kb_saved', kb__s); "
+              "for kb__i = 1:numel(kb__k) setenv(kb__k{kb__i}, kb__v{kb__i}); end; kb__c = ");
+    s_cwd_or(b, cwd, "''", false);
+    s_puts(b, "; clear kb__k kb__v kb__o kb__s kb__i; "
+              "if ~isempty(kb__c) kb__d = kb__c; clear kb__c; cd(kb__d); clear kb__d; "
+              "else clear kb__c; end");
+}
+
+static const char s_octave_restore[]
+    = "kb__s = getappdata(0, 'kb_saved'); if ~isempty(kb__s) kb__t = kb__s{end}; "
+      "setappdata(0, 'kb_saved', kb__s(1:end - 1)); cd(kb__t{1}); "
+      "for kb__i = 1:numel(kb__t{2}) if isempty(kb__t{3}{kb__i}) unsetenv(kb__t{2}{kb__i}); "
+      "else setenv(kb__t{2}{kb__i}, kb__t{3}{kb__i}); end; end; clear kb__t kb__i; end; "
+      "clear kb__s";
+
+/* ---- bash ------------------------------------------------------------------------- */
+
+static void s_bash_apply(kb_buf_t *b, const char *cwd, const json_t *env)
+{
+    /*  Saved as lines "name<TAB>set|unset<TAB>value" in an array. */
+    s_puts(b, "__kb_saved+=(\"$(pwd)\"); __kb_names=(");
+    const char *key;
+    json_t *value;
+    json_object_foreach((json_t *)env, key, value)
+    {
+        s_shell_quoted(b, key);
+        s_puts(b, " ");
+    }
+    s_puts(b, "); __kb_saved_env+=(\"$(for __kb_n in \"${__kb_names[@]}\"; do "
+              "if [ -n \"${!__kb_n+x}\" ]; then printf 'export %q=%q; ' \"$__kb_n\" "
+              "\"${!__kb_n}\"; else printf 'unset %q; ' \"$__kb_n\"; fi; done)\"); ");
+    json_object_foreach((json_t *)env, key, value)
+    {
+        s_puts(b, "export ");
+        s_puts(b, key);
+        s_puts(b, "=");
+        s_shell_quoted(b, json_string_value(value));
+        s_puts(b, "; ");
+    }
+    if (cwd) {
+        s_puts(b, "cd ");
+        s_shell_quoted(b, cwd);
+    } else
+        s_puts(b, "true");
+}
+
+static const char s_bash_restore[]
+    = "if [ ${#__kb_saved[@]} -gt 0 ]; then cd \"${__kb_saved[-1]}\"; "
+      "eval \"${__kb_saved_env[-1]}\"; unset '__kb_saved[-1]' '__kb_saved_env[-1]'; fi";
+
+/* ---- Julia -------------------------------------------------------------------------- */
+
+static void s_julia_apply(kb_buf_t *b, const char *cwd, const json_t *env)
+{
+    s_puts(b, "let k = String[");
+    s_list(b, env, false, true);
+    s_puts(b, "], v = String[");
+    s_list(b, env, true, true);
+    s_puts(b, "], c = ");
+    s_cwd_or(b, cwd, "nothing", true);
+    s_puts(b, "; isdefined(Main, :__kb_saved) || Core.eval(Main, :(const __kb_saved = Any[])); "
+              "push!(Main.__kb_saved, (pwd(), [(n, get(ENV, n, nothing)) for n in k])); "
+              "for (n, x) in zip(k, v); ENV[n] = x; end; c === nothing || cd(c); nothing end");
+}
+
+static const char s_julia_restore[]
+    = "let; if isdefined(Main, :__kb_saved) && !isempty(Main.__kb_saved); "
+      "s = pop!(Main.__kb_saved); cd(s[1]); for (n, x) in s[2]; "
+      "x === nothing ? delete!(ENV, n) : (ENV[n] = x); end; end; nothing end";
+
+/* ---- the table -------------------------------------------------------------------- */
+
+typedef struct {
+    const char *language;
+    void (*apply)(kb_buf_t *buf, const char *cwd, const json_t *env);
+    const char *restore;
+} kb_adapter_t;
+
 static const kb_adapter_t s_adapters[] = {
-    { "python", s_python_apply, s_python_restore },
+    { "python", s_python_apply, s_python_restore }, { "r", s_r_apply, s_r_restore },
+    { "javascript", s_js_apply, s_js_restore },     { "typescript", s_js_apply, s_js_restore },
+    { "octave", s_octave_apply, s_octave_restore }, { "matlab", s_octave_apply, s_octave_restore },
+    { "bash", s_bash_apply, s_bash_restore },       { "julia", s_julia_apply, s_julia_restore },
 };
 
 static const kb_adapter_t *s_find(const char *language)
@@ -52,24 +281,11 @@ char *kb_adapter_apply_code(const char *language, const char *cwd, const json_t 
 {
     const kb_adapter_t *adapter = s_find(language);
     assert(adapter);
-    json_t *cwd_json = cwd ? json_string(cwd) : json_null();
-    json_t *keys = json_array();
-    json_t *values = env ? json_deep_copy(env) : json_object();
-    const char *key;
-    json_t *value;
-    json_object_foreach(values, key, value) json_array_append_new(keys, json_string(key));
-    char *cwd_text = json_dumps(cwd_json, JSON_ENCODE_ANY);
-    char *keys_text = json_dumps(keys, JSON_COMPACT);
-    char *env_text = json_dumps(values, JSON_COMPACT);
-    /*  JSON null is not Python's None. */
-    char *code = adapter->apply(cwd ? cwd_text : "None", keys_text, env_text);
-    free(cwd_text);
-    free(keys_text);
-    free(env_text);
-    json_decref(cwd_json);
-    json_decref(keys);
-    json_decref(values);
-    return code;
+    json_t *empty = json_object();
+    kb_buf_t buf = { 0 };
+    adapter->apply(&buf, cwd, env ? env : empty);
+    json_decref(empty);
+    return buf.text;
 }
 
 char *kb_adapter_restore_code(const char *language)
