@@ -45,6 +45,9 @@ typedef struct {
     size_t max_process_bytes;      /* bytes of finished records' logs kept; 0 = 256 MiB */
     const char *system_python;     /* argv[0] for kernelspecs that say python/python3;
                                       NULL = /usr/bin/python3 */
+    const char *const *pool;       /* NULL-terminated "language=count" (or "kernelspec=count"):
+                                      kernels kept started and ready for new contexts and
+                                      isolated runs; NULL = no pool */
 } kb_service_config_t;
 
 /*  Start a service and its engine thread. Returns NULL and fills err on
@@ -59,7 +62,8 @@ void kb_service_destroy(kb_service_t **self_p);
 /*  The sandbox id of this service. Borrowed, valid until destroy. */
 const char *kb_service_sandbox_id(kb_service_t *self);
 
-/*  {status, version, sandbox_id, contexts, uptime_s}. Caller owns. */
+/*  {status, version, sandbox_id, contexts, uptime_s, pool: {key: {target, ready,
+    starting, kernel_name, ready_pids, failures}}}. Caller owns. */
 json_t *kb_service_health(kb_service_t *self);
 
 /*  {kernelspecs:[{name, display_name, language, interrupt_mode, resource_dir}]}

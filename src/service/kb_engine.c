@@ -18,6 +18,7 @@ static void s_on_ready(kb_kernel_t *kernel, void *arg);
 static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg);
 static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg);
 static void s_on_exited(kb_kernel_t *kernel, void *arg);
+static void s_on_setup_reply(kb_context_t *ctx, const kb_msg_t *msg);
 
 static const kb_kernel_callbacks_t s_context_callbacks = {
     .ready = s_on_ready,
@@ -165,41 +166,23 @@ void kb_engine_retire_kernel(kb_engine_t *self, kb_kernel_t *kernel, bool kill_n
         kb_kernel_shutdown(kernel, 1.0);
 }
 
-static kb_kernelspecs_t *s_discover(void)
+/*  Kernelspecs as discovered at most 2 s ago: a context create should not
+    pay for a directory scan, and a kernel installed now shows up soon. */
+static const kb_kernelspecs_t *s_specs(kb_engine_t *self)
 {
-    return kb_kernelspecs_discover(NULL, NULL);
+    int64_t now = zclock_mono();
+    if (!self->specs || now - self->specs_at_ms > 2000) {
+        kb_kernelspecs_destroy(&self->specs);
+        self->specs = kb_kernelspecs_discover(NULL, NULL);
+        self->specs_at_ms = now;
+    }
+    return self->specs;
 }
 
-static int s_start_kernel(kb_context_t *ctx, const kb_kernelspec_t *spec, kb_error_t *err)
+kb_kernelspec_t *kb_engine_find_spec(kb_engine_t *self, const char *language,
+                                     const char *kernel_name, kb_error_t *err)
 {
-    kb_engine_t *self = ctx->engine;
-    const char *drop[] = { "KB_", NULL };
-    char **envp = kb_kernelspec_build_env(spec, environ, drop, ctx->env);
-    kb_kernel_opts_t opts = {
-        .runtime_dir = self->state_dir,
-        .ipc_dir = self->ipc_dir,
-        .serial = ++self->kernel_serial,
-        .transport = self->config.transport,
-        .cwd = ctx->cwd,
-        .envp = envp,
-        .system_python = self->system_python,
-        .start_timeout = self->config.start_timeout,
-    };
-    char problem[512];
-    ctx->ready = false;
-    ctx->kernel = kb_kernel_new(self->loop, spec, &opts, &s_context_callbacks, ctx, problem,
-                                sizeof problem);
-    kb_strv_free(envp);
-    if (!ctx->kernel)
-        return kb_error_set(err, KB_ERR_KERNEL_START_FAILED, "%s", problem);
-    return 0;
-}
-
-/*  Find the kernelspec for a language or kernel name; err lists what there is. */
-static kb_kernelspec_t *s_find_spec(kb_engine_t *self, const char *language,
-                                    const char *kernel_name, kb_error_t *err)
-{
-    kb_kernelspecs_t *specs = s_discover();
+    const kb_kernelspecs_t *specs = s_specs(self);
     const kb_kernelspec_t *spec
         = kernel_name
               ? kb_kernelspecs_find(specs, kernel_name)
@@ -212,13 +195,72 @@ static kb_kernelspec_t *s_find_spec(kb_engine_t *self, const char *language,
                      names && *names ? names : "none");
         free(names);
     }
-    kb_kernelspecs_destroy(&specs);
     return copy;
 }
 
-static size_t s_kernel_count(kb_engine_t *self)
+kb_kernel_t *kb_engine_launch(kb_engine_t *self, const kb_kernelspec_t *spec, const char *cwd,
+                              const json_t *env, const kb_kernel_callbacks_t *callbacks, void *arg,
+                              kb_error_t *err)
 {
-    return zhashx_size(self->contexts);
+    const char *drop[] = { "KB_", NULL };
+    char **envp = kb_kernelspec_build_env(spec, environ, drop, env);
+    kb_kernel_opts_t opts = {
+        .runtime_dir = self->state_dir,
+        .ipc_dir = self->ipc_dir,
+        .serial = ++self->kernel_serial,
+        .transport = self->config.transport,
+        .cwd = cwd,
+        .envp = envp,
+        .system_python = self->system_python,
+        .start_timeout = self->config.start_timeout,
+    };
+    char problem[512];
+    kb_kernel_t *kernel
+        = kb_kernel_new(self->loop, spec, &opts, callbacks, arg, problem, sizeof problem);
+    kb_strv_free(envp);
+    if (!kernel)
+        kb_error_set(err, KB_ERR_KERNEL_START_FAILED, "%s", problem);
+    return kernel;
+}
+
+static int s_start_kernel(kb_context_t *ctx, const kb_kernelspec_t *spec, kb_error_t *err)
+{
+    ctx->ready = false;
+    ctx->kernel
+        = kb_engine_launch(ctx->engine, spec, ctx->cwd, ctx->env, &s_context_callbacks, ctx, err);
+    return ctx->kernel ? 0 : -1;
+}
+
+/*  Take a warm kernel for a new context. Its cwd/env, when the context has
+    them, are applied through the language's adapter before it counts as
+    ready; a language with no adapter starts cold instead. */
+static bool s_take_pooled(kb_context_t *ctx, const kb_kernelspec_t *spec)
+{
+    bool has_env = ctx->env && json_object_size(ctx->env) > 0;
+    bool setup = ctx->cwd || has_env;
+    if (setup && !kb_adapter_supported(ctx->language))
+        return false;
+    kb_kernel_t *kernel = kb_pool_take(ctx->engine, spec->name);
+    if (!kernel)
+        return false;
+    kb_kernel_set_callbacks(kernel, &s_context_callbacks, ctx);
+    ctx->kernel = kernel;
+    if (!setup) {
+        ctx->ready = true;
+        return true;
+    }
+    char *code = kb_adapter_apply_code(ctx->language, ctx->cwd, ctx->env);
+    int rc = kb_kernel_execute(kernel, code, true, ctx->setup_msg_id, sizeof ctx->setup_msg_id);
+    free(code);
+    kb_execution_opts_t opts = { 0 };
+    ctx->setup = rc == 0 ? kb_execution_new(ctx->setup_msg_id, &opts, NULL, NULL) : NULL;
+    ctx->ready = false;
+    return true; /* a failed send means a dead kernel: its exit is reported */
+}
+
+size_t kb_engine_kernel_count(kb_engine_t *self)
+{
+    return zhashx_size(self->contexts) + kb_pool_size(self);
 }
 
 static void s_context_free(kb_context_t **ctx_p)
@@ -230,6 +272,7 @@ static void s_context_free(kb_context_t **ctx_p)
     assert(!ctx->kernel);
     zlistx_destroy(&ctx->queue);
     zlistx_destroy(&ctx->pending);
+    kb_execution_destroy(&ctx->setup);
     json_decref(ctx->env);
     free(ctx->id);
     free(ctx->language);
@@ -243,12 +286,12 @@ static kb_context_t *s_context_new(kb_engine_t *self, const char *id, const char
                                    const char *kernel_name, const char *cwd, json_t *env,
                                    bool is_default, bool isolated, kb_error_t *err)
 {
-    if (s_kernel_count(self) >= self->config.max_contexts) {
+    if (kb_engine_kernel_count(self) >= self->config.max_contexts && !kb_pool_size(self)) {
         kb_error_set(err, KB_ERR_TOO_MANY_CONTEXTS, "%zu contexts are running, the limit",
-                     s_kernel_count(self));
+                     kb_engine_kernel_count(self));
         return NULL;
     }
-    kb_kernelspec_t *spec = s_find_spec(self, language, kernel_name, err);
+    kb_kernelspec_t *spec = kb_engine_find_spec(self, language, kernel_name, err);
     if (!spec)
         return NULL;
     kb_context_t *ctx = calloc(1, sizeof *ctx);
@@ -263,7 +306,7 @@ static kb_context_t *s_context_new(kb_engine_t *self, const char *id, const char
     ctx->created_at = ctx->last_activity_at = kb_now();
     ctx->queue = zlistx_new();
     ctx->pending = zlistx_new();
-    if (s_start_kernel(ctx, spec, err) != 0) {
+    if (!s_take_pooled(ctx, spec) && s_start_kernel(ctx, spec, err) != 0) {
         kb_kernelspec_destroy(&spec);
         s_context_free(&ctx);
         return NULL;
@@ -336,9 +379,33 @@ static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg)
     s_context_free(&ctx);
 }
 
+/*  The reply to the cwd/env snippet sent to a kernel taken from the pool:
+    the context is ready, or it failed as a start would have. */
+static void s_on_setup_reply(kb_context_t *ctx, const kb_msg_t *msg)
+{
+    kb_execution_fold_shell(ctx->setup, msg);
+    kb_result_t *applied = kb_execution_finish(ctx->setup, KB_REASON_EXITED, 0, NULL, NULL);
+    kb_execution_destroy(&ctx->setup);
+    if (applied->error) {
+        char why[600];
+        snprintf(why, sizeof why, "cannot apply the context's cwd/env: %s: %s",
+                 applied->error->name, applied->error->value);
+        kb_result_destroy(&applied);
+        s_on_start_failed(ctx->kernel, why, ctx);
+        return;
+    }
+    kb_result_destroy(&applied);
+    s_on_ready(ctx->kernel, ctx);
+}
+
 static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg)
 {
     kb_context_t *ctx = arg;
+    if (ctx->setup) {
+        if (channel == KB_CHANNEL_SHELL && strcmp(msg->parent_msg_id, ctx->setup_msg_id) == 0)
+            s_on_setup_reply(ctx, msg);
+        return;
+    }
     if (ctx->running && kb_proc_owns_message(ctx->running, msg))
         kb_proc_on_message(ctx->running, channel, msg);
 }
@@ -445,7 +512,10 @@ static void s_handle_create(kb_engine_t *self, kb_request_t *request)
         kb_request_fail(request, err.code, "%s", err.message);
         return;
     }
-    zlistx_add_end(ctx->pending, request);
+    if (ctx->ready)
+        s_answer_json(request, s_context_json(ctx));
+    else
+        zlistx_add_end(ctx->pending, request);
 }
 
 static void s_handle_list(kb_engine_t *self, kb_request_t *request)
@@ -504,7 +574,7 @@ static void s_handle_restart(kb_engine_t *self, kb_request_t *request)
         return;
     kb_kernelspec_t *spec = ctx->kernel ? kb_kernelspec_dup(kb_kernel_spec(ctx->kernel)) : NULL;
     kb_error_t err;
-    if (!spec && !(spec = s_find_spec(self, NULL, ctx->kernel_name, &err))) {
+    if (!spec && !(spec = kb_engine_find_spec(self, NULL, ctx->kernel_name, &err))) {
         kb_request_fail(request, err.code, "%s", err.message);
         return;
     }
@@ -545,9 +615,10 @@ static void s_handle_health(kb_engine_t *self, kb_request_t *request)
     for (ctx = zhashx_first(self->contexts); ctx; ctx = zhashx_next(self->contexts))
         if (!ctx->isolated)
             count++;
-    s_answer_json(request, json_pack("{s:s, s:s, s:s, s:I, s:f}", "status", "ok", "version",
-                                     KB_VERSION, "sandbox_id", self->sandbox_id, "contexts",
-                                     (json_int_t)count, "uptime_s", kb_now() - self->started_at));
+    s_answer_json(request,
+                  json_pack("{s:s, s:s, s:s, s:I, s:f, s:o}", "status", "ok", "version", KB_VERSION,
+                            "sandbox_id", self->sandbox_id, "contexts", (json_int_t)count,
+                            "uptime_s", kb_now() - self->started_at, "pool", kb_pool_json(self)));
 }
 
 void kb_engine_handle(kb_engine_t *self, kb_request_t *request)
@@ -556,12 +627,10 @@ void kb_engine_handle(kb_engine_t *self, kb_request_t *request)
         case KB_REQ_HEALTH:
             s_handle_health(self, request);
             break;
-        case KB_REQ_KERNELSPECS: {
-            kb_kernelspecs_t *specs = s_discover();
-            s_answer_json(request, kb_kernelspecs_to_json(specs));
-            kb_kernelspecs_destroy(&specs);
+        case KB_REQ_KERNELSPECS:
+            self->specs_at_ms = 0; /* always as installed now */
+            s_answer_json(request, kb_kernelspecs_to_json(s_specs(self)));
             break;
-        }
         case KB_REQ_CTX_CREATE:
             s_handle_create(self, request);
             break;
@@ -595,6 +664,7 @@ void kb_engine_handle(kb_engine_t *self, kb_request_t *request)
 void kb_engine_stop_begin(kb_engine_t *self)
 {
     self->stopping = true;
+    kb_pool_stop(self);
     zlistx_t *all = zhashx_values(self->contexts);
     kb_context_t *ctx;
     for (ctx = zlistx_first(all); ctx; ctx = zlistx_next(all)) {
@@ -629,4 +699,5 @@ void kb_engine_destroy_all(kb_engine_t *self)
     while ((kernel = zlistx_detach(self->dying, NULL)))
         kb_kernel_destroy(&kernel);
     kb_proc_destroy_all(self);
+    kb_kernelspecs_destroy(&self->specs);
 }

@@ -23,6 +23,7 @@
 typedef struct kb_engine kb_engine_t;
 typedef struct kb_context kb_context_t;
 typedef struct kb_proc kb_proc_t;
+typedef struct kb_pool_slot kb_pool_slot_t;
 
 typedef enum {
     KB_REQ_HEALTH,
@@ -95,7 +96,9 @@ struct kb_context {
     long long execution_count;
     zlistx_t *queue; /* kb_proc_t * waiting, FIFO */
     kb_proc_t *running;
-    zlistx_t *pending; /* kb_request_t * answered when the kernel is ready */
+    zlistx_t *pending;     /* kb_request_t * answered when the kernel is ready */
+    kb_execution_t *setup; /* applying cwd/env to a kernel taken from the pool */
+    char setup_msg_id[96];
 };
 
 struct kb_engine {
@@ -119,6 +122,10 @@ struct kb_engine {
     zlistx_t *dying;          /* kb_kernel_t * being shut down */
     int stop_timer;
     int64_t stop_deadline_ms;
+    kb_pool_slot_t **pool_slots; /* NULL-terminated, one per configured entry */
+    zlistx_t *pooled;            /* warm kernels (kb_pool.c) */
+    kb_kernelspecs_t *specs;     /* discovered kernelspecs, refreshed when older than 2 s */
+    int64_t specs_at_ms;
 };
 
 /*  Wall clock seconds and ISO 8601 text of it. */
@@ -137,6 +144,27 @@ void kb_context_vanish(kb_context_t *ctx, const char *why);
 json_t *kb_context_identity(kb_context_t *ctx);
 void kb_engine_retire_kernel(kb_engine_t *self, kb_kernel_t *kernel, bool kill_now);
 void kb_engine_remove_context(kb_engine_t *self, kb_context_t *ctx, const char *why);
+
+/*  Kernels: how many run (contexts and pool), the kernelspec for a
+    language or name (a copy; NULL with LANGUAGE_NOT_SUPPORTED listing
+    what is installed), and a launch with the daemon's environment plus the
+    kernelspec's plus env, in cwd. */
+size_t kb_engine_kernel_count(kb_engine_t *self);
+kb_kernelspec_t *kb_engine_find_spec(kb_engine_t *self, const char *language,
+                                     const char *kernel_name, kb_error_t *err);
+kb_kernel_t *kb_engine_launch(kb_engine_t *self, const kb_kernelspec_t *spec, const char *cwd,
+                              const json_t *env, const kb_kernel_callbacks_t *callbacks, void *arg,
+                              kb_error_t *err);
+
+/*  The warm pool (kb_pool.c). */
+int kb_pool_configure(kb_engine_t *self, const char *const *entries, kb_error_t *err);
+void kb_pool_start(kb_engine_t *self);
+/*  A ready pooled kernel of that kernelspec, now the caller's; or NULL. */
+kb_kernel_t *kb_pool_take(kb_engine_t *self, const char *spec_name);
+size_t kb_pool_size(kb_engine_t *self);
+json_t *kb_pool_json(kb_engine_t *self);
+void kb_pool_stop(kb_engine_t *self);
+void kb_pool_destroy(kb_engine_t *self);
 
 /*  Processes (kb_proc.c). */
 kb_proc_t *kb_proc_new(kb_engine_t *engine, kb_context_t *ctx, const kb_run_opts_t *opts,

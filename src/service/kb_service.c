@@ -195,6 +195,7 @@ static void s_engine_actor(zsock_t *pipe, void *arg)
     zloop_poller(engine->loop, &mailbox, s_on_mailbox, self);
     zloop_reader(engine->loop, pipe, s_on_pipe, self);
     zsock_signal(pipe, 0);
+    kb_pool_start(engine);
     zloop_start(engine->loop);
     kb_engine_destroy_all(engine);
     zloop_destroy(&engine->loop);
@@ -292,7 +293,7 @@ kb_service_t *kb_service_new(const kb_service_config_t *config, kb_error_t *err)
     engine->config = *config;
     kb_service_config_t *c = &engine->config;
     c->state_dir = c->sandbox_id = c->transport = c->system_python = NULL;
-    c->kernel_map = NULL;
+    c->kernel_map = c->pool = NULL;
     if (c->interrupt_grace <= 0)
         c->interrupt_grace = 2.0;
     if (c->start_timeout <= 0)
@@ -347,6 +348,8 @@ kb_service_t *kb_service_new(const kb_service_config_t *config, kb_error_t *err)
     engine->dying = zlistx_new();
     engine->stop_timer = -1;
 
+    if (kb_pool_configure(engine, config->pool, err) != 0)
+        goto fail;
     self->eventfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (self->eventfd < 0) {
         kb_error_set(err, KB_ERR_INTERNAL, "eventfd: %s", strerror(errno));
@@ -373,6 +376,7 @@ static void s_engine_free(kb_engine_t *engine)
     zhashx_destroy(&engine->vanished);
     zlistx_destroy(&engine->vanished_order);
     zlistx_destroy(&engine->dying);
+    kb_pool_destroy(engine);
     if (engine->own_state_dir && engine->state_dir)
         rmdir(engine->state_dir);
     if (engine->ipc_dir)

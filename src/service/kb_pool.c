@@ -1,0 +1,275 @@
+/*  kb_pool.c - warm kernels: started and ready before anyone asks, so that
+    creating a context or running isolated code takes a kernel at once.
+
+    The pool holds, per configured entry ("python=2": a language or a
+    kernelspec name, and a count), that many kernels started with the
+    daemon's cwd and environment. A pooled kernel has never run user code
+    and is handed out once. Taking one schedules a refill on the next loop
+    turn, so the request that took it is answered first. A pooled kernel
+    that dies or fails to start is replaced, after a pause that grows with
+    repeated failures. Engine thread only.
+*/
+#include "service/kb_engine.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KB_POOL_RETRY_MS 1000   /* first pause after a failed start */
+#define KB_POOL_RETRY_MAX 30000 /* longest pause */
+
+struct kb_pool_slot {
+    kb_engine_t *engine;
+    char *key; /* language or kernelspec name, as configured */
+    size_t target;
+    unsigned failures; /* starts in a row that failed */
+    int refill_timer;
+};
+
+typedef struct {
+    kb_pool_slot_t *slot;
+    kb_kernel_t *kernel;
+    char *spec_name;
+    bool ready;
+} kb_pooled_t;
+
+static void s_schedule_refill(kb_pool_slot_t *slot, size_t delay_ms);
+
+static void s_pooled_free(kb_pooled_t **pooled_p)
+{
+    kb_pooled_t *pooled = *pooled_p;
+    *pooled_p = NULL;
+    free(pooled->spec_name);
+    free(pooled);
+}
+
+static void s_forget(kb_engine_t *self, kb_pooled_t *pooled)
+{
+    void *handle = zlistx_find(self->pooled, pooled);
+    if (handle)
+        zlistx_detach(self->pooled, handle);
+}
+
+static size_t s_retry_delay(const kb_pool_slot_t *slot)
+{
+    size_t delay = KB_POOL_RETRY_MS;
+    for (unsigned i = 1; i < slot->failures && delay < KB_POOL_RETRY_MAX; i++)
+        delay *= 2;
+    return delay < KB_POOL_RETRY_MAX ? delay : KB_POOL_RETRY_MAX;
+}
+
+static void s_on_ready(kb_kernel_t *kernel, void *arg)
+{
+    kb_pooled_t *pooled = arg;
+    pooled->ready = true;
+    pooled->slot->failures = 0;
+}
+
+static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg)
+{
+    kb_pooled_t *pooled = arg;
+    kb_pool_slot_t *slot = pooled->slot;
+    kb_engine_t *self = slot->engine;
+    zsys_warning("pool %s: a kernel failed to start: %s", slot->key, why);
+    s_forget(self, pooled);
+    kb_engine_retire_kernel(self, pooled->kernel, true);
+    s_pooled_free(&pooled);
+    slot->failures++;
+    s_schedule_refill(slot, s_retry_delay(slot));
+}
+
+static void s_on_exited(kb_kernel_t *kernel, void *arg)
+{
+    kb_pooled_t *pooled = arg;
+    kb_pool_slot_t *slot = pooled->slot;
+    kb_engine_t *self = slot->engine;
+    zsys_info("pool %s: a ready kernel went away (%s); replacing it", slot->key,
+              kb_kernel_exit_text(kernel));
+    s_forget(self, pooled);
+    s_pooled_free(&pooled);
+    kb_kernel_destroy(&kernel); /* allowed: `exited` is the kernel's last call */
+    slot->failures++;
+    s_schedule_refill(slot, slot->failures > 1 ? s_retry_delay(slot) : 1);
+}
+
+static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg)
+{
+    /* nothing runs on a pooled kernel */
+}
+
+static const kb_kernel_callbacks_t s_pooled_callbacks = {
+    .ready = s_on_ready,
+    .start_failed = s_on_start_failed,
+    .message = s_on_message,
+    .exited = s_on_exited,
+};
+
+static size_t s_count(kb_engine_t *self, const kb_pool_slot_t *slot, bool ready_only)
+{
+    size_t count = 0;
+    for (kb_pooled_t *p = zlistx_first(self->pooled); p; p = zlistx_next(self->pooled))
+        if (p->slot == slot && (!ready_only || p->ready))
+            count++;
+    return count;
+}
+
+size_t kb_pool_size(kb_engine_t *self)
+{
+    return self->pooled ? zlistx_size(self->pooled) : 0;
+}
+
+/*  Start kernels until the slot has its count, within max_contexts. */
+static void s_fill(kb_pool_slot_t *slot)
+{
+    kb_engine_t *self = slot->engine;
+    if (self->stopping)
+        return;
+    while (s_count(self, slot, false) < slot->target
+           && kb_engine_kernel_count(self) < self->config.max_contexts) {
+        kb_error_t err;
+        kb_kernelspec_t *spec = kb_engine_find_spec(self, slot->key, NULL, &err);
+        if (!spec) {
+            /* maybe it is a kernelspec name rather than a language */
+            spec = kb_engine_find_spec(self, NULL, slot->key, &err);
+            if (!spec) {
+                zsys_warning("pool %s: %s", slot->key, err.message);
+                slot->failures++;
+                s_schedule_refill(slot, s_retry_delay(slot));
+                return;
+            }
+        }
+        kb_pooled_t *pooled = calloc(1, sizeof *pooled);
+        pooled->slot = slot;
+        pooled->spec_name = strdup(spec->name);
+        pooled->kernel
+            = kb_engine_launch(self, spec, NULL, NULL, &s_pooled_callbacks, pooled, &err);
+        kb_kernelspec_destroy(&spec);
+        if (!pooled->kernel) {
+            zsys_warning("pool %s: %s", slot->key, err.message);
+            s_pooled_free(&pooled);
+            slot->failures++;
+            s_schedule_refill(slot, s_retry_delay(slot));
+            return;
+        }
+        zlistx_add_end(self->pooled, pooled);
+    }
+}
+
+static int s_on_refill(zloop_t *loop, int timer_id, void *arg)
+{
+    kb_pool_slot_t *slot = arg;
+    slot->refill_timer = -1;
+    s_fill(slot);
+    return 0;
+}
+
+static void s_schedule_refill(kb_pool_slot_t *slot, size_t delay_ms)
+{
+    if (slot->refill_timer >= 0 || slot->engine->stopping)
+        return;
+    slot->refill_timer = zloop_timer(slot->engine->loop, delay_ms, 1, s_on_refill, slot);
+}
+
+int kb_pool_configure(kb_engine_t *self, const char *const *entries, kb_error_t *err)
+{
+    size_t count = 0;
+    while (entries && entries[count])
+        count++;
+    self->pool_slots = calloc(count + 1, sizeof(kb_pool_slot_t *));
+    self->pooled = zlistx_new();
+    for (size_t i = 0; i < count; i++) {
+        const char *entry = entries[i];
+        const char *eq = strchr(entry, '=');
+        char *end = NULL;
+        long target = eq ? strtol(eq + 1, &end, 10) : -1;
+        if (!eq || eq == entry || !end || *end || end == eq + 1 || target < 0 || target > 64)
+            return kb_error_set(err, KB_ERR_BAD_REQUEST,
+                                "pool entry '%s' must be LANGUAGE=COUNT with a count of 0-64",
+                                entry);
+        kb_pool_slot_t *slot = calloc(1, sizeof *slot);
+        slot->engine = self;
+        slot->key = strndup(entry, (size_t)(eq - entry));
+        for (char *p = slot->key; *p; p++)
+            *p = (char)tolower((unsigned char)*p);
+        slot->target = (size_t)target;
+        slot->refill_timer = -1;
+        self->pool_slots[i] = slot;
+    }
+    return 0;
+}
+
+void kb_pool_start(kb_engine_t *self)
+{
+    for (size_t i = 0; self->pool_slots && self->pool_slots[i]; i++)
+        s_fill(self->pool_slots[i]);
+}
+
+kb_kernel_t *kb_pool_take(kb_engine_t *self, const char *spec_name)
+{
+    if (!self->pooled)
+        return NULL;
+    for (kb_pooled_t *p = zlistx_first(self->pooled); p; p = zlistx_next(self->pooled)) {
+        if (!p->ready || strcmp(p->spec_name, spec_name) != 0)
+            continue;
+        if (kb_kernel_state(p->kernel) != KB_KERNEL_IDLE)
+            continue;
+        kb_kernel_t *kernel = p->kernel;
+        kb_pool_slot_t *slot = p->slot;
+        zlistx_detach_cur(self->pooled);
+        s_pooled_free(&p);
+        s_schedule_refill(slot, 1); /* after the request that took it is answered */
+        return kernel;
+    }
+    return NULL;
+}
+
+json_t *kb_pool_json(kb_engine_t *self)
+{
+    json_t *pool = json_object();
+    for (size_t i = 0; self->pool_slots && self->pool_slots[i]; i++) {
+        kb_pool_slot_t *slot = self->pool_slots[i];
+        json_t *pids = json_array();
+        const char *spec_name = NULL;
+        for (kb_pooled_t *p = zlistx_first(self->pooled); p; p = zlistx_next(self->pooled))
+            if (p->slot == slot) {
+                spec_name = p->spec_name;
+                if (p->ready)
+                    json_array_append_new(pids, json_integer(kb_kernel_pid(p->kernel)));
+            }
+        size_t all = s_count(self, slot, false);
+        size_t ready = s_count(self, slot, true);
+        json_object_set_new(pool, slot->key,
+                            json_pack("{s:I, s:I, s:I, s:o, s:o, s:I}", "target",
+                                      (json_int_t)slot->target, "ready", (json_int_t)ready,
+                                      "starting", (json_int_t)(all - ready), "kernel_name",
+                                      spec_name ? json_string(spec_name) : json_null(),
+                                      "ready_pids", pids, "failures", (json_int_t)slot->failures));
+    }
+    return pool;
+}
+
+void kb_pool_stop(kb_engine_t *self)
+{
+    for (size_t i = 0; self->pool_slots && self->pool_slots[i]; i++) {
+        kb_pool_slot_t *slot = self->pool_slots[i];
+        if (slot->refill_timer >= 0)
+            zloop_timer_end(self->loop, slot->refill_timer);
+        slot->refill_timer = -1;
+    }
+    kb_pooled_t *pooled;
+    while (self->pooled && (pooled = zlistx_detach(self->pooled, NULL))) {
+        kb_engine_retire_kernel(self, pooled->kernel, !pooled->ready);
+        s_pooled_free(&pooled);
+    }
+}
+
+void kb_pool_destroy(kb_engine_t *self)
+{
+    for (size_t i = 0; self->pool_slots && self->pool_slots[i]; i++) {
+        free(self->pool_slots[i]->key);
+        free(self->pool_slots[i]);
+    }
+    free(self->pool_slots);
+    self->pool_slots = NULL;
+    zlistx_destroy(&self->pooled);
+}
