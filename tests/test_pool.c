@@ -3,6 +3,7 @@
     being drained, replaces a pooled kernel killed from outside, applies a
     context's cwd through the adapter, and leaves nothing behind. */
 #include <czmq.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -217,10 +218,87 @@ static void test_context_cwd_through_adapter(void)
     json_decref(before);
 }
 
+typedef struct {
+    const char *kernel;
+    double done_at;
+    bool ok;
+} kb_slow_create_t;
+
+static void *s_create_thread(void *arg)
+{
+    kb_slow_create_t *job = arg;
+    kb_context_opts_t opts = { .kernel_name = job->kernel };
+    kb_error_t err;
+    json_t *ctx = kb_service_context_create(service, &opts, &err);
+    job->done_at = kb_test_now();
+    job->ok = ctx != NULL;
+    if (!ctx)
+        fprintf(stderr, "create %s: %s\n", job->kernel, err.message);
+    if (ctx)
+        kb_service_context_delete(service, json_string_value(json_object_get(ctx, "context_id")),
+                                  &err);
+    json_decref(ctx);
+    return NULL;
+}
+
+/*  Two cold starts of a kernel that takes 3 s to start go on at once, and
+    while they start, runs on another context go on too. */
+static void test_slow_starts_block_nothing(void)
+{
+    kb_error_t err;
+    json_t *ctx = s_create(NULL, &err);
+    const char *id = json_string_value(json_object_get(ctx, "context_id"));
+    double start = kb_test_now();
+    kb_slow_create_t jobs[2] = { { .kernel = "slow-python" }, { .kernel = "slow-python" } };
+    pthread_t threads[2];
+    for (int i = 0; i < 2; i++)
+        pthread_create(&threads[i], NULL, s_create_thread, &jobs[i]);
+    usleep(300000);
+    int runs = 0;
+    double last_run_at = 0;
+    for (; runs < 5; runs++) {
+        kb_result_t *r = s_run(id, "6*7");
+        CHECK(r->outputs_len == 1);
+        kb_result_destroy(&r);
+        last_run_at = kb_test_now();
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(threads[i], NULL);
+    CHECK(jobs[0].ok && jobs[1].ok);
+    /*  The runs finished while both kernels were still starting... */
+    CHECK(last_run_at < jobs[0].done_at && last_run_at < jobs[1].done_at);
+    /*  ...and the two starts overlapped: both done before two starts in a row. */
+    double slowest = jobs[0].done_at > jobs[1].done_at ? jobs[0].done_at : jobs[1].done_at;
+    fprintf(stderr, "two 3 s starts took %.2f s together\n", slowest - start);
+    CHECK(slowest - start < 6.0);
+    kb_service_context_delete(service, id, &err);
+    json_decref(ctx);
+}
+
+/*  A kernelspec that sleeps 3 s, then starts ipykernel; a language of its
+    own, so that python still means ipykernel. */
+static void s_write_slow_kernelspec(const char *jupyter_dir)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/kernels/slow-python", jupyter_dir);
+    char command[700];
+    snprintf(command, sizeof command, "mkdir -p '%s'", path);
+    CHECK(system(command) == 0);
+    strncat(path, "/kernel.json", sizeof path - strlen(path) - 1);
+    FILE *file = fopen(path, "w");
+    fprintf(file, "{\"argv\": [\"/bin/sh\", \"-c\", \"sleep 3; exec /usr/bin/python3 -m "
+                  "ipykernel_launcher -f \\\"$0\\\"\", \"{connection_file}\"], "
+                  "\"display_name\": \"Slow Python\", \"language\": \"slow\"}\n");
+    fclose(file);
+}
+
 int main(void)
 {
     char *tmp = kb_test_tmpdir();
     char *state = zsys_sprintf("%s/state", tmp);
+    char *jupyter = zsys_sprintf("%s/jupyter", tmp);
+    s_write_slow_kernelspec(jupyter);
+    setenv("JUPYTER_PATH", jupyter, 1);
     const char *pool[] = { "python=2", NULL };
     kb_service_config_t config = { .state_dir = state, .pool = pool };
     kb_error_t err;
@@ -234,6 +312,7 @@ int main(void)
     RUN_TEST(test_killed_pooled_kernel_is_replaced);
     RUN_TEST(test_isolated_runs_use_the_pool);
     RUN_TEST(test_context_cwd_through_adapter);
+    RUN_TEST(test_slow_starts_block_nothing);
     json_t *entry = s_pool();
     json_t *pids = json_deep_copy(json_object_get(entry, "ready_pids"));
     json_decref(entry);
@@ -252,5 +331,6 @@ int main(void)
     kb_test_rmtree(tmp);
     free(tmp);
     zstr_free(&state);
+    zstr_free(&jupyter);
     return kb_test_summary();
 }
