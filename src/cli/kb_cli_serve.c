@@ -52,7 +52,9 @@ static const char usage[]
       "  --max-processes N         finished run records kept [KB_MAX_PROCESSES, default 1000]\n"
       "  --max-process-bytes BYTES their logs kept [KB_MAX_PROCESS_BYTES, default 256M]\n"
       "  --max-connections N       concurrent HTTP connections [KB_MAX_CONNECTIONS, 256]\n"
-      "  --sse-keepalive S         comment line on idle event streams [KB_SSE_KEEPALIVE, 15]\n"
+      "  --connection-timeout S    close connections idle this long [KB_CONNECTION_TIMEOUT, 60]\n"
+      "  --sse-keepalive S         comment line on idle event streams, at most half the\n"
+      "                            connection timeout [KB_SSE_KEEPALIVE, 15]\n"
       "  --log-format text|json    request log on stderr [KB_LOG_FORMAT, default text]\n"
       "  --port-file FILE          write the bound port there once listening, remove it at\n"
       "                            exit [KB_PORT_FILE]\n"
@@ -235,6 +237,7 @@ enum {
     OPT_MAX_PROCESSES,
     OPT_MAX_PROCESS_BYTES,
     OPT_MAX_CONNECTIONS,
+    OPT_CONNECTION_TIMEOUT,
     OPT_SSE_KEEPALIVE,
     OPT_LOG_FORMAT,
     OPT_PORT_FILE,
@@ -258,6 +261,7 @@ static const struct option long_options[] = {
     { "max-processes", required_argument, NULL, OPT_MAX_PROCESSES },
     { "max-process-bytes", required_argument, NULL, OPT_MAX_PROCESS_BYTES },
     { "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
+    { "connection-timeout", required_argument, NULL, OPT_CONNECTION_TIMEOUT },
     { "sse-keepalive", required_argument, NULL, OPT_SSE_KEEPALIVE },
     { "log-format", required_argument, NULL, OPT_LOG_FORMAT },
     { "port-file", required_argument, NULL, OPT_PORT_FILE },
@@ -285,6 +289,7 @@ static const struct {
     { OPT_MAX_PROCESSES, "KB_MAX_PROCESSES" },
     { OPT_MAX_PROCESS_BYTES, "KB_MAX_PROCESS_BYTES" },
     { OPT_MAX_CONNECTIONS, "KB_MAX_CONNECTIONS" },
+    { OPT_CONNECTION_TIMEOUT, "KB_CONNECTION_TIMEOUT" },
     { OPT_SSE_KEEPALIVE, "KB_SSE_KEEPALIVE" },
     { OPT_LOG_FORMAT, "KB_LOG_FORMAT" },
     { OPT_PORT_FILE, "KB_PORT_FILE" },
@@ -337,6 +342,11 @@ static int apply(serve_opts_t *o, int opt, const char *value, char *listen_buf, 
             if (parse_count("--max-connections", value, &n) < 0 || n > 65536)
                 return bad_value("--max-connections", value, "at most 65536");
             o->server.max_connections = (unsigned)n;
+            return 0;
+        case OPT_CONNECTION_TIMEOUT:
+            if (parse_count("--connection-timeout", value, &n) < 0 || n == 0 || n > 86400)
+                return bad_value("--connection-timeout", value, "1 to 86400 seconds");
+            o->server.connection_timeout = (unsigned)n;
             return 0;
         case OPT_SSE_KEEPALIVE:
             if (parse_seconds("--sse-keepalive", value, &s) < 0 || s > 3600)

@@ -321,6 +321,11 @@ kb_server_t *kb_server_new(kb_service_t *service, const kb_server_config_t *conf
         = config->max_connections ? config->max_connections : KB_DEFAULT_MAX_CONNECTIONS;
     unsigned timeout
         = config->connection_timeout ? config->connection_timeout : KB_DEFAULT_CONNECTION_TIMEOUT;
+    /* libmicrohttpd counts a stream reader's wait for the next event as
+       idle time: a stream must write (a keep-alive comment at worst) well
+       within the connection timeout, or it is cut before its last event. */
+    if (self->sse_keepalive_ms > timeout * 500u)
+        self->sse_keepalive_ms = timeout * 500u;
     errno = 0;
     self->daemon = MHD_start_daemon(
         flags, (uint16_t)config->port, NULL, NULL, on_access, self,

@@ -246,3 +246,25 @@ def test_code_with_env_of_kernel_has_no_kb_secrets(daemon_factory):
 def test_workdir_of_daemon_is_default_cwd(daemon_factory, tmp_path):
     d = daemon_factory(workdir=str(tmp_path))
     assert d.run("import os; print(os.getcwd())")["logs"]["stdout"].strip() == str(tmp_path)
+
+
+def test_streams_outlive_the_connection_timeout(daemon_factory):
+    """An idle stream is kept open by comments even when the idle-connection
+    timeout is shorter than the run (and than the asked keep-alive)."""
+    d = daemon_factory("--connection-timeout", "1", "--sse-keepalive", "10")
+    stream = d.run_stream("import time; print('a', flush=True); time.sleep(2.5); 'late'")
+    try:
+        events = stream.events()
+        pid = next(events).data["process_id"]
+        follow = d.stream("GET", "/processes/%s/logs?follow=true" % pid)
+        try:
+            followed = list(follow.events())
+        finally:
+            follow.close()
+        rest = list(events)
+    finally:
+        stream.close()
+    assert rest[-1].event == "result", rest
+    assert rest[-1].data["results"][0]["text"] == "'late'"
+    assert followed[-1].event == "eof", followed
+    assert [e.data["data"] for e in followed if e.event == "log"] == ["a\n"]
