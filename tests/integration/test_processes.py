@@ -189,3 +189,14 @@ def test_client_disconnect_then_signal(daemon):
     r = daemon.post("/processes/%s/signals" % pid, {"signal": "SIGKILL"})
     assert r.status == 202
     assert daemon.run("survivor", context_id=cid)["results"][0]["text"] == "1"
+
+
+def test_wait_with_huge_timeout_waits(daemon):
+    stream, events, pid = start_run(daemon, "import time; time.sleep(1)")
+    try:
+        waited = daemon.ok("GET", "/processes/%s/wait?timeout=1e300" % pid)
+        assert waited["state"] == "terminal", waited
+        assert waited["reason"] == "exited"
+        list(events)
+    finally:
+        stream.close()

@@ -268,3 +268,10 @@ def test_streams_outlive_the_connection_timeout(daemon_factory):
     assert rest[-1].data["results"][0]["text"] == "'late'"
     assert followed[-1].event == "eof", followed
     assert [e.data["data"] for e in followed if e.event == "log"] == ["a\n"]
+
+
+def test_huge_timeout_is_a_budget_not_an_overflow(shared_daemon):
+    for timeout in (1e6, 1e12, 1e300):
+        result = shared_daemon.run("1 + 1", timeout=timeout)
+        assert result["process"]["reason"] == "exited", (timeout, result["process"])
+        assert result["results"][0]["text"] == "2"
