@@ -275,3 +275,33 @@ def test_huge_timeout_is_a_budget_not_an_overflow(shared_daemon):
         result = shared_daemon.run("1 + 1", timeout=timeout)
         assert result["process"]["reason"] == "exited", (timeout, result["process"])
         assert result["results"][0]["text"] == "2"
+
+
+def test_sse_display_update_and_clear_output(shared_daemon):
+    code = (
+        "from IPython.display import display, clear_output, JSON\n"
+        "print('gone', flush=True)\n"
+        "clear_output()\n"
+        "h = display('first', display_id='upd')\n"
+        "h.update('second')\n"
+        "display(JSON({'k': [1, 2]}))\n"
+    )
+    stream = shared_daemon.run_stream(code)
+    try:
+        events = list(stream.events())
+    finally:
+        stream.close()
+    names = [e.event for e in events]
+    assert names[0] == "start" and names[-1] == "result", names
+    for name in ("stdout", "clear_output", "display", "display_update"):
+        assert name in names, names
+    assert names.index("stdout") < names.index("clear_output") < names.index("display") \
+        < names.index("display_update")
+    assert next(e for e in events if e.event == "clear_output").data["wait"] is False
+    update = next(e for e in events if e.event == "display_update").data
+    assert update["display_id"] == "upd" and update["data"]["text/plain"] == "'second'"
+    result = events[-1].data
+    assert result["logs"]["stdout"] == ""  # cleared
+    assert [r["text"] for r in result["results"]][0] == "'second'"
+    assert result["results"][0]["display_id"] == "upd"
+    assert result["results"][1]["json"] == {"k": [1, 2]}
