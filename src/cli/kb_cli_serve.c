@@ -493,7 +493,6 @@ int kb_cli_serve(int argc, char **argv)
             fputs(usage, stderr);
             goto done;
         }
-        /* Only the environment's lists are read lazily, below. */
     }
     if (optind < argc) {
         fprintf(stderr, "kernelbridge serve: unexpected argument '%s'\n", argv[optind]);
@@ -561,7 +560,7 @@ int kb_cli_serve(int argc, char **argv)
     int signal_number = 0;
     while (sigwait(&stop_signals, &signal_number) != 0)
         ;
-    kb_server_log(format, "info", "stopping on %s", strsignal(signal_number));
+    kb_server_log(format, "info", "stopping on SIG%s", sigabbrev_np(signal_number));
     /* Reverse order: no new requests, then end runs (their clients still
        get the sandbox_stopped result), then close connections. */
     kb_server_drain(server);
