@@ -2,10 +2,13 @@
 default, non-loopback refused without a token."""
 
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
 from pathlib import Path
+
+import pytest
 
 from conftest import BINARY, error_of, wait_until
 
@@ -53,23 +56,39 @@ def test_token_from_environment_is_hidden_from_kernels(daemon_factory):
     assert out["logs"]["stdout"].strip() == "False", out
 
 
-def _serve(args, env_extra=None, timeout=30):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-    env.update(env_extra or {})
-    tmp = tempfile.mkdtemp(prefix="kbit-", dir="/tmp")
-    argv = [BINARY, "serve", "--state-dir", tmp + "/s", "--port-file", tmp + "/port", *args]
-    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE), Path(tmp)
+@pytest.fixture
+def serve():
+    """Start `kernelbridge serve ARGS` with a private dir; returns (proc, dir)."""
+    dirs = []
+
+    def start(args):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+        tmp = tempfile.mkdtemp(prefix="kbit-", dir="/tmp")
+        dirs.append(tmp)
+        argv = [BINARY, "serve", "--state-dir", tmp + "/s", "--port-file", tmp + "/port", *args]
+        proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        procs.append(proc)
+        return proc, Path(tmp)
+
+    procs = []
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+    for tmp in dirs:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
-def test_non_loopback_without_token_is_refused():
-    proc, _ = _serve(["--listen", "0.0.0.0:0"])
+def test_non_loopback_without_token_is_refused(serve):
+    proc, _ = serve(["--listen", "0.0.0.0:0"])
     out, err = proc.communicate(timeout=30)
     assert proc.returncode == 2, (out, err)
     assert b"token" in err, err
 
 
-def test_non_loopback_with_insecure_starts():
-    proc, tmp = _serve(["--listen", "0.0.0.0:0", "--insecure"])
+def test_non_loopback_with_insecure_starts(serve):
+    proc, tmp = serve(["--listen", "0.0.0.0:0", "--insecure"])
     try:
         assert wait_until(lambda: (tmp / "port").exists(), 30), proc.stderr.read1()
     finally:
@@ -78,11 +97,11 @@ def test_non_loopback_with_insecure_starts():
     assert proc.returncode == 0
 
 
-def test_non_loopback_with_token_starts(tmp_path):
+def test_non_loopback_with_token_starts(serve, tmp_path):
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
     token_file.chmod(0o600)
-    proc, tmp = _serve(["--listen", "0.0.0.0:0", "--token-file", str(token_file)])
+    proc, tmp = serve(["--listen", "0.0.0.0:0", "--token-file", str(token_file)])
     try:
         assert wait_until(lambda: (tmp / "port").exists(), 30)
     finally:
@@ -91,21 +110,21 @@ def test_non_loopback_with_token_starts(tmp_path):
     assert proc.returncode == 0
 
 
-def test_unreadable_or_empty_token_file_is_refused(tmp_path):
-    proc, _ = _serve(["--token-file", str(tmp_path / "missing")])
+def test_unreadable_or_empty_token_file_is_refused(serve, tmp_path):
+    proc, _ = serve(["--token-file", str(tmp_path / "missing")])
     proc.communicate(timeout=30)
     assert proc.returncode == 2
     empty = tmp_path / "empty"
     empty.write_text("\n")
-    proc, _ = _serve(["--token-file", str(empty)])
+    proc, _ = serve(["--token-file", str(empty)])
     proc.communicate(timeout=30)
     assert proc.returncode == 2
 
 
-def test_default_listen_is_loopback():
+def test_default_listen_is_loopback(serve):
     """Without --listen the daemon binds 127.0.0.1:8899 (if that port is
     free here); it never binds a public address by default."""
-    proc, tmp = _serve([])
+    proc, tmp = serve([])
     try:
         started = wait_until(lambda: (tmp / "port").exists() or proc.poll() is not None, 30)
         assert started
