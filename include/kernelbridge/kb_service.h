@@ -59,6 +59,12 @@ kb_service_t *kb_service_new(const kb_service_config_t *config, kb_error_t *err)
     wait) and reaped, its files are removed. Safe on NULL; sets *self_p NULL. */
 void kb_service_destroy(kb_service_t **self_p);
 
+/*  Stop the service without freeing it: runs still going end as
+    sandbox_stopped, kernels are shut down and reaped, every call waiting
+    is answered, and later calls fail with UNAVAILABLE at once. Streams
+    already handed out stay readable. Idempotent. */
+void kb_service_stop(kb_service_t *self);
+
 /*  The sandbox id of this service. Borrowed, valid until destroy. */
 const char *kb_service_sandbox_id(kb_service_t *self);
 
@@ -87,6 +93,12 @@ typedef struct {
     ...). Caller owns. */
 json_t *kb_service_context_create(kb_service_t *self, const kb_context_opts_t *opts,
                                   kb_error_t *err);
+
+/*  The default context of opts->language (or opts->kernel_name), started
+    if it is not running yet; waits until its kernel is ready. Other fields
+    of opts are ignored. Returns the context object. Caller owns. */
+json_t *kb_service_context_default(kb_service_t *self, const kb_context_opts_t *opts,
+                                   kb_error_t *err);
 
 /*  The context object, or NULL with SESSION_NOT_FOUND (whose message says
     when and why a vanished context went). Caller owns. */

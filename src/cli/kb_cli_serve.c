@@ -42,6 +42,9 @@ static const char usage[]
       "                            [KB_KERNELS=\"python=xpython,r=ir\"]\n"
       "  --preload LANG            start LANG's default context before serving; repeatable\n"
       "                            [KB_PRELOAD=\"python,r\"]\n"
+      "  --pool LANG=N             keep N kernels of LANG started and ready for new contexts\n"
+      "                            and isolated runs; repeatable; N=0 for none\n"
+      "                            [KB_POOL=\"python=2,r=1\", default python=1]\n"
       "  --transport ipc|tcp       how kernels are reached [KB_TRANSPORT, default ipc]\n"
       "  --default-timeout S       timeout of runs that give none [KB_DEFAULT_TIMEOUT, 0: none]\n"
       "  --interrupt-grace S       from interrupt to kill at timeout [KB_INTERRUPT_GRACE, 2]\n"
@@ -75,6 +78,8 @@ typedef struct {
     bool insecure;
     char **kernels; /* NULL-terminated; owned array, items owned */
     size_t kernels_len;
+    char **pool; /* idem */
+    size_t pool_len;
     char **preload; /* idem */
     size_t preload_len;
     kb_service_config_t service;
@@ -226,6 +231,7 @@ enum {
     OPT_STATE_DIR,
     OPT_SANDBOX_ID,
     OPT_KERNEL,
+    OPT_POOL,
     OPT_PRELOAD,
     OPT_TRANSPORT,
     OPT_DEFAULT_TIMEOUT,
@@ -250,6 +256,7 @@ static const struct option long_options[] = {
     { "state-dir", required_argument, NULL, OPT_STATE_DIR },
     { "sandbox-id", required_argument, NULL, OPT_SANDBOX_ID },
     { "kernel", required_argument, NULL, OPT_KERNEL },
+    { "pool", required_argument, NULL, OPT_POOL },
     { "preload", required_argument, NULL, OPT_PRELOAD },
     { "transport", required_argument, NULL, OPT_TRANSPORT },
     { "default-timeout", required_argument, NULL, OPT_DEFAULT_TIMEOUT },
@@ -410,22 +417,19 @@ static char *read_token(const char *path, bool *failed)
     return token;
 }
 
-/*  Start the default context of language by running no code on it; the
-    run's record is then forgotten, so preloading leaves no trace. */
+/*  Start the default context of language and wait until it is ready. */
 static int preload(kb_service_t *service, const char *language, kb_log_format_t format)
 {
     kb_error_t err = { KB_OK, "" };
-    kb_run_opts_t opts = { .code = "", .language = language };
-    kb_result_t *result = kb_service_run(service, &opts, NULL, NULL, &err);
-    if (!result) {
+    kb_context_opts_t opts = { .language = language };
+    json_t *ctx = kb_service_context_default(service, &opts, &err);
+    if (!ctx) {
         kb_server_log(format, "error", "cannot preload %s: %s: %s", language,
                       kb_code_name(err.code), err.message);
         return -1;
     }
-    if (result->process_id)
-        kb_service_process_delete(service, result->process_id, NULL);
+    json_decref(ctx);
     kb_server_log(format, "info", "preloaded the default %s context", language);
-    kb_result_destroy(&result);
     return 0;
 }
 
@@ -467,7 +471,7 @@ int kb_cli_serve(int argc, char **argv)
     if (insecure && (strcmp(insecure, "1") == 0 || strcasecmp(insecure, "true") == 0))
         o.insecure = true;
 
-    bool kernels_from_flags = false, preload_from_flags = false;
+    bool kernels_from_flags = false, preload_from_flags = false, pool_from_flags = false;
     optind = 1;
     int opt;
     while ((opt = getopt_long(argc, argv, "h", long_options, NULL)) != -1) {
@@ -475,6 +479,14 @@ int kb_cli_serve(int argc, char **argv)
             fputs(usage, stdout);
             status = 0;
             goto done;
+        }
+        if (opt == OPT_POOL) {
+            if (!pool_from_flags)
+                list_free(&o.pool, &o.pool_len);
+            pool_from_flags = true;
+            if (list_add(&o.pool, &o.pool_len, optarg, strlen(optarg)))
+                goto done;
+            continue;
         }
         if (opt == OPT_KERNEL || opt == OPT_PRELOAD) {
             bool kernel = opt == OPT_KERNEL;
@@ -501,9 +513,14 @@ int kb_cli_serve(int argc, char **argv)
     }
     if ((!kernels_from_flags && list_from_env("KB_KERNELS", &o.kernels, &o.kernels_len) < 0)
         || (!preload_from_flags && list_from_env("KB_PRELOAD", &o.preload, &o.preload_len) < 0)
+        || (!pool_from_flags && list_from_env("KB_POOL", &o.pool, &o.pool_len) < 0)
         || check_kernel_map(o.kernels) < 0)
         goto done;
+    if (!o.pool_len && !pool_from_flags && !getenv("KB_POOL")
+        && list_add(&o.pool, &o.pool_len, "python=1", 8))
+        goto done;
     o.service.kernel_map = (const char *const *)o.kernels;
+    o.service.pool = (const char *const *)o.pool;
     kb_log_format_t format = o.server.log_format;
 
     bool token_failed;
@@ -564,8 +581,9 @@ int kb_cli_serve(int argc, char **argv)
     /* Reverse order: no new requests, then end runs (their clients still
        get the sandbox_stopped result), then close connections. */
     kb_server_drain(server);
-    kb_service_destroy(&service);
+    kb_service_stop(service);
     kb_server_destroy(&server);
+    kb_service_destroy(&service);
     kb_server_log(format, "info", "stopped");
     status = 0;
 done:
@@ -579,5 +597,6 @@ done:
     }
     list_free(&o.kernels, &o.kernels_len);
     list_free(&o.preload, &o.preload_len);
+    list_free(&o.pool, &o.pool_len);
     return status;
 }

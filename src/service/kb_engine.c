@@ -286,14 +286,18 @@ static kb_context_t *s_context_new(kb_engine_t *self, const char *id, const char
                                    const char *kernel_name, const char *cwd, json_t *env,
                                    bool is_default, bool isolated, kb_error_t *err)
 {
-    if (kb_engine_kernel_count(self) >= self->config.max_contexts && !kb_pool_size(self)) {
-        kb_error_set(err, KB_ERR_TOO_MANY_CONTEXTS, "%zu contexts are running, the limit",
-                     kb_engine_kernel_count(self));
-        return NULL;
-    }
     kb_kernelspec_t *spec = kb_engine_find_spec(self, language, kernel_name, err);
     if (!spec)
         return NULL;
+    /*  At the limit, a pooled kernel makes room: taken if it fits, else
+        given up for this one. */
+    if (kb_engine_kernel_count(self) >= self->config.max_contexts && !kb_pool_has(self, spec->name)
+        && !kb_pool_evict(self)) {
+        kb_error_set(err, KB_ERR_TOO_MANY_CONTEXTS, "%zu kernels are running, the limit",
+                     kb_engine_kernel_count(self));
+        kb_kernelspec_destroy(&spec);
+        return NULL;
+    }
     kb_context_t *ctx = calloc(1, sizeof *ctx);
     ctx->engine = self;
     ctx->id = strdup(id);
@@ -333,6 +337,7 @@ void kb_engine_remove_context(kb_engine_t *self, kb_context_t *ctx, const char *
         kb_engine_retire_kernel(self, ctx->kernel, true);
     ctx->kernel = NULL;
     s_context_free(&ctx);
+    kb_pool_poke(self);
 }
 
 void kb_context_vanish(kb_context_t *ctx, const char *why)
@@ -440,6 +445,22 @@ void kb_context_pump(kb_context_t *ctx)
 
 /*  The context a run goes to, created when it is a default or isolated
     one; NULL after failing the request. */
+/*  The default context of a language (or kernelspec), started if it is not
+    there; NULL with err set. */
+static kb_context_t *s_default_context(kb_engine_t *self, const char *language,
+                                       const char *kernel_name, kb_error_t *err)
+{
+    char *lower = s_lower(kernel_name ? kernel_name : language);
+    char *id = zsys_sprintf("default-%s", lower);
+    kb_context_t *ctx = zhashx_lookup(self->contexts, id);
+    if (!ctx)
+        ctx = s_context_new(self, id, kernel_name ? NULL : lower, kernel_name, NULL, NULL, true,
+                            false, err);
+    free(id);
+    free(lower);
+    return ctx;
+}
+
 kb_context_t *kb_engine_context_for_run(kb_engine_t *self, kb_request_t *request)
 {
     const kb_run_opts_t *opts = request->run_opts;
@@ -457,17 +478,10 @@ kb_context_t *kb_engine_context_for_run(kb_engine_t *self, kb_request_t *request
             kb_request_fail(request, err.code, "%s", err.message);
         return ctx;
     }
-    char *lower = s_lower(opts->kernel_name ? opts->kernel_name : language);
-    char *id = zsys_sprintf("default-%s", lower);
-    kb_context_t *ctx = zhashx_lookup(self->contexts, id);
-    if (!ctx) {
-        ctx = s_context_new(self, id, opts->kernel_name ? NULL : lower, opts->kernel_name, NULL,
-                            NULL, true, false, &err);
-        if (!ctx)
-            kb_request_fail(request, err.code, "%s", err.message);
-    }
-    free(id);
-    free(lower);
+    kb_context_t *ctx
+        = s_default_context(self, opts->kernel_name ? NULL : language, opts->kernel_name, &err);
+    if (!ctx)
+        kb_request_fail(request, err.code, "%s", err.message);
     return ctx;
 }
 
@@ -634,6 +648,23 @@ void kb_engine_handle(kb_engine_t *self, kb_request_t *request)
         case KB_REQ_CTX_CREATE:
             s_handle_create(self, request);
             break;
+        case KB_REQ_CTX_DEFAULT: {
+            const kb_context_opts_t *opts = request->context_opts;
+            kb_error_t err;
+            kb_context_t *ctx
+                = opts && (opts->language || opts->kernel_name) ? s_default_context(
+                      self, opts->kernel_name ? NULL : opts->language, opts->kernel_name, &err)
+                                                                : NULL;
+            if (!opts || (!opts->language && !opts->kernel_name))
+                kb_request_fail(request, KB_ERR_BAD_REQUEST, "language or kernel_name is required");
+            else if (!ctx)
+                kb_request_fail(request, err.code, "%s", err.message);
+            else if (ctx->ready)
+                s_answer_json(request, s_context_json(ctx));
+            else
+                zlistx_add_end(ctx->pending, request);
+            break;
+        }
         case KB_REQ_CTX_GET: {
             kb_context_t *ctx = s_lookup(self, request->id, request);
             if (ctx)

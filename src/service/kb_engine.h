@@ -29,6 +29,7 @@ typedef enum {
     KB_REQ_HEALTH,
     KB_REQ_KERNELSPECS,
     KB_REQ_CTX_CREATE,
+    KB_REQ_CTX_DEFAULT,
     KB_REQ_CTX_GET,
     KB_REQ_CTX_LIST,
     KB_REQ_CTX_DELETE,
@@ -162,6 +163,12 @@ void kb_pool_start(kb_engine_t *self);
 /*  A ready pooled kernel of that kernelspec, now the caller's; or NULL. */
 kb_kernel_t *kb_pool_take(kb_engine_t *self, const char *spec_name);
 size_t kb_pool_size(kb_engine_t *self);
+/*  A kernel went away: refill whatever the limit kept from refilling. */
+void kb_pool_poke(kb_engine_t *self);
+/*  Whether a ready kernel of that kernelspec waits in the pool. */
+bool kb_pool_has(kb_engine_t *self, const char *spec_name);
+/*  Give up one pooled kernel to make room; false when the pool is empty. */
+bool kb_pool_evict(kb_engine_t *self);
 json_t *kb_pool_json(kb_engine_t *self);
 void kb_pool_stop(kb_engine_t *self);
 void kb_pool_destroy(kb_engine_t *self);

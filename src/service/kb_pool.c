@@ -223,6 +223,39 @@ kb_kernel_t *kb_pool_take(kb_engine_t *self, const char *spec_name)
     return NULL;
 }
 
+void kb_pool_poke(kb_engine_t *self)
+{
+    for (size_t i = 0; self->pool_slots && self->pool_slots[i]; i++) {
+        kb_pool_slot_t *slot = self->pool_slots[i];
+        if (s_count(self, slot, false) < slot->target && !slot->failures)
+            s_schedule_refill(slot, 1);
+    }
+}
+
+bool kb_pool_has(kb_engine_t *self, const char *spec_name)
+{
+    for (kb_pooled_t *p = self->pooled ? zlistx_first(self->pooled) : NULL; p;
+         p = zlistx_next(self->pooled))
+        if (p->ready && strcmp(p->spec_name, spec_name) == 0)
+            return true;
+    return false;
+}
+
+bool kb_pool_evict(kb_engine_t *self)
+{
+    kb_pooled_t *victim = NULL;
+    for (kb_pooled_t *p = self->pooled ? zlistx_first(self->pooled) : NULL; p;
+         p = zlistx_next(self->pooled))
+        if (!victim || (victim->ready && !p->ready))
+            victim = p; /* a starting one first: it is worth least */
+    if (!victim)
+        return false;
+    s_forget(self, victim);
+    kb_engine_retire_kernel(self, victim->kernel, true);
+    s_pooled_free(&victim);
+    return true;
+}
+
 json_t *kb_pool_json(kb_engine_t *self)
 {
     json_t *pool = json_object();

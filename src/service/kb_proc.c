@@ -213,6 +213,16 @@ static void s_enforce_retention(kb_engine_t *self)
 
 /* ---- timers --------------------------------------------------------------------- */
 
+/*  Seconds to a timer delay; 0 when the delay is too long to be a deadline
+    anyone waits for (over 30 days: a budget, not a timer). */
+static size_t s_delay_ms(double seconds)
+{
+    if (!(seconds > 0) || seconds > 30 * 86400.0)
+        return 0;
+    double ms = seconds * 1000;
+    return ms < 1 ? 1 : (size_t)ms;
+}
+
 static void s_timer_stop(kb_proc_t *proc, int *timer)
 {
     if (*timer >= 0)
@@ -460,9 +470,9 @@ void kb_proc_on_message(kb_proc_t *proc, kb_channel_t channel, const kb_msg_t *m
         return;
     }
     if ((kb_execution_has_reply(exec) || kb_execution_has_idle(exec)) && proc->completion_timer < 0)
-        proc->completion_timer = zloop_timer(proc->engine->loop,
-                                             (size_t)(proc->engine->config.completion_grace * 1000),
-                                             1, s_completion_timer, proc);
+        proc->completion_timer
+            = zloop_timer(proc->engine->loop, s_delay_ms(proc->engine->config.completion_grace), 1,
+                          s_completion_timer, proc);
 }
 
 void kb_proc_answer_start(kb_proc_t *proc)
@@ -550,8 +560,8 @@ static void s_start_grace(kb_proc_t *proc)
 {
     if (proc->grace_timer < 0)
         proc->grace_timer
-            = zloop_timer(proc->engine->loop, (size_t)(proc->engine->config.interrupt_grace * 1000),
-                          1, s_on_grace, proc);
+            = zloop_timer(proc->engine->loop, s_delay_ms(proc->engine->config.interrupt_grace), 1,
+                          s_on_grace, proc);
 }
 
 /*  Take a run that has not started out of its context's queue. */
@@ -618,9 +628,9 @@ kb_proc_t *kb_proc_new(kb_engine_t *engine, kb_context_t *ctx, const kb_run_opts
         kb_stream_push(
             proc->stream, KB_EVENT_START,
             json_pack("{s:s, s:o}", "process_id", proc->id, "context", kb_context_identity(ctx)));
-    if (proc->timeout > 0)
+    if (s_delay_ms(proc->timeout))
         proc->timeout_timer
-            = zloop_timer(engine->loop, (size_t)(proc->timeout * 1000), 1, s_on_timeout, proc);
+            = zloop_timer(engine->loop, s_delay_ms(proc->timeout), 1, s_on_timeout, proc);
     return proc;
 }
 
@@ -784,9 +794,9 @@ static void s_handle_wait(kb_engine_t *self, kb_request_t *request)
     }
     zlistx_add_end(proc->waiters, request);
     request->owner = proc;
-    if (request->timeout > 0)
-        request->timer = zloop_timer(self->loop, (size_t)(request->timeout * 1000), 1,
-                                     s_on_wait_timeout, request);
+    if (s_delay_ms(request->timeout))
+        request->timer
+            = zloop_timer(self->loop, s_delay_ms(request->timeout), 1, s_on_wait_timeout, request);
 }
 
 static void s_handle_signal(kb_engine_t *self, kb_request_t *request)

@@ -10,6 +10,7 @@
 #include "service/kb_engine.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -199,6 +200,7 @@ static void s_engine_actor(zsock_t *pipe, void *arg)
     zloop_start(engine->loop);
     kb_engine_destroy_all(engine);
     zloop_destroy(&engine->loop);
+    OPENSSL_thread_stop(); /* this thread's random-generator state */
 }
 
 /* ---- service lifecycle ------------------------------------------------------ */
@@ -389,13 +391,18 @@ static void s_engine_free(kb_engine_t *engine)
     free(engine);
 }
 
+void kb_service_stop(kb_service_t *self)
+{
+    zactor_destroy(&self->actor); /* $TERM: runs end, kernels stop, loop returns */
+}
+
 void kb_service_destroy(kb_service_t **self_p)
 {
     if (!self_p || !*self_p)
         return;
     kb_service_t *self = *self_p;
     *self_p = NULL;
-    zactor_destroy(&self->actor); /* $TERM: runs end, kernels stop, loop returns */
+    kb_service_stop(self);
     s_engine_free(self->engine);
     if (self->eventfd >= 0)
         close(self->eventfd);
@@ -460,6 +467,15 @@ static int s_call_id_rc(kb_service_t *self, kb_request_type_t type, const char *
     int rc = s_call(self, &request, err);
     json_decref(request.result);
     return rc;
+}
+
+json_t *kb_service_context_default(kb_service_t *self, const kb_context_opts_t *opts,
+                                   kb_error_t *err)
+{
+    kb_request_t request;
+    s_request_init(&request, KB_REQ_CTX_DEFAULT);
+    request.context_opts = opts;
+    return s_call_json(self, &request, err);
 }
 
 json_t *kb_service_context_get(kb_service_t *self, const char *context_id, kb_error_t *err)
