@@ -1,0 +1,1 @@
+"""kernelbridge benchmarks: the bridge and its peers, side by side on one machine."""
