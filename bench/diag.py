@@ -8,6 +8,10 @@ findings, each one command (needs `perf` from linux-perf; run as root).
     /usr/bin/python3 bench/diag.py output-profile [--max-output 64M]
         one run printing 100 MiB under `perf record`: the daemon's CPU by
         thread and by library (jansson's parser vs its dumper by address range)
+    /usr/bin/python3 bench/diag.py pause-loss
+        100 MiB in 1600 stream messages while the daemon is stopped (SIGSTOP)
+        for 0, 0.5 and 1.5 s: what the result holds when the daemon falls
+        behind the kernel's iopub PUB socket
 
 Everything on 127.0.0.1, ephemeral ports, private temporary directories;
 every process started is stopped.
@@ -31,6 +35,8 @@ sys.path.insert(0, HERE)
 from kbbench import peers  # noqa: E402
 
 CODE_100M = "import sys\ns = 'x' * 1023 + '\\n'\nfor i in range(102400):\n    sys.stdout.write(s)\n"
+CODE_100M_FLUSH = ("import sys\ns = ('x' * 1023 + '\\n') * 64\nfor i in range(1600):\n"
+                   "    sys.stdout.write(s)\n    sys.stdout.flush()\n")
 
 
 def _perf_stat(pid, n, fn, workdir, tag):
@@ -128,6 +134,42 @@ def cmd_output_profile(args, tmp):
         print(f"| {comm} | {dso} | {share:.1f}% | {share / 100 * cpu_s:.2f} |")
 
 
+def cmd_pause_loss(args, tmp):
+    import threading
+
+    d = peers.Daemon(args.binary, os.path.join(tmp, "d"), ("--pool", "python=0", "--max-output", "200M"))
+    try:
+        ctx = d.create_context(kernel_name="python3")[0]
+        body = json.dumps({"code": CODE_100M_FLUSH, "context_id": ctx["context_id"]}).encode()
+        print("| daemon stopped during the run | stdout returned | truncated | reason | exit_code |")
+        print("|---:|---:|---|---|---:|")
+        for pause in (0, 0.5, 1.5):
+            def pauser():
+                time.sleep(0.1)
+                os.kill(d.pid, signal.SIGSTOP)
+                try:
+                    time.sleep(pause)
+                finally:
+                    os.kill(d.pid, signal.SIGCONT)
+
+            th = threading.Thread(target=pauser)
+            if pause:
+                th.start()
+            status, data = d.http.request("POST", "/run", body)
+            if pause:
+                th.join()
+            r = json.loads(data)
+            print(f"| {pause} s | {len(r['logs']['stdout']) / 2**20:.1f} MiB | {r.get('truncated')} | "
+                  f"{r['process']['reason']} | {r['process']['exit_code']} |")
+            d.http.json("DELETE", f"/processes/{r['process']['process_id']}", expect=(204,))
+    finally:
+        try:
+            os.kill(d.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+        d.stop()
+
+
 def _jansson_ranges():
     """Classify an address of libjansson (no debug symbols) by the exported
     functions around it: the parser's statics lie before json_loads, the
@@ -155,7 +197,7 @@ def _jansson_ranges():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["syscalls", "output-profile"])
+    ap.add_argument("command", choices=["syscalls", "output-profile", "pause-loss"])
     ap.add_argument("--binary", default=os.path.join(os.path.dirname(HERE), "build", "kernelbridge"))
     ap.add_argument("--kernel", default="xpython")
     ap.add_argument("--contexts", default="1,20")
@@ -169,7 +211,8 @@ def main():
     atexit.register(lambda: shutil.rmtree(tmp, ignore_errors=True))
     atexit.register(peers.stop_all)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
-    {"syscalls": cmd_syscalls, "output-profile": cmd_output_profile}[args.command](args, tmp)
+    {"syscalls": cmd_syscalls, "output-profile": cmd_output_profile,
+     "pause-loss": cmd_pause_loss}[args.command](args, tmp)
 
 
 if __name__ == "__main__":
