@@ -133,7 +133,8 @@ typedef struct {
 } kb_run_opts_t;
 
 /*  What a stream of events carries. START {process_id, context};
-    STDOUT/STDERR {text}; DISPLAY (one results entry); DISPLAY_UPDATE
+    STDOUT/STDERR {text, timestamp} (timestamp: the kernel message's
+    header date, absent when it has none); DISPLAY (one results entry); DISPLAY_UPDATE
     {display_id, data}; CLEAR_OUTPUT {wait}; ERROR {name, value, traceback};
     SYSTEM {text} (a system log line); RESULT (the whole InterpreterResult,
     always last for a run); LOG (one log frame {cursor, channel, data,

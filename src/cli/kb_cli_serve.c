@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "kernelbridge.h"
+#include "server/kb_e2b.h"
 #include "server/kb_server.h"
 
 #define KB_DEFAULT_PORT 8899
@@ -32,6 +33,10 @@ static const char usage[]
       "\n"
       "  --listen HOST:PORT        address to listen on; port 0 picks a free one\n"
       "                            [KB_LISTEN, default 127.0.0.1:8899; IPv6 as [::1]:PORT]\n"
+      "  --e2b-listen HOST:PORT    also serve E2B's code-interpreter API there (for E2B's SDKs;\n"
+      "                            127.0.0.1:49999 is E2B's address); off unless given\n"
+      "                            [KB_E2B_LISTEN]\n"
+      "  --e2b-port-file FILE      write the E2B listener's bound port there [KB_E2B_PORT_FILE]\n"
       "  --token-file FILE         require Authorization: Bearer <the file's first line>\n"
       "                            [KB_TOKEN_FILE, or the token itself in KB_TOKEN]\n"
       "  --insecure                allow a non-loopback address without a token [KB_INSECURE=1]\n"
@@ -72,6 +77,8 @@ static const char usage[]
     from argv / environ except the lists, whose arrays are owned. */
 typedef struct {
     const char *listen;
+    const char *e2b_listen;
+    const char *e2b_port_file;
     const char *token_file;
     const char *port_file;
     const char *log_format;
@@ -84,6 +91,8 @@ typedef struct {
     size_t preload_len;
     kb_service_config_t service;
     kb_server_config_t server;
+    const char *e2b_host; /* from --e2b-listen */
+    unsigned e2b_port;
 } serve_opts_t;
 
 /* ---- Value parsers (0 ok, -1 with a message on stderr) -------------------- */
@@ -149,26 +158,27 @@ static int parse_bytes(const char *what, const char *value, size_t *out)
 }
 
 /*  "HOST:PORT", "[V6]:PORT" or ":PORT". host points into buf. */
-static int parse_listen(const char *value, char *buf, size_t size, serve_opts_t *o)
+static int parse_listen(const char *flag, const char *value, char *buf, size_t size,
+                        const char **host_out, unsigned *port_out)
 {
     const char *colon = strrchr(value, ':');
     if (!colon || strlen(value) >= size)
-        return bad_value("--listen", value, "HOST:PORT");
+        return bad_value(flag, value, "HOST:PORT");
     size_t host_len = (size_t)(colon - value);
     memcpy(buf, value, host_len);
     buf[host_len] = '\0';
     char *host = buf;
     if (host[0] == '[') {
         if (host_len < 2 || host[host_len - 1] != ']')
-            return bad_value("--listen", value, "[IPv6]:PORT");
+            return bad_value(flag, value, "[IPv6]:PORT");
         host[host_len - 1] = '\0';
         host++;
     }
     size_t port;
-    if (parse_count("--listen", colon + 1, &port) < 0 || port > 65535)
-        return bad_value("--listen", value, "a port from 0 to 65535");
-    o->server.host = *host ? host : NULL;
-    o->server.port = (unsigned)port;
+    if (parse_count(flag, colon + 1, &port) < 0 || port > 65535)
+        return bad_value(flag, value, "a port from 0 to 65535");
+    *host_out = *host ? host : NULL;
+    *port_out = (unsigned)port;
     return 0;
 }
 
@@ -247,6 +257,8 @@ enum {
     OPT_SSE_KEEPALIVE,
     OPT_LOG_FORMAT,
     OPT_PORT_FILE,
+    OPT_E2B_LISTEN,
+    OPT_E2B_PORT_FILE,
 };
 
 static const struct option long_options[] = {
@@ -272,6 +284,8 @@ static const struct option long_options[] = {
     { "sse-keepalive", required_argument, NULL, OPT_SSE_KEEPALIVE },
     { "log-format", required_argument, NULL, OPT_LOG_FORMAT },
     { "port-file", required_argument, NULL, OPT_PORT_FILE },
+    { "e2b-listen", required_argument, NULL, OPT_E2B_LISTEN },
+    { "e2b-port-file", required_argument, NULL, OPT_E2B_PORT_FILE },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -300,18 +314,29 @@ static const struct {
     { OPT_SSE_KEEPALIVE, "KB_SSE_KEEPALIVE" },
     { OPT_LOG_FORMAT, "KB_LOG_FORMAT" },
     { OPT_PORT_FILE, "KB_PORT_FILE" },
+    { OPT_E2B_LISTEN, "KB_E2B_LISTEN" },
+    { OPT_E2B_PORT_FILE, "KB_E2B_PORT_FILE" },
 };
 
-/*  Apply one option. listen_buf holds the parsed host (static storage of
-    the caller). */
+/*  Apply one option. listen_buf holds the parsed hosts (static storage of
+    the caller): the first half --listen's, the second --e2b-listen's. */
 static int apply(serve_opts_t *o, int opt, const char *value, char *listen_buf, size_t size)
 {
     size_t n;
     double s;
+    size_t half = size / 2;
     switch (opt) {
         case OPT_LISTEN:
             o->listen = value;
-            return parse_listen(value, listen_buf, size, o);
+            return parse_listen("--listen", value, listen_buf, half, &o->server.host,
+                                &o->server.port);
+        case OPT_E2B_LISTEN:
+            o->e2b_listen = value;
+            return parse_listen("--e2b-listen", value, listen_buf + half, half, &o->e2b_host,
+                                &o->e2b_port);
+        case OPT_E2B_PORT_FILE:
+            o->e2b_port_file = value;
+            return 0;
         case OPT_TOKEN_FILE:
             o->token_file = value;
             return 0;
@@ -452,13 +477,14 @@ static int write_port_file(const char *path, int port)
 
 int kb_cli_serve(int argc, char **argv)
 {
-    static char listen_buf[256];
+    static char listen_buf[512];
     serve_opts_t o = { 0 };
     o.server.port = KB_DEFAULT_PORT;
     kb_service_t *service = NULL;
     kb_server_t *server = NULL;
+    kb_server_t *e2b = NULL;
     char *token = NULL;
-    bool wrote_port_file = false;
+    bool wrote_port_file = false, wrote_e2b_port_file = false;
     int status = 2;
 
     for (size_t i = 0; i < sizeof env_names / sizeof env_names[0]; i++) {
@@ -536,6 +562,16 @@ int kb_cli_serve(int argc, char **argv)
         fprintf(stderr, "kernelbridge serve: %s\n", err.message);
         goto done;
     }
+    /* The E2B listener: same token, limits and log as the native one. */
+    kb_server_config_t e2b_config = o.server;
+    e2b_config.host = o.e2b_host;
+    e2b_config.port = o.e2b_port;
+    e2b_config.sse_keepalive_ms = 0;
+    e2b_config.api = KB_API_E2B;
+    if (o.e2b_listen && kb_server_check_config(&e2b_config, &err) < 0) {
+        fprintf(stderr, "kernelbridge serve: --e2b-listen: %s\n", err.message);
+        goto done;
+    }
 
     /* Every thread (service engine, HTTP workers) inherits this mask, so
        the signals reach only the sigwait below. */
@@ -573,6 +609,25 @@ int kb_cli_serve(int argc, char **argv)
     kb_server_log(format, "info", "kernelbridge %s serving sandbox %s on %s%s", KB_VERSION,
                   kb_service_sandbox_id(service), kb_server_url(server),
                   token ? "" : " without a token");
+    if (o.e2b_listen) {
+        if (kb_e2b_start_defaults(service, format) < 0)
+            goto done;
+        e2b = kb_server_new(service, &e2b_config, &err);
+        if (!e2b) {
+            kb_server_log(format, "error", "e2b: %s", err.message);
+            goto done;
+        }
+        if (o.e2b_port_file && write_port_file(o.e2b_port_file, kb_server_port(e2b)) < 0) {
+            kb_server_log(format, "error", "cannot write port file %s: %s", o.e2b_port_file,
+                          strerror(errno));
+            goto done;
+        }
+        wrote_e2b_port_file = o.e2b_port_file != NULL;
+        printf("e2b listening on %s\n", kb_server_url(e2b));
+        fflush(stdout);
+        kb_server_log(format, "info", "serving E2B's code-interpreter API on %s",
+                      kb_server_url(e2b));
+    }
 
     int signal_number = 0;
     while (sigwait(&stop_signals, &signal_number) != 0)
@@ -581,7 +636,10 @@ int kb_cli_serve(int argc, char **argv)
     /* Reverse order: no new requests, then end runs (their clients still
        get the sandbox_stopped result), then close connections. */
     kb_server_drain(server);
+    if (e2b)
+        kb_server_drain(e2b);
     kb_service_stop(service);
+    kb_server_destroy(&e2b);
     kb_server_destroy(&server);
     kb_service_destroy(&service);
     kb_server_log(format, "info", "stopped");
@@ -589,6 +647,11 @@ int kb_cli_serve(int argc, char **argv)
 done:
     if (wrote_port_file)
         unlink(o.port_file);
+    if (wrote_e2b_port_file)
+        unlink(o.e2b_port_file);
+    if (e2b)
+        kb_server_drain(e2b);
+    kb_server_destroy(&e2b);
     kb_server_destroy(&server);
     kb_service_destroy(&service);
     if (token) {

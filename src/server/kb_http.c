@@ -133,9 +133,13 @@ bool kb_http_authorized(kb_request_t *req)
         return true;
     const char *header = MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND,
                                                      MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!header || strncasecmp(header, "Bearer ", 7) != 0)
+    const char *token = NULL;
+    if (header && strncasecmp(header, "Bearer ", 7) == 0)
+        token = header + 7;
+    else if (server->api == KB_API_E2B)
+        token = MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, "X-Access-Token");
+    if (!token)
         return false;
-    const char *token = header + 7;
     while (*token == ' ')
         token++;
     size_t len = strlen(token);
@@ -225,6 +229,21 @@ void kb_http_reply_empty(kb_request_t *req, unsigned status)
     queue(req, status, req->server->empty);
 }
 
+void kb_http_reply_text(kb_request_t *req, unsigned status, const char *text)
+{
+    kb_buf_t buf = { 0 };
+    if (buf_append(&buf, text, strlen(text)) < 0) {
+        free(buf.data);
+        return;
+    }
+    queue_buffer(req, status, &buf, "text/plain; charset=utf-8");
+}
+
+void kb_http_reply_response(kb_request_t *req, unsigned status, struct MHD_Response *response)
+{
+    queue(req, status, response);
+}
+
 void kb_http_reply_error(kb_request_t *req, const kb_error_t *err)
 {
     kb_code_t code = err->code == KB_OK ? KB_ERR_INTERNAL : err->code;
@@ -235,6 +254,10 @@ void kb_http_reply_error(kb_request_t *req, const kb_error_t *err)
     kb_http_timestamp(stamp, sizeof stamp);
     kb_http_text(path, sizeof path, req->path, false);
     kb_http_text(message, sizeof message, err->message[0] ? err->message : "internal error", false);
+    if (req->server->api == KB_API_E2B) {
+        kb_http_reply_text(req, status, message);
+        return;
+    }
     json_t *body = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s}", "code", kb_code_name(code),
                              "message", message, "status_code", (int)status, "path", path, "method",
                              req->method, "timestamp", stamp);

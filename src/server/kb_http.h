@@ -29,6 +29,7 @@ struct kb_server {
     size_t max_body;
     unsigned sse_keepalive_ms;
     kb_log_format_t log_format;
+    kb_server_api_t api;
     pthread_mutex_t lock; /* guards draining and in_flight */
     pthread_cond_t idle;  /* signalled when in_flight drops to 0 */
     bool draining;
@@ -76,7 +77,8 @@ void kb_http_timestamp(char *buf, size_t size);
 void kb_http_text(char *dst, size_t size, const char *src, bool printable);
 
 /*  True when the request carries the configured Bearer token, or when no
-    token is configured. Constant time in the token's contents. */
+    token is configured. Constant time in the token's contents. An E2B
+    server also takes the token from X-Access-Token. */
 bool kb_http_authorized(kb_request_t *req);
 
 /*  Append upload data to the body, bounded by max_body: beyond it the body
@@ -89,8 +91,15 @@ void kb_http_reply_json(kb_request_t *req, unsigned status, json_t *body);
 /*  Queue an empty response (202, 204). */
 void kb_http_reply_empty(kb_request_t *req, unsigned status);
 
+/*  Queue a plain-text response (text/plain; charset=utf-8). */
+void kb_http_reply_text(kb_request_t *req, unsigned status, const char *text);
+
+/*  Queue a response built by the caller (who keeps its reference). */
+void kb_http_reply_response(kb_request_t *req, unsigned status, struct MHD_Response *response);
+
 /*  Queue the JSON error body {code, message, status_code, path, method,
-    timestamp} with the code's status. err is borrowed. */
+    timestamp} with the code's status; an E2B server answers the message as
+    plain text instead, as E2B's server does. err is borrowed. */
 void kb_http_reply_error(kb_request_t *req, const kb_error_t *err);
 
 /*  Shorthand: an error of code with a printf message. */
@@ -109,5 +118,8 @@ void kb_http_log_request(kb_request_t *req, enum MHD_RequestTerminationCode toe)
     and id. Returns KB_OK, KB_ERR_NOT_FOUND (no such path) or
     KB_ERR_METHOD_NOT_ALLOWED (path known, method not; allow is set). */
 kb_code_t kb_routes_match(kb_request_t *req);
+
+/*  The same for the routes of an E2B server (src/server/kb_e2b.c). */
+kb_code_t kb_e2b_match(kb_request_t *req);
 
 #endif

@@ -183,11 +183,13 @@ static void request_begin(kb_server_t *self, kb_request_t *req, const char *meth
         return;
     }
 
-    kb_code_t code = kb_routes_match(req);
+    kb_code_t code = self->api == KB_API_E2B ? kb_e2b_match(req) : kb_routes_match(req);
     if (!req->open && !kb_http_authorized(req)) {
         req->handler = NULL;
         kb_http_reply_errorf(req, KB_ERR_UNAUTHORIZED,
-                             "missing or wrong token: send Authorization: Bearer <token>");
+                             self->api == KB_API_E2B
+                                 ? "missing or wrong token: send X-Access-Token: <token>"
+                                 : "missing or wrong token: send Authorization: Bearer <token>");
         return;
     }
     if (code == KB_ERR_NOT_FOUND) {
@@ -291,7 +293,11 @@ kb_server_t *kb_server_new(kb_service_t *service, const kb_server_config_t *conf
     self->max_body = config->max_body ? config->max_body : KB_DEFAULT_MAX_BODY;
     self->sse_keepalive_ms
         = config->sse_keepalive_ms ? config->sse_keepalive_ms : KB_DEFAULT_SSE_KEEPALIVE_MS;
+    /* E2B's execute stream sends a keepalive line after 5 s without output. */
+    if (config->api == KB_API_E2B && !config->sse_keepalive_ms)
+        self->sse_keepalive_ms = 5000;
     self->log_format = config->log_format;
+    self->api = config->api;
     if (config->token && config->token[0]) {
         self->token_len = strlen(config->token);
         memcpy(self->token, config->token, self->token_len);

@@ -34,6 +34,12 @@ typedef enum {
 /*  Limits of the tokens the server accepts. */
 #define KB_SERVER_TOKEN_MAX 512
 
+/*  Which HTTP API a server speaks. */
+typedef enum {
+    KB_API_NATIVE = 0, /* SPEC section 5 */
+    KB_API_E2B,        /* E2B's code-interpreter server (src/server/kb_e2b.h) */
+} kb_server_api_t;
+
 /*  Settings of one server. Zero / NULL fields take the documented default. */
 typedef struct {
     const char *host;            /* NULL: "127.0.0.1"; IPv4, IPv6 or a name */
@@ -46,6 +52,7 @@ typedef struct {
     unsigned connection_timeout; /* idle seconds before a connection is closed; 0 = 60 */
     unsigned sse_keepalive_ms;   /* comment line on idle streams; 0 = 15000 */
     kb_log_format_t log_format;  /* request log lines on stderr */
+    kb_server_api_t api;         /* the routes served; errors are plain text for E2B */
 } kb_server_config_t;
 
 /*  Check a configuration without starting anything: the host resolves, and

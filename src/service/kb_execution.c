@@ -302,7 +302,9 @@ static void settle_reply_error(kb_execution_t *self)
 
 /* ---- Iopub ---------------------------------------------------------------- */
 
-static int fold_stream(kb_execution_t *self, json_t *content)
+/*  stream: STDOUT/STDERR {text, timestamp}, the timestamp being the date
+    of the message's header when the kernel gave one. */
+static int fold_stream(kb_execution_t *self, json_t *content, json_t *header)
 {
     const char *name = json_string_value(json_object_get(content, "name"));
     bool is_stderr;
@@ -325,8 +327,12 @@ static int fold_stream(kb_execution_t *self, json_t *content)
         /* The event may share the string node with the message: strings are
            never changed and jansson counts references atomically, so the
            follower's thread may hold it after the message is freed. */
-        emit_text(self, is_stderr ? KB_EVENT_STDERR : KB_EVENT_STDOUT,
-                  keep == len ? json_incref(text) : json_stringn_nocheck(bytes, keep));
+        json_t *data = json_pack(
+            "{s:o}", "text", keep == len ? json_incref(text) : json_stringn_nocheck(bytes, keep));
+        json_t *date = json_object_get(header, "date");
+        if (data && json_is_string(date))
+            json_object_set(data, "timestamp", date);
+        emit(self, is_stderr ? KB_EVENT_STDERR : KB_EVENT_STDOUT, data);
     }
     if (keep < len)
         note_dropped(self);
@@ -453,7 +459,7 @@ int kb_execution_fold_iopub(kb_execution_t *self, const kb_msg_t *msg)
     if (!type || !json_is_object(content))
         return -1;
     if (strcmp(type, "stream") == 0)
-        return fold_stream(self, content);
+        return fold_stream(self, content, msg->header);
     if (strcmp(type, "display_data") == 0)
         return fold_output(self, content, false);
     if (strcmp(type, "execute_result") == 0)

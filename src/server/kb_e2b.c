@@ -1,0 +1,655 @@
+/*  kb_e2b.c - the routes of E2B's code-interpreter server (see kb_e2b.h),
+    one function each, on the service's contexts and runs. Like kb_routes.c
+    it only checks what is HTTP-shaped, calls kb_service_* and renders; the
+    one thing of its own is the translation of a run's events into E2B's
+    lines (stdout, stderr, result, error, number_of_executions, keepalive,
+    end_of_execution), streamed as they happen. */
+#include "server/kb_e2b.h"
+
+#include <ctype.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "server/kb_http.h"
+
+/*  E2B's server sends a keepalive line after this long without output. */
+#define KB_E2B_KEEPALIVE_MS 5000
+/*  A reader waits for events in slices this long, looking between them
+    whether the client went away or the server stops. */
+#define KB_E2B_SLICE_MS 200
+#define KB_E2B_LANGUAGE_MAX 64
+#define KB_E2B_CONTEXT_ID_MAX 64
+/*  The id E2B's SDKs use for the default Python context. */
+#define KB_E2B_DEFAULT_ALIAS "default"
+#define KB_E2B_DEFAULT_PYTHON "default-python"
+
+/* ---- Start-up ------------------------------------------------------------ */
+
+int kb_e2b_start_defaults(kb_service_t *service, kb_log_format_t format)
+{
+    static const char *const languages[] = { "python", "javascript" };
+    for (size_t i = 0; i < sizeof languages / sizeof languages[0]; i++) {
+        kb_error_t err = { KB_OK, "" };
+        kb_context_opts_t opts = { .language = languages[i] };
+        json_t *ctx = kb_service_context_default(service, &opts, &err);
+        if (ctx) {
+            kb_server_log(format, "info", "e2b: the default %s context is ready", languages[i]);
+            json_decref(ctx);
+            continue;
+        }
+        if (i == 0) {
+            kb_server_log(format, "error", "e2b: cannot start the default python context: %s: %s",
+                          kb_code_name(err.code), err.message);
+            return -1;
+        }
+        kb_server_log(format, "warn", "e2b: no default %s context: %s: %s", languages[i],
+                      kb_code_name(err.code), err.message);
+    }
+    return 0;
+}
+
+/* ---- Request fields ------------------------------------------------------- */
+
+/*  The body as a JSON object (caller owns); an empty body is {} when
+    empty_ok. NULL with a 400 queued otherwise. */
+static json_t *parse_body(kb_request_t *req, bool empty_ok)
+{
+    if (req->body_len == 0) {
+        if (empty_ok)
+            return json_object();
+        kb_http_reply_errorf(req, KB_ERR_INVALID_REQUEST_BODY,
+                             "the request body is empty; a JSON object is expected");
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *body = json_loadb(req->body, req->body_len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
+    if (!body) {
+        kb_http_reply_errorf(req, KB_ERR_INVALID_REQUEST_BODY,
+                             "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,
+                             jerr.text);
+        return NULL;
+    }
+    if (!json_is_object(body)) {
+        json_decref(body);
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "the request body must be a JSON object");
+        return NULL;
+    }
+    return body;
+}
+
+/*  1 present, 0 absent (or null), -1 invalid with a 400 queued. */
+static int field_string(kb_request_t *req, json_t *body, const char *key, const char **out)
+{
+    json_t *value = json_object_get(body, key);
+    if (!value || json_is_null(value))
+        return 0;
+    if (!json_is_string(value)) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must be a string", key);
+        return -1;
+    }
+    if (strlen(json_string_value(value)) != json_string_length(value)) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must not contain NUL characters",
+                             key);
+        return -1;
+    }
+    *out = json_string_value(value);
+    return 1;
+}
+
+static int field_env(kb_request_t *req, json_t *body, const char *key, json_t **out)
+{
+    json_t *value = json_object_get(body, key);
+    if (!value || json_is_null(value))
+        return 0;
+    if (!json_is_object(value)) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must be an object of strings", key);
+        return -1;
+    }
+    for (void *it = json_object_iter(value); it; it = json_object_iter_next(value, it)) {
+        const char *name = json_object_iter_key(it);
+        size_t name_len = json_object_iter_key_len(it);
+        json_t *item = json_object_iter_value(it);
+        if (name_len == 0 || strlen(name) != name_len || strchr(name, '=')) {
+            kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
+                                 "field %s: variable names must be non-empty, without '=' or NUL",
+                                 key);
+            return -1;
+        }
+        if (!json_is_string(item) || strlen(json_string_value(item)) != json_string_length(item)) {
+            kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
+                                 "field %s: the value of %.100s must be a string without NUL", key,
+                                 name);
+            return -1;
+        }
+    }
+    *out = json_object_size(value) > 0 ? value : NULL;
+    return 1;
+}
+
+/*  E2B's language names, lower-cased and trimmed: none is python, js is
+    javascript, and TypeScript runs on the JavaScript kernel. NULL (with a
+    400 queued) when it does not fit buf. */
+static const char *normalize_language(kb_request_t *req, const char *language, char *buf,
+                                      size_t size)
+{
+    if (!language)
+        return "python";
+    while (isspace((unsigned char)*language))
+        language++;
+    size_t len = strlen(language);
+    while (len > 0 && isspace((unsigned char)language[len - 1]))
+        len--;
+    if (len == 0)
+        return "python";
+    if (len >= size) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "language is longer than %zu characters",
+                             size - 1);
+        return NULL;
+    }
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (char)tolower((unsigned char)language[i]);
+    buf[len] = '\0';
+    if (strcmp(buf, "js") == 0 || strcmp(buf, "ts") == 0 || strcmp(buf, "typescript") == 0)
+        return "javascript";
+    return buf;
+}
+
+/*  The service's id for an E2B context id ("default" is the Python
+    default), or NULL with a 404 queued when it cannot name a context. */
+static const char *context_id(kb_request_t *req, const char *id)
+{
+    if (strcmp(id, KB_E2B_DEFAULT_ALIAS) == 0)
+        return KB_E2B_DEFAULT_PYTHON;
+    size_t len = strlen(id);
+    if (len == 0 || len > KB_E2B_CONTEXT_ID_MAX
+        || strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != len) {
+        char shown[80];
+        kb_http_text(shown, sizeof shown, id, true);
+        kb_http_reply_errorf(req, KB_ERR_SESSION_NOT_FOUND, "Context %s not found", shown);
+        return NULL;
+    }
+    return id;
+}
+
+/*  {id, language, cwd} of a service context object (borrowed). */
+static json_t *context_json(json_t *ctx)
+{
+    json_t *cwd = json_object_get(ctx, "cwd");
+    json_t *out = json_pack("{s:O, s:O}", "id", json_object_get(ctx, "context_id"), "language",
+                            json_object_get(ctx, "language"));
+    if (!out)
+        return NULL;
+    if (json_is_string(cwd)) {
+        json_object_set(out, "cwd", cwd);
+    } else {
+        char here[4096];
+        json_object_set_new(out, "cwd", json_string(getcwd(here, sizeof here) ? here : "/"));
+    }
+    return out;
+}
+
+/* ---- Routes: health and contexts ----------------------------------------- */
+
+static void route_health(kb_request_t *req)
+{
+    kb_http_reply_json(req, MHD_HTTP_OK, json_string("OK"));
+}
+
+static void route_contexts_list(kb_request_t *req)
+{
+    kb_error_t err = { KB_OK, "" };
+    json_t *list = kb_service_context_list(req->server->service, true, &err);
+    if (!list) {
+        kb_http_reply_error(req, &err);
+        return;
+    }
+    json_t *out = json_array();
+    json_t *ctx;
+    size_t i;
+    json_array_foreach(json_object_get(list, "contexts"), i, ctx)
+    {
+        json_array_append_new(out, context_json(ctx));
+    }
+    json_decref(list);
+    kb_http_reply_json(req, MHD_HTTP_OK, out);
+}
+
+static void route_contexts_create(kb_request_t *req)
+{
+    json_t *body = parse_body(req, true);
+    if (!body)
+        return;
+    const char *language = NULL, *cwd = NULL;
+    char buf[KB_E2B_LANGUAGE_MAX + 1];
+    kb_context_opts_t opts = { 0 };
+    if (field_string(req, body, "language", &language) < 0
+        || field_string(req, body, "cwd", &cwd) < 0)
+        goto done;
+    if (!(opts.language = normalize_language(req, language, buf, sizeof buf)))
+        goto done;
+    opts.cwd = cwd && *cwd ? cwd : NULL;
+    kb_error_t err = { KB_OK, "" };
+    json_t *ctx = kb_service_context_create(req->server->service, &opts, &err);
+    if (!ctx) {
+        kb_http_reply_error(req, &err);
+        goto done;
+    }
+    kb_http_reply_json(req, MHD_HTTP_OK, context_json(ctx));
+    json_decref(ctx);
+done:
+    json_decref(body);
+}
+
+static void route_context_restart(kb_request_t *req)
+{
+    const char *id = context_id(req, req->id);
+    if (!id)
+        return;
+    kb_error_t err = { KB_OK, "" };
+    json_t *ctx = kb_service_context_restart(req->server->service, id, &err);
+    if (!ctx) {
+        kb_http_reply_error(req, &err);
+        return;
+    }
+    json_decref(ctx);
+    kb_http_reply_json(req, MHD_HTTP_OK, json_null());
+}
+
+static void route_context_delete(kb_request_t *req)
+{
+    const char *id = context_id(req, req->id);
+    if (!id)
+        return;
+    kb_error_t err = { KB_OK, "" };
+    if (kb_service_context_delete(req->server->service, id, &err) < 0) {
+        kb_http_reply_error(req, &err);
+        return;
+    }
+    kb_http_reply_json(req, MHD_HTTP_OK, json_null());
+}
+
+/* ---- Execute: events to E2B's lines -------------------------------------- */
+
+typedef struct {
+    kb_server_t *server;   /* borrowed */
+    kb_service_t *service; /* borrowed */
+    kb_stream_t *stream;   /* owned */
+    int fd;                /* the client's socket, watched for a hang-up */
+    char process_id[KB_HTTP_ID_MAX + 1];
+    char *pending; /* rendered lines not yet handed to MHD */
+    size_t len, cap, sent;
+    bool errored; /* an error line went out */
+    bool done;    /* end_of_execution is in pending */
+} kb_e2b_exec_t;
+
+static int exec_append(kb_e2b_exec_t *self, json_t *line)
+{
+    char *text = line ? json_dumps(line, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    json_decref(line);
+    if (!text)
+        return -1;
+    size_t n = strlen(text);
+    if (self->len + n + 1 > self->cap) {
+        size_t cap = self->cap ? self->cap : 4096;
+        while (cap < self->len + n + 1)
+            cap *= 2;
+        char *grown = realloc(self->pending, cap);
+        if (!grown) {
+            free(text);
+            return -1;
+        }
+        self->pending = grown;
+        self->cap = cap;
+    }
+    memcpy(self->pending + self->len, text, n);
+    self->pending[self->len + n] = '\n';
+    self->len += n + 1;
+    free(text);
+    return 0;
+}
+
+/*  Which field of E2B's result a MIME type fills; NULL: it goes to extra. */
+static const char *result_field(const char *mime)
+{
+    static const char *const map[][2] = {
+        { "text/plain", "text" },        { "text/html", "html" },
+        { "text/markdown", "markdown" }, { "image/svg+xml", "svg" },
+        { "image/png", "png" },          { "image/jpeg", "jpeg" },
+        { "application/pdf", "pdf" },    { "text/latex", "latex" },
+        { "application/json", "json" },  { "application/javascript", "javascript" },
+        { "e2b/data", "data" },          { "e2b/chart", "chart" },
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (strcmp(mime, map[i][0]) == 0)
+            return map[i][1];
+    return NULL;
+}
+
+/*  A results entry of the service ({data, is_main_result, ...}) as E2B's
+    result line. */
+static json_t *result_line(json_t *entry)
+{
+    json_t *bundle = json_object_get(entry, "data");
+    json_t *line = json_pack("{s:s, s:b}", "type", "result", "is_main_result",
+                             json_is_true(json_object_get(entry, "is_main_result")));
+    json_t *extra = json_object();
+    if (!line || !extra) {
+        json_decref(line);
+        json_decref(extra);
+        return NULL;
+    }
+    const char *mime;
+    json_t *value;
+    json_object_foreach(bundle, mime, value)
+    {
+        const char *field = result_field(mime);
+        if (!field) {
+            json_object_set(extra, mime, value);
+            continue;
+        }
+        const char *text = json_string_value(value);
+        size_t len = json_string_length(value);
+        /* E2B shows a repr'd string without its one pair of quotes. */
+        if (strcmp(field, "text") == 0 && text && len >= 2 && (text[0] == '\'' || text[0] == '"')
+            && text[len - 1] == text[0])
+            json_object_set_new(line, field, json_stringn(text + 1, len - 2));
+        else
+            json_object_set(line, field, value);
+    }
+    if (json_object_size(extra) > 0)
+        json_object_set(line, "extra", extra);
+    json_decref(extra);
+    return line;
+}
+
+/*  An error {name, value, traceback:[...]} as E2B's error line, the
+    traceback joined into one string. */
+static json_t *error_line(json_t *error)
+{
+    size_t total = 0, i;
+    json_t *item;
+    json_t *traceback = json_object_get(error, "traceback");
+    json_array_foreach(traceback, i, item) total += json_string_length(item) + 1;
+    char *joined = malloc(total + 1);
+    if (!joined)
+        return NULL;
+    size_t at = 0;
+    json_array_foreach(traceback, i, item)
+    {
+        if (!json_is_string(item))
+            continue;
+        if (at > 0)
+            joined[at++] = '\n';
+        memcpy(joined + at, json_string_value(item), json_string_length(item));
+        at += json_string_length(item);
+    }
+    json_t *name = json_object_get(error, "name");
+    json_t *value = json_object_get(error, "value");
+    json_t *line
+        = json_pack("{s:s, s:s, s:s, s:s%}", "type", "error", "name",
+                    json_is_string(name) ? json_string_value(name) : "Error", "value",
+                    json_is_string(value) ? json_string_value(value) : "", "traceback", joined, at);
+    free(joined);
+    return line;
+}
+
+/*  Render one event of the run; most add one line, some none. */
+static int exec_translate(kb_e2b_exec_t *self, const kb_event_t *event)
+{
+    json_t *data = event->data;
+    switch (event->type) {
+        case KB_EVENT_STDOUT:
+        case KB_EVENT_STDERR: {
+            json_t *text = json_object_get(data, "text");
+            json_t *stamp = json_object_get(data, "timestamp");
+            char now[40];
+            if (!json_is_string(stamp))
+                kb_http_timestamp(now, sizeof now);
+            json_t *when = json_is_string(stamp) ? json_incref(stamp) : json_string(now);
+            return exec_append(self, json_pack("{s:s, s:O, s:o}", "type",
+                                               event->type == KB_EVENT_STDOUT ? "stdout" : "stderr",
+                                               "text", text, "timestamp", when));
+        }
+        case KB_EVENT_DISPLAY:
+            return exec_append(self, result_line(data));
+        case KB_EVENT_ERROR:
+            if (self->errored)
+                return 0;
+            self->errored = true;
+            return exec_append(self, error_line(data));
+        case KB_EVENT_RESULT: {
+            json_t *count = json_object_get(data, "execution_count");
+            json_t *error = json_object_get(data, "error");
+            if (json_is_integer(count)
+                && exec_append(self, json_pack("{s:s, s:O}", "type", "number_of_executions",
+                                               "execution_count", count))
+                       < 0)
+                return -1;
+            /* Errors of the run's end (KernelDied, TimeoutError,
+               SandboxStopped) come only with the result. */
+            if (json_is_object(error) && !self->errored) {
+                self->errored = true;
+                if (exec_append(self, error_line(error)) < 0)
+                    return -1;
+            }
+            self->done = true;
+            return exec_append(self, json_pack("{s:s}", "type", "end_of_execution"));
+        }
+        default:
+            return 0; /* display updates, clear_output, system lines: not E2B's */
+    }
+}
+
+/*  True when the client closed its side or the socket failed. */
+static bool client_gone(int fd)
+{
+    if (fd < 0)
+        return false;
+    struct pollfd pfd = { .fd = fd, .events = POLLRDHUP };
+    return poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+static void exec_interrupt(kb_e2b_exec_t *self, const char *why)
+{
+    if (!self->process_id[0] || self->done || atomic_load(&self->server->stopping))
+        return;
+    kb_server_log(self->server->log_format, "info", "e2b: %s; interrupting %s", why,
+                  self->process_id);
+    kb_error_t err = { KB_OK, "" };
+    kb_service_process_signal(self->service, self->process_id, "SIGINT", &err);
+    self->done = true; /* once */
+}
+
+/*  Fill pending with the next lines, waiting for them (a keepalive line
+    after each idle period). -1: stop the response (server stopping, client
+    gone, out of memory). */
+static int exec_fill(kb_e2b_exec_t *self, size_t max)
+{
+    double deadline = kb_http_now() + self->server->sse_keepalive_ms / 1000.0;
+    for (;;) {
+        if (atomic_load(&self->server->stopping))
+            return -1;
+        if (client_gone(self->fd)) {
+            exec_interrupt(self, "the client went away during an execution");
+            return -1;
+        }
+        double left_ms = (deadline - kb_http_now()) * 1000.0;
+        if (left_ms <= 0)
+            return exec_append(self, json_pack("{s:s}", "type", "keepalive"));
+        int slice = left_ms < KB_E2B_SLICE_MS ? (int)left_ms + 1 : KB_E2B_SLICE_MS;
+        kb_event_t *event = kb_stream_next(self->stream, slice);
+        while (event) {
+            int rc = exec_translate(self, event);
+            kb_event_destroy(&event);
+            if (rc < 0)
+                return -1;
+            if (self->done || self->len >= max)
+                break;
+            event = kb_stream_next(self->stream, 0);
+        }
+        if (self->len > 0)
+            return 0;
+        if (kb_stream_ended(self->stream)) {
+            /* Cannot happen (RESULT ends every run), but never leave a
+               client without its last line. */
+            self->done = true;
+            return exec_append(self, json_pack("{s:s}", "type", "end_of_execution"));
+        }
+    }
+}
+
+static ssize_t exec_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    kb_e2b_exec_t *self = cls;
+    if (self->sent == self->len) {
+        self->sent = self->len = 0;
+        if (self->done)
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        if (exec_fill(self, max) < 0)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = self->len - self->sent;
+    if (n > max)
+        n = max;
+    memcpy(out, self->pending + self->sent, n);
+    self->sent += n;
+    if (self->sent == self->len && self->cap > (1u << 20)) {
+        free(self->pending);
+        self->pending = NULL;
+        self->cap = self->len = self->sent = 0;
+    }
+    return (ssize_t)n;
+}
+
+/*  The response ended: after end_of_execution, or cut short because the
+    client went away, in which case the run is interrupted (E2B's rule). */
+static void exec_free(void *cls)
+{
+    kb_e2b_exec_t *self = cls;
+    exec_interrupt(self, "the client went away during an execution");
+    kb_stream_destroy(&self->stream);
+    free(self->pending);
+    free(self);
+}
+
+static void route_execute(kb_request_t *req)
+{
+    json_t *body = parse_body(req, false);
+    if (!body)
+        return;
+    kb_run_opts_t opts = { 0 };
+    const char *language = NULL, *id = NULL;
+    char buf[KB_E2B_LANGUAGE_MAX + 1];
+    int has_code = field_string(req, body, "code", &opts.code);
+    if (has_code < 0)
+        goto done;
+    if (has_code == 0) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field code is required");
+        goto done;
+    }
+    if (field_string(req, body, "context_id", &id) < 0
+        || field_string(req, body, "language", &language) < 0
+        || field_env(req, body, "env_vars", &opts.env) < 0)
+        goto done;
+    if (id && language) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
+                             "Only one of context_id or language can be provided");
+        goto done;
+    }
+    if (id && !(opts.context_id = context_id(req, id)))
+        goto done;
+    if (!id && !(opts.language = normalize_language(req, language, buf, sizeof buf)))
+        goto done;
+
+    kb_e2b_exec_t *exec = calloc(1, sizeof *exec);
+    if (!exec) {
+        kb_http_reply_errorf(req, KB_ERR_INTERNAL, "out of memory");
+        goto done;
+    }
+    exec->server = req->server;
+    exec->service = req->server->service;
+    exec->fd = -1;
+    kb_error_t err = { KB_OK, "" };
+    exec->stream = kb_service_run_start(req->server->service, &opts, &err);
+    if (!exec->stream) {
+        free(exec);
+        kb_http_reply_error(req, &err);
+        goto done;
+    }
+    /* START is the first event of every run, queued before the answer. */
+    kb_event_t *start = kb_stream_next(exec->stream, 10000);
+    if (start && start->type == KB_EVENT_START) {
+        const char *pid = json_string_value(json_object_get(start->data, "process_id"));
+        if (pid)
+            snprintf(exec->process_id, sizeof exec->process_id, "%s", pid);
+    } else if (start) {
+        exec_translate(exec, start);
+    }
+    kb_event_destroy(&start);
+    const union MHD_ConnectionInfo *info
+        = MHD_get_connection_info(req->connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (info)
+        exec->fd = info->connect_fd;
+    struct MHD_Response *response = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
+                                                                      exec_read, exec, exec_free);
+    if (!response) {
+        exec_free(exec);
+        kb_http_reply_errorf(req, KB_ERR_INTERNAL, "out of memory");
+        goto done;
+    }
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(response, "X-Accel-Buffering", "no");
+    kb_http_reply_response(req, MHD_HTTP_OK, response);
+    MHD_destroy_response(response);
+done:
+    json_decref(body);
+}
+
+/* ---- Routing ------------------------------------------------------------- */
+
+kb_code_t kb_e2b_match(kb_request_t *req)
+{
+    const char *path = req->path;
+    const char *m = req->method;
+    req->wants_body = false;
+    if (strcmp(path, "/health") == 0) {
+        req->open = true;
+        req->allow = "GET";
+        req->handler = strcmp(m, "GET") == 0 ? route_health : NULL;
+    } else if (strcmp(path, "/execute") == 0) {
+        req->allow = "POST";
+        req->handler = strcmp(m, "POST") == 0 ? route_execute : NULL;
+        req->wants_body = true;
+    } else if (strcmp(path, "/contexts") == 0) {
+        req->allow = "GET, POST";
+        req->handler = strcmp(m, "GET") == 0    ? route_contexts_list
+                       : strcmp(m, "POST") == 0 ? route_contexts_create
+                                                : NULL;
+        req->wants_body = req->handler == route_contexts_create;
+    } else if (strncmp(path, "/contexts/", 10) == 0 && path[10]) {
+        const char *id = path + 10;
+        const char *slash = strchr(id, '/');
+        size_t len = slash ? (size_t)(slash - id) : strlen(id);
+        if (len == 0 || (slash && strcmp(slash, "/restart") != 0))
+            return KB_ERR_NOT_FOUND;
+        req->id_too_long = len > KB_HTTP_ID_MAX;
+        size_t n = req->id_too_long ? KB_HTTP_ID_MAX : len;
+        memcpy(req->id, id, n);
+        req->id[n] = '\0';
+        if (slash) {
+            req->allow = "POST";
+            req->handler = strcmp(m, "POST") == 0 ? route_context_restart : NULL;
+        } else {
+            req->allow = "DELETE";
+            req->handler = strcmp(m, "DELETE") == 0 ? route_context_delete : NULL;
+        }
+    } else {
+        return KB_ERR_NOT_FOUND;
+    }
+    return req->handler ? KB_OK : KB_ERR_METHOD_NOT_ALLOWED;
+}
