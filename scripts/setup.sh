@@ -26,3 +26,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get update
   apt-get install -y --no-install-recommends "${missing[@]}"
 fi
+
+# E2B's JavaScript SDK, which tests/e2b-js drives kernelbridge with: Node 20
+# from the machine, the pinned packages of its package-lock.json from npm,
+# into tests/e2b-js/node_modules (not in git).
+if command -v npm >/dev/null 2>&1; then
+  npm ci --prefix "$(cd "$(dirname "$0")/.." && pwd)/tests/e2b-js" --no-audit --no-fund
+else
+  echo "setup.sh: npm not found: install Node 20 to run tests/e2b-js" >&2
+fi

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds kernelbridge and runs every test: a sanitizer build (ASan+UBSan)
 # of the C tests, a bounded libFuzzer run of each fuzz target, then the C
-# tests (ctest) and the Python tests (pytest: daemon integration and SDK)
-# on the normal build. The runners' own summaries come last. Exits non-zero
-# if anything failed.
+# tests (ctest), E2B's JavaScript SDK against the daemon (tests/e2b-js) and
+# the Python tests (pytest: daemon integration and SDK) on the normal build.
+# The runners' own summaries come last. Exits non-zero if anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -49,6 +49,14 @@ fi
 
 step "C tests (ctest)"
 ctest --test-dir build --output-on-failure -j"$jobs" || failed=1
+
+step "E2B's JavaScript SDK against --e2b-listen (tests/e2b-js)"
+if [ -d tests/e2b-js/node_modules/@e2b/code-interpreter ]; then
+  KB_BINARY="$root/build/kernelbridge" timeout 600 node --test --test-force-exit tests/e2b-js/test_sdk.mjs \
+    || failed=1
+else
+  echo "tests/e2b-js/node_modules is missing: run scripts/setup.sh"; failed=1
+fi
 
 step "Python tests (pytest: daemon integration and SDK)"
 export KB_BINARY="$root/build/kernelbridge"
