@@ -62,6 +62,8 @@ after(async () => {
     throw new Error('daemon did not stop within 30 s of SIGTERM; log in ' + dir)
   }
   assert.equal(how.code, 0, 'daemon exit status; log in ' + dir + ':\n' + log())
+  // Builds with -DKB_SANITIZE=ON report memory errors in the log.
+  assert.ok(!/Sanitizer|runtime error:/.test(log()), 'sanitizer report; log in ' + dir)
   rmSync(dir, { recursive: true, force: true })
 })
 
