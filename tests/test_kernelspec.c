@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -651,12 +652,55 @@ static void test_build_env(void)
     CHECK_STR(strv_get(env, "BRACED"), "${HOME}/x");
     kb_strv_free(env);
 
-    /* a kernelspec without env and nothing else: an empty, NULL-terminated list */
+    /* a kernelspec without env and nothing else: only the launch defaults */
     kb_kernelspec_t *bare = load_text(
         tmp, "bare", "{\"argv\": [\"k\"], \"display_name\": \"e\", \"language\": \"e\"}");
     env = bare ? kb_kernelspec_build_env(bare, NULL, NULL, NULL) : NULL;
-    CHECK(env != NULL && env[0] == NULL);
+    CHECK(env != NULL && env[0] && strcmp(env[0], "TERM=" KB_KERNEL_TERM) == 0 && !env[1]);
     kb_strv_free(env);
+
+    /* kernels have no terminal: the daemon's TERM is not theirs */
+    env = bare ? kb_kernelspec_build_env(bare, base, drop, NULL) : NULL;
+    CHECK_STR(strv_get(env, "TERM"), "dumb");
+    CHECK(strv_count_prefix(env, "TERM=") == 1);
+    CHECK(strv_count_prefix(env, "NO_COLOR=") == 0);
+    CHECK_STR(strv_get(env, "PATH"), "/usr/bin");
+    kb_strv_free(env);
+    /* ... unless the kernelspec sets it (expanding the daemon's), or the caller does */
+    kb_kernelspec_t *termspec
+        = load_text(tmp, "termspec",
+                    "{\"argv\": [\"k\"], \"display_name\": \"t\", \"language\": \"t\","
+                    " \"env\": {\"TERM\": \"$TERM-256color\"}}");
+    env = termspec ? kb_kernelspec_build_env(termspec, base, drop, NULL) : NULL;
+    CHECK_STR(strv_get(env, "TERM"), "xterm-256color");
+    CHECK(strv_count_prefix(env, "TERM=") == 1);
+    kb_strv_free(env);
+    json_t *vt = json_pack("{s:s}", "TERM", "vt100");
+    env = bare ? kb_kernelspec_build_env(bare, base, drop, vt) : NULL;
+    CHECK_STR(strv_get(env, "TERM"), "vt100");
+    CHECK(strv_count_prefix(env, "TERM=") == 1);
+    kb_strv_free(env);
+    json_decref(vt);
+    kb_kernelspec_destroy(&termspec);
+
+    /* Deno's kernel gets NO_COLOR=1, which its kernelspec or the caller may change */
+    kb_kernelspec_t *deno = load_text(
+        tmp, "denoenv",
+        "{\"argv\": [\"/opt/deno/deno\", \"jupyter\", \"--kernel\", \"--conn\","
+        " \"{connection_file}\"], \"display_name\": \"D\", \"language\": \"typescript\"}");
+    char *colored[] = { "PATH=/usr/bin", "NO_COLOR=", NULL };
+    env = deno ? kb_kernelspec_build_env(deno, colored, drop, NULL) : NULL;
+    CHECK_STR(strv_get(env, "NO_COLOR"), "1");
+    CHECK(strv_count_prefix(env, "NO_COLOR=") == 1);
+    CHECK_STR(strv_get(env, "TERM"), "dumb");
+    kb_strv_free(env);
+    json_t *color = json_pack("{s:s}", "NO_COLOR", "");
+    env = deno ? kb_kernelspec_build_env(deno, colored, drop, color) : NULL;
+    CHECK_STR(strv_get(env, "NO_COLOR"), "");
+    CHECK(strv_count_prefix(env, "NO_COLOR=") == 1);
+    kb_strv_free(env);
+    json_decref(color);
+    kb_kernelspec_destroy(&deno);
 
     /* invalid extra_env is refused */
     json_t *bad = json_pack("{s:i}", "N", 1);
@@ -676,6 +720,153 @@ static void test_build_env(void)
     kb_kernelspec_destroy(&bare);
     json_decref(extra);
     kb_kernelspec_destroy(&spec);
+    kb_test_rmtree(tmp);
+    free(tmp);
+}
+
+static void test_quirks(void)
+{
+    char *tmp = kb_test_tmpdir();
+    /* Deno's kernel, by what its argv launches */
+    kb_kernelspec_t *spec = load_text(
+        tmp, "deno",
+        "{\"argv\": [\"/x/node_modules/deno/deno\", \"jupyter\", \"--kernel\", \"--conn\","
+        " \"{connection_file}\"], \"display_name\": \"Deno\", \"language\": \"typescript\"}");
+    kb_kernelspec_quirks_t quirks
+        = spec ? kb_kernelspec_quirks(spec) : (kb_kernelspec_quirks_t){ 0 };
+    CHECK_STR(quirks.transport, "tcp");
+    CHECK(quirks.late_output == KB_DENO_LATE_OUTPUT);
+    CHECK(quirks.no_color);
+    kb_kernelspec_destroy(&spec);
+    spec = load_text(
+        tmp, "deno-bare",
+        "{\"argv\": [\"deno\", \"jupyter\", \"--kernel\", \"--conn\", \"{connection_file}\"],"
+        " \"display_name\": \"Deno\", \"language\": \"typescript\"}");
+    CHECK(spec && kb_kernelspec_quirks(spec).transport != NULL);
+    kb_kernelspec_destroy(&spec);
+
+    /* deno running something else, or a kernel that only looks like it: none */
+    const char *plain[] = {
+        "{\"argv\": [\"/usr/bin/deno\", \"run\", \"k.ts\", \"{connection_file}\"],"
+        " \"display_name\": \"k\", \"language\": \"typescript\"}",
+        "{\"argv\": [\"/usr/bin/denojupyter\", \"jupyter\"], \"display_name\": \"k\","
+        " \"language\": \"typescript\"}",
+        "{\"argv\": [\"/usr/bin/python3\", \"-m\", \"ipykernel_launcher\", \"-f\","
+        " \"{connection_file}\"], \"display_name\": \"k\", \"language\": \"python\"}",
+    };
+    for (size_t i = 0; i < sizeof plain / sizeof *plain; i++) {
+        spec = load_text(tmp, "plain", plain[i]);
+        quirks = spec ? kb_kernelspec_quirks(spec) : (kb_kernelspec_quirks_t){ "x", 1, true };
+        CHECK(quirks.transport == NULL && quirks.late_output == 0 && !quirks.no_color);
+        kb_kernelspec_destroy(&spec);
+    }
+
+    /* kernel.json's metadata.kernelbridge says it, and wins */
+    spec = load_text(
+        tmp, "given",
+        "{\"argv\": [\"k\"], \"display_name\": \"g\", \"language\": \"g\","
+        " \"metadata\": {\"kernelbridge\": {\"transport\": \"tcp\", \"late_output\": 0.25,"
+        " \"no_color\": true}}}");
+    quirks = spec ? kb_kernelspec_quirks(spec) : (kb_kernelspec_quirks_t){ 0 };
+    CHECK_STR(quirks.transport, "tcp");
+    CHECK(quirks.late_output == 0.25);
+    CHECK(quirks.no_color);
+    kb_kernelspec_destroy(&spec);
+    spec = load_text(tmp, "deno-ipc",
+                     "{\"argv\": [\"deno\", \"jupyter\", \"--kernel\"], \"display_name\": \"D\","
+                     " \"language\": \"typescript\", \"metadata\": {\"kernelbridge\": {"
+                     "\"transport\": \"ipc\", \"late_output\": 0, \"no_color\": false}}}");
+    quirks = spec ? kb_kernelspec_quirks(spec) : (kb_kernelspec_quirks_t){ 0 };
+    CHECK_STR(quirks.transport, "ipc");
+    CHECK(quirks.late_output == 0);
+    CHECK(!quirks.no_color);
+    kb_kernelspec_destroy(&spec);
+    /* wrong types and out-of-range values are ignored */
+    const char *ignored[] = {
+        "{\"kernelbridge\": {\"transport\": \"udp\", \"late_output\": -1, \"no_color\": 1}}",
+        "{\"kernelbridge\": {\"transport\": 1, \"late_output\": 11, \"no_color\": \"yes\"}}",
+        "{\"kernelbridge\": {\"late_output\": \"0.5\"}}",
+        "{\"kernelbridge\": [\"tcp\"]}",
+        "{\"kernelbridge\": null}",
+        "{}",
+    };
+    for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "{\"argv\": [\"k\"], \"display_name\": \"i\", \"language\": \"i\","
+                 " \"metadata\": %s}",
+                 ignored[i]);
+        spec = load_text(tmp, "ignored", text);
+        CHECK(spec != NULL);
+        quirks = spec ? kb_kernelspec_quirks(spec) : (kb_kernelspec_quirks_t){ "x", 1, true };
+        CHECK(quirks.transport == NULL && quirks.late_output == 0 && !quirks.no_color);
+        kb_kernelspec_destroy(&spec);
+    }
+    /* no_color from metadata reaches the environment */
+    spec = load_text(tmp, "nocolor",
+                     "{\"argv\": [\"k\"], \"display_name\": \"n\", \"language\": \"n\","
+                     " \"metadata\": {\"kernelbridge\": {\"no_color\": true}}}");
+    char **env = spec ? kb_kernelspec_build_env(spec, NULL, NULL, NULL) : NULL;
+    CHECK_STR(strv_get(env, "NO_COLOR"), "1");
+    kb_strv_free(env);
+    kb_kernelspec_destroy(&spec);
+    kb_test_rmtree(tmp);
+    free(tmp);
+}
+
+static void test_language_alias(void)
+{
+    char *tmp = kb_test_tmpdir();
+    char *a = join(tmp, "a"), *b = join(tmp, "b"), *empty = join(tmp, "empty");
+    write_simple_spec(a, "ks-deno", "Deno", "typescript");
+    write_simple_spec(b, "ks-ts2", "TS", "TypeScript");
+    char jupyter_path[2 * PATH_MAX + 2];
+    snprintf(jupyter_path, sizeof jupyter_path, "%s:%s", a, b);
+    set_search_env(jupyter_path, empty, NULL, empty);
+    kb_kernelspecs_t *specs = kb_kernelspecs_discover(NULL, NULL);
+    CHECK(specs != NULL);
+
+    /* javascript with no kernelspec of its own: the typescript one */
+    const kb_kernelspec_t *spec = kb_kernelspecs_for_language(specs, "javascript", NULL);
+    CHECK(spec && strcmp(spec->name, "ks-deno") == 0);
+    spec = kb_kernelspecs_for_language(specs, "JavaScript", NULL);
+    CHECK(spec && strcmp(spec->name, "ks-deno") == 0);
+    spec = kb_kernelspecs_for_language(specs, "typescript", NULL);
+    CHECK(spec && strcmp(spec->name, "ks-deno") == 0);
+    /* a map for typescript serves javascript too; a map for javascript wins */
+    const char *map_ts[] = { "typescript=ks-ts2", NULL };
+    spec = kb_kernelspecs_for_language(specs, "javascript", map_ts);
+    CHECK(spec && strcmp(spec->name, "ks-ts2") == 0);
+    const char *map_js[] = { "typescript=ks-ts2", "javascript=ks-deno", NULL };
+    spec = kb_kernelspecs_for_language(specs, "javascript", map_js);
+    CHECK(spec && strcmp(spec->name, "ks-deno") == 0);
+    spec = kb_kernelspecs_for_language(specs, "typescript", map_js);
+    CHECK(spec && strcmp(spec->name, "ks-ts2") == 0);
+    /* the alias goes one way only */
+    CHECK(kb_kernelspecs_for_language(specs, "ecmascript", NULL) == NULL);
+    kb_kernelspecs_destroy(&specs);
+
+    /* a kernelspec of the javascript language itself wins over the alias */
+    write_simple_spec(b, "ks-node", "Node", "javascript");
+    specs = kb_kernelspecs_discover(NULL, NULL);
+    spec = specs ? kb_kernelspecs_for_language(specs, "javascript", NULL) : NULL;
+    CHECK(spec && strcmp(spec->name, "ks-node") == 0);
+    spec = specs ? kb_kernelspecs_for_language(specs, "typescript", NULL) : NULL;
+    CHECK(spec && strcmp(spec->name, "ks-deno") == 0);
+    kb_kernelspecs_destroy(&specs);
+
+    /* and with no typescript kernel either, javascript has none */
+    set_search_env(empty, empty, NULL, empty);
+    specs = kb_kernelspecs_discover(NULL, NULL);
+    const kb_kernelspec_t *found
+        = specs ? kb_kernelspecs_for_language(specs, "javascript", NULL) : NULL;
+    CHECK(specs
+          && (!found || strcasecmp(found->language, "javascript") == 0
+              || strcasecmp(found->language, "typescript") == 0));
+    kb_kernelspecs_destroy(&specs);
+    free(a);
+    free(b);
+    free(empty);
     kb_test_rmtree(tmp);
     free(tmp);
 }
@@ -842,7 +1033,9 @@ int main(void)
     RUN_TEST(test_broken_skipped_with_warning);
     RUN_TEST(test_build_argv);
     RUN_TEST(test_build_env);
+    RUN_TEST(test_quirks);
     RUN_TEST(test_language);
+    RUN_TEST(test_language_alias);
     RUN_TEST(test_system_kernelspecs);
     RUN_TEST(test_to_json);
     RUN_TEST(test_kernel_map_validate);

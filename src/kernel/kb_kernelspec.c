@@ -564,6 +564,45 @@ fail:
     return NULL;
 }
 
+/*  Deno's own kernel: `deno jupyter --kernel ...` */
+static bool is_deno_kernel(const kb_kernelspec_t *self)
+{
+    const char *slash = strrchr(self->argv[0], '/');
+    const char *base = slash ? slash + 1 : self->argv[0];
+    if (strcmp(base, "deno") != 0 && strcmp(base, "deno.exe") != 0)
+        return false;
+    for (size_t i = 1; i < self->argc; i++)
+        if (strcmp(self->argv[i], "jupyter") == 0)
+            return true;
+    return false;
+}
+
+kb_kernelspec_quirks_t kb_kernelspec_quirks(const kb_kernelspec_t *self)
+{
+    assert(self && self->argv && self->argc > 0);
+    kb_kernelspec_quirks_t quirks = { NULL, 0, false };
+    if (is_deno_kernel(self)) {
+        quirks.transport = "tcp";
+        quirks.late_output = KB_DENO_LATE_OUTPUT;
+        quirks.no_color = true;
+    }
+    json_t *given = self->metadata ? json_object_get(self->metadata, "kernelbridge") : NULL;
+    if (!json_is_object(given))
+        return quirks;
+    const char *transport = json_string_value(json_object_get(given, "transport"));
+    if (transport && strcmp(transport, "tcp") == 0)
+        quirks.transport = "tcp";
+    else if (transport && strcmp(transport, "ipc") == 0)
+        quirks.transport = "ipc";
+    json_t *late = json_object_get(given, "late_output");
+    if (json_is_number(late) && json_number_value(late) >= 0 && json_number_value(late) <= 10)
+        quirks.late_output = json_number_value(late);
+    json_t *no_color = json_object_get(given, "no_color");
+    if (json_is_boolean(no_color))
+        quirks.no_color = json_is_true(no_color);
+    return quirks;
+}
+
 /*  Index in v of the "K=V" entry whose name is name[0..namelen), or -1. */
 static ssize_t env_index(char *const *entries, size_t count, const char *name, size_t namelen)
 {
@@ -674,6 +713,13 @@ char **kb_kernelspec_build_env(const kb_kernelspec_t *self, char *const *base_en
         if (strv_push(&out, strdup(base_env[i])) < 0)
             goto fail;
     }
+    /* Defaults of a kernel launch, before the kernelspec's and the caller's
+       own values; not in source: $TERM in the kernelspec env is the
+       daemon's. */
+    if (env_set(&out, "TERM", KB_KERNEL_TERM) < 0)
+        goto fail;
+    if (kb_kernelspec_quirks(self).no_color && env_set(&out, "NO_COLOR", "1") < 0)
+        goto fail;
     if (self->env) {
         if (check_env_object(self->env, "env", problem, sizeof problem))
             goto fail;
@@ -692,8 +738,6 @@ char **kb_kernelspec_build_env(const kb_kernelspec_t *self, char *const *base_en
         json_object_foreach((json_t *)extra_env, key,
                             value) if (env_set(&out, key, json_string_value(value)) < 0) goto fail;
     }
-    if (!out.items && !(out.items = calloc(1, sizeof *out.items)))
-        goto fail;
     free(source);
     return out.items;
 fail:
@@ -907,6 +951,15 @@ const kb_kernelspec_t *kb_kernelspecs_find(const kb_kernelspecs_t *self, const c
     return NULL;
 }
 
+/*  A language with no kernelspec of its own is served by the kernelspec of
+    its alias. The alias has none itself, so lookups end. */
+static const struct {
+    const char *language;
+    const char *alias;
+} s_language_aliases[] = {
+    { "javascript", "typescript" },
+};
+
 const kb_kernelspec_t *kb_kernelspecs_for_language(const kb_kernelspecs_t *self,
                                                    const char *language,
                                                    const char *const *kernel_map)
@@ -929,6 +982,9 @@ const kb_kernelspec_t *kb_kernelspecs_for_language(const kb_kernelspecs_t *self,
     for (size_t i = 0; i < self->size; i++)
         if (strcasecmp(self->items[i]->language, language) == 0)
             return self->items[i];
+    for (size_t i = 0; i < sizeof s_language_aliases / sizeof *s_language_aliases; i++)
+        if (strcasecmp(s_language_aliases[i].language, language) == 0)
+            return kb_kernelspecs_for_language(self, s_language_aliases[i].alias, kernel_map);
     return NULL;
 }
 

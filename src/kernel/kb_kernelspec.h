@@ -11,6 +11,7 @@
 #define KB_KERNELSPEC_H_INCLUDED
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct {
@@ -56,6 +57,8 @@ char **kb_kernelspec_build_argv(const kb_kernelspec_t *self, const char *connect
       starts with one of drop_prefixes (NULL-terminated, may be NULL; the daemon
       passes {"KB_", NULL}); entries without '=' and repeated names (after the
       first) are left out;
+    - TERM=KB_KERNEL_TERM in place of the base's TERM, and NO_COLOR=1 for a
+      kernel whose quirks say no_color (see kb_kernelspec_quirks);
     - plus the kernelspec env, each value expanded like Python's
       string.Template.safe_substitute: $VAR and ${VAR} from the filtered base
       environment (so dropped variables are never expanded into a kernel),
@@ -66,6 +69,41 @@ char **kb_kernelspec_build_argv(const kb_kernelspec_t *self, const char *connect
     callers validate user input before. Caller frees with kb_strv_free. */
 char **kb_kernelspec_build_env(const kb_kernelspec_t *self, char *const *base_env,
                                const char *const *drop_prefixes, const json_t *extra_env);
+
+/*  The environment variables every kernel is launched with unless its
+    kernelspec env or the caller's extra_env set them: kernels have no
+    terminal, so TERM is "dumb" (octave_kernel's readline, run on a pty,
+    otherwise wraps every output in bracketed-paste escapes). */
+#define KB_KERNEL_TERM "dumb"
+
+/*  How the bridge meets a kernel's habits. Known kernels are recognised by
+    what their argv launches; kernel.json may say it too, in an object
+    metadata.kernelbridge, whose members win:
+    - transport: "tcp" or "ipc" when the kernel can only use that one (Deno's
+      kernel reads every endpoint as host:port, so ipc:// fails); NULL: the
+      daemon's configured transport. Member "transport": "tcp" | "ipc".
+    - late_output: seconds during which a run still takes the kernel's
+      output after both its execute_reply and its idle status came, the
+      wait starting again with each message of the run (Deno's kernel
+      publishes results from its JavaScript thread and streams from a task
+      of their own, at times just after idle); 0: a run completes at once.
+      Member "late_output": a number of seconds, 0 to 10.
+    - no_color: launch with NO_COLOR=1 unless the kernelspec env or the
+      caller's extra_env set NO_COLOR (Deno's kernel colours its text/plain
+      results with ANSI escapes otherwise). Member "no_color": true | false.
+    Members of another type or out of range are ignored. */
+typedef struct {
+    const char *transport; /* static string or NULL */
+    double late_output;
+    bool no_color;
+} kb_kernelspec_quirks_t;
+
+/*  Seconds of late_output for Deno's kernel. Its late messages come well
+    under a millisecond after idle on an idle machine; the margin is for a
+    loaded one. */
+#define KB_DENO_LATE_OUTPUT 0.05
+
+kb_kernelspec_quirks_t kb_kernelspec_quirks(const kb_kernelspec_t *self);
 
 /*  Free a NULL-terminated string vector and its strings; safe on NULL. */
 void kb_strv_free(char **strv);
@@ -112,7 +150,9 @@ const kb_kernelspec_t *kb_kernelspecs_find(const kb_kernelspecs_t *self, const c
     (so a later flag overrides an earlier one), and an entry naming a missing
     kernelspec gives NULL. Else the kernelspec whose name equals the language
     case-insensitively; else the first in discovery order whose language
-    equals it case-insensitively; else NULL. Borrowed. */
+    equals it case-insensitively; else, for a language with an alias
+    (javascript: typescript, whose kernels run JavaScript too, e.g. Deno's),
+    the kernelspec for the alias by these same rules; else NULL. Borrowed. */
 const kb_kernelspec_t *kb_kernelspecs_for_language(const kb_kernelspecs_t *self,
                                                    const char *language,
                                                    const char *const *kernel_map);

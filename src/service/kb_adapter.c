@@ -4,13 +4,14 @@
     restore snippet puts back exactly that even when applying failed half
     way (a cwd that does not exist). Saved state lives outside the user's
     namespace (a stack on Python's os module, R's options, a global of the
-    JavaScript runtime, Octave's appdata of the root object, a shell array
+    JavaScript runtime under a registered symbol, Octave's appdata of the root object, a shell array
     with a reserved name, a Julia global in Main with a reserved name).
 */
 #include "service/kb_engine.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /*  A growing string. */
 typedef struct {
@@ -144,13 +145,16 @@ static const char s_r_restore[]
 
 static void s_js_apply(kb_buf_t *b, const char *cwd, const json_t *env)
 {
-    /*  Plain JavaScript (also valid TypeScript) for Deno and Node runtimes. */
+    /*  Plain JavaScript (also valid TypeScript) for Deno and Node runtimes.
+        The saved stack is keyed by a registered symbol, so that it is not
+        among the enumerable names of the global object. */
     s_puts(b, "((c, k, v) => { const g = globalThis; const D = g.Deno; const P = g.process; "
+              "const K = Symbol.for(\"kernelbridge.saved\"); "
               "const get = (n) => D ? D.env.get(n) : P.env[n]; "
               "const set = (n, x) => { if (D) D.env.set(n, x); else P.env[n] = x; }; "
               "const cwd = () => D ? D.cwd() : P.cwd(); "
               "const chdir = (d) => { if (D) D.chdir(d); else P.chdir(d); }; "
-              "(g.__kbSaved = g.__kbSaved || []).push([cwd(), k.map((n) => [n, get(n)])]); "
+              "(g[K] = g[K] || []).push([cwd(), k.map((n) => [n, get(n)])]); "
               "k.forEach((n, i) => set(n, v[i])); if (c !== null) chdir(c); })(");
     s_cwd_or(b, cwd, "null", false);
     s_puts(b, ", [");
@@ -162,7 +166,7 @@ static void s_js_apply(kb_buf_t *b, const char *cwd, const json_t *env)
 
 static const char s_js_restore[]
     = "(() => { const g = globalThis; const D = g.Deno; const P = g.process; "
-      "const s = (g.__kbSaved || []).pop(); if (!s) return; "
+      "const s = (g[Symbol.for(\"kernelbridge.saved\")] || []).pop(); if (!s) return; "
       "if (D) D.chdir(s[0]); else P.chdir(s[0]); "
       "for (const [n, x] of s[1]) { if (x === undefined) { if (D) D.env.delete(n); "
       "else delete P.env[n]; } else if (D) D.env.set(n, x); else P.env[n] = x; } })();";
@@ -267,7 +271,7 @@ static const kb_adapter_t s_adapters[] = {
 static const kb_adapter_t *s_find(const char *language)
 {
     for (size_t i = 0; i < sizeof s_adapters / sizeof s_adapters[0]; i++)
-        if (strcmp(s_adapters[i].language, language) == 0)
+        if (strcasecmp(s_adapters[i].language, language) == 0)
             return &s_adapters[i];
     return NULL;
 }
