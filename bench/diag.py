@@ -8,6 +8,9 @@ findings, each one command (needs `perf` from linux-perf; run as root).
     /usr/bin/python3 bench/diag.py output-profile [--max-output 64M]
         one run printing 100 MiB under `perf record`: the daemon's CPU by
         thread and by library (jansson's parser vs its dumper by address range)
+    /usr/bin/python3 bench/diag.py zmq-memory
+        RssAnon that libzmq itself costs per kernel: 3 DEALER + 1 SUB sockets
+        connected over ipc (what the daemon holds per context), 20 times
     /usr/bin/python3 bench/diag.py pause-loss
         100 MiB in 1600 stream messages while the daemon is stopped (SIGSTOP)
         for 0, 0.5 and 1.5 s: what the result holds when the daemon falls
@@ -68,7 +71,7 @@ def cmd_syscalls(args, tmp):
           f"| CPU µs / request |")
     print("|---:|---|---|---:|---:|---:|")
     for nctx in args.contexts:
-        d = peers.Daemon(args.binary, os.path.join(tmp, f"d{nctx}"))
+        d = peers.Daemon(args.binary, os.path.join(tmp, f"d{nctx}"), ("--pool", "python=0"))
         try:
             ctx = d.create_context(kernel_name=args.kernel)[0]
             for _ in range(nctx - 1):
@@ -92,7 +95,7 @@ def cmd_syscalls(args, tmp):
 
 
 def cmd_output_profile(args, tmp):
-    d = peers.Daemon(args.binary, os.path.join(tmp, "d"), ("--max-output", args.max_output))
+    d = peers.Daemon(args.binary, os.path.join(tmp, "d"), ("--pool", "python=0", "--max-output", args.max_output))
     data = os.path.join(tmp, "perf.data")
     try:
         ctx = d.create_context(kernel_name="python3")[0]
@@ -170,6 +173,54 @@ def cmd_pause_loss(args, tmp):
         d.stop()
 
 
+def cmd_zmq_memory(args, tmp):
+    import zmq
+
+    n = 20
+    binder = subprocess.Popen([sys.executable, "-c", f"""
+import sys, time, zmq
+c = zmq.Context()
+socks = []
+for i in range({n}):
+    for j, t in enumerate((zmq.ROUTER, zmq.ROUTER, zmq.ROUTER, zmq.PUB)):
+        s = c.socket(t)
+        s.bind("ipc://{tmp}/s%d-%d" % (i, j))
+        socks.append(s)
+print("ok", flush=True)
+sys.stdin.read()
+"""], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        binder.stdout.readline()
+
+        def anon():
+            with open("/proc/self/status") as f:
+                for line in f:
+                    if line.startswith("RssAnon"):
+                        return int(line.split()[1])
+
+        ctx = zmq.Context()
+        first = ctx.socket(zmq.DEALER)  # the I/O thread and its buffers exist before the baseline
+        time.sleep(0.3)
+        base = anon()
+        socks = []
+        for i in range(n):
+            for j, kind in enumerate((zmq.DEALER, zmq.DEALER, zmq.DEALER, zmq.SUB)):
+                s = ctx.socket(kind)
+                if kind == zmq.SUB:
+                    s.setsockopt(zmq.SUBSCRIBE, b"")
+                s.connect(f"ipc://{tmp}/s{i}-{j}")
+                socks.append(s)
+        time.sleep(1.0)
+        print(f"libzmq {zmq.zmq_version()}: RssAnon per kernel's 4 connected sockets "
+              f"(3 DEALER + 1 SUB, ipc): {(anon() - base) / n:.0f} KiB")
+        for s in socks + [first]:
+            s.close(0)
+        ctx.term()
+    finally:
+        binder.stdin.close()
+        binder.wait(10)
+
+
 def _jansson_ranges():
     """Classify an address of libjansson (no debug symbols) by the exported
     functions around it: the parser's statics lie before json_loads, the
@@ -197,7 +248,7 @@ def _jansson_ranges():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("command", choices=["syscalls", "output-profile", "pause-loss"])
+    ap.add_argument("command", choices=["syscalls", "output-profile", "pause-loss", "zmq-memory"])
     ap.add_argument("--binary", default=os.path.join(os.path.dirname(HERE), "build", "kernelbridge"))
     ap.add_argument("--kernel", default="xpython")
     ap.add_argument("--contexts", default="1,20")
@@ -212,7 +263,7 @@ def main():
     atexit.register(peers.stop_all)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
     {"syscalls": cmd_syscalls, "output-profile": cmd_output_profile,
-     "pause-loss": cmd_pause_loss}[args.command](args, tmp)
+     "pause-loss": cmd_pause_loss, "zmq-memory": cmd_zmq_memory}[args.command](args, tmp)
 
 
 if __name__ == "__main__":
