@@ -29,8 +29,8 @@
 #include <unistd.h>
 
 #define KB_OUTPUT_RING 16384 /* bytes of the kernel's own output kept */
-#define KB_READY_TICK_MS 50  /* readiness check period */
-#define KB_KI_RESEND_MS 250  /* repeat kernel_info_request after this */
+#define KB_READY_TICK_MS 10  /* readiness check period */
+#define KB_KI_RESEND_MS 20   /* repeat kernel_info_request after this */
 #define KB_MAX_FRAMES 1100   /* frames read of one message, more are dropped */
 #define KB_DRAIN_BATCH 256   /* messages read per socket per loop turn */
 #define KB_HEARTBEAT_MS 3000 /* heartbeat period */

@@ -486,7 +486,6 @@ void kb_proc_answer_start(kb_proc_t *proc)
 
 void kb_proc_start(kb_proc_t *proc)
 {
-    kb_proc_answer_start(proc);
     proc->started_at = kb_now();
     if (proc->use_adapter)
         s_send_apply(proc);
@@ -494,6 +493,7 @@ void kb_proc_start(kb_proc_t *proc)
         proc->step = KB_STEP_MAIN;
         s_send(proc, proc->code, false);
     }
+    kb_proc_answer_start(proc); /* after the send: the kernel starts meanwhile */
 }
 
 /* ---- outside events ------------------------------------------------------------------ */
@@ -702,12 +702,11 @@ static void s_handle_run(kb_engine_t *self, kb_request_t *request)
     }
     kb_proc_t *proc = kb_proc_new(self, ctx, opts, request->stream);
     zlistx_add_end(ctx->queue, proc);
+    proc->start_request = request; /* answered once the kernel is ready */
     if (ctx->ready) {
-        request->rc = 0;
-        kb_request_answer(request);
-        kb_context_pump(ctx);
-    } else
-        proc->start_request = request; /* answered when the kernel is ready */
+        kb_context_pump(ctx);       /* the request goes to the kernel first, */
+        kb_proc_answer_start(proc); /* then the caller wakes (if still queued too) */
+    }
 }
 
 static void s_handle_list(kb_engine_t *self, kb_request_t *request)
