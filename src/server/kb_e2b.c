@@ -53,82 +53,6 @@ int kb_e2b_start_defaults(kb_service_t *service, kb_log_format_t format)
 
 /* ---- Request fields ------------------------------------------------------- */
 
-/*  The body as a JSON object (caller owns); an empty body is {} when
-    empty_ok. NULL with a 400 queued otherwise. */
-static json_t *parse_body(kb_request_t *req, bool empty_ok)
-{
-    if (req->body_len == 0) {
-        if (empty_ok)
-            return json_object();
-        kb_http_reply_errorf(req, KB_ERR_INVALID_REQUEST_BODY,
-                             "the request body is empty; a JSON object is expected");
-        return NULL;
-    }
-    json_error_t jerr;
-    json_t *body = json_loadb(req->body, req->body_len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
-    if (!body) {
-        kb_http_reply_errorf(req, KB_ERR_INVALID_REQUEST_BODY,
-                             "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,
-                             jerr.text);
-        return NULL;
-    }
-    if (!json_is_object(body)) {
-        json_decref(body);
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "the request body must be a JSON object");
-        return NULL;
-    }
-    return body;
-}
-
-/*  1 present, 0 absent (or null), -1 invalid with a 400 queued. */
-static int field_string(kb_request_t *req, json_t *body, const char *key, const char **out)
-{
-    json_t *value = json_object_get(body, key);
-    if (!value || json_is_null(value))
-        return 0;
-    if (!json_is_string(value)) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must be a string", key);
-        return -1;
-    }
-    if (strlen(json_string_value(value)) != json_string_length(value)) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must not contain NUL characters",
-                             key);
-        return -1;
-    }
-    *out = json_string_value(value);
-    return 1;
-}
-
-static int field_env(kb_request_t *req, json_t *body, const char *key, json_t **out)
-{
-    json_t *value = json_object_get(body, key);
-    if (!value || json_is_null(value))
-        return 0;
-    if (!json_is_object(value)) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must be an object of strings", key);
-        return -1;
-    }
-    for (void *it = json_object_iter(value); it; it = json_object_iter_next(value, it)) {
-        const char *name = json_object_iter_key(it);
-        size_t name_len = json_object_iter_key_len(it);
-        json_t *item = json_object_iter_value(it);
-        if (name_len == 0 || strlen(name) != name_len || strchr(name, '=')) {
-            kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
-                                 "field %s: variable names must be non-empty, without '=' or NUL",
-                                 key);
-            return -1;
-        }
-        if (!json_is_string(item) || strlen(json_string_value(item)) != json_string_length(item)) {
-            kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
-                                 "field %s: the value of %.100s must be a string without NUL", key,
-                                 name);
-            return -1;
-        }
-    }
-    *out = json_object_size(value) > 0 ? value : NULL;
-    return 1;
-}
-
 /*  E2B's language names, lower-cased and trimmed: none is python, js is
     javascript, and TypeScript runs on the JavaScript kernel. NULL (with a
     400 queued) when it does not fit buf. */
@@ -219,14 +143,14 @@ static void route_contexts_list(kb_request_t *req)
 
 static void route_contexts_create(kb_request_t *req)
 {
-    json_t *body = parse_body(req, true);
+    json_t *body = kb_http_body_object(req, true);
     if (!body)
         return;
     const char *language = NULL, *cwd = NULL;
     char buf[KB_E2B_LANGUAGE_MAX + 1];
     kb_context_opts_t opts = { 0 };
-    if (field_string(req, body, "language", &language) < 0
-        || field_string(req, body, "cwd", &cwd) < 0)
+    if (kb_http_field_string(req, body, "language", &language) < 0
+        || kb_http_field_string(req, body, "cwd", &cwd) < 0)
         goto done;
     if (!(opts.language = normalize_language(req, language, buf, sizeof buf)))
         goto done;
@@ -538,22 +462,22 @@ static void exec_free(void *cls)
 
 static void route_execute(kb_request_t *req)
 {
-    json_t *body = parse_body(req, false);
+    json_t *body = kb_http_body_object(req, false);
     if (!body)
         return;
     kb_run_opts_t opts = { 0 };
     const char *language = NULL, *id = NULL;
     char buf[KB_E2B_LANGUAGE_MAX + 1];
-    int has_code = field_string(req, body, "code", &opts.code);
+    int has_code = kb_http_field_string(req, body, "code", &opts.code);
     if (has_code < 0)
         goto done;
     if (has_code == 0) {
         kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field code is required");
         goto done;
     }
-    if (field_string(req, body, "context_id", &id) < 0
-        || field_string(req, body, "language", &language) < 0
-        || field_env(req, body, "env_vars", &opts.env) < 0)
+    if (kb_http_field_string(req, body, "context_id", &id) < 0
+        || kb_http_field_string(req, body, "language", &language) < 0
+        || kb_http_field_env(req, body, "env_vars", &opts.env) < 0)
         goto done;
     if (id && language) {
         kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,

@@ -517,3 +517,88 @@ void kb_http_log_request(kb_request_t *req, enum MHD_RequestTerminationCode toe)
                      req->status, ms, note ? " " : "", note ? note : "");
     write_text_line(line, sizeof line, n);
 }
+
+/* ---- request bodies ------------------------------------------------------------ */
+
+/*  The body as a JSON object (caller owns; an empty body is {} when
+    empty_ok), or NULL with the reply queued:
+    INVALID_REQUEST_BODY when it is not JSON, BAD_REQUEST when it is JSON
+    but not an object. */
+json_t *kb_http_body_object(kb_request_t *req, bool empty_ok)
+{
+    if (req->body_len == 0) {
+        if (empty_ok)
+            return json_object();
+        kb_http_reply_errorf(req, KB_ERR_INVALID_REQUEST_BODY,
+                             "the request body is empty; a JSON object is expected");
+        return NULL;
+    }
+    json_error_t jerr;
+    /* NUL is allowed through the parser so that a string holding one is
+       refused by name below as BAD_REQUEST, not as malformed JSON. */
+    json_t *body = json_loadb(req->body, req->body_len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
+    if (!body) {
+        kb_http_reply_errorf(req, KB_ERR_INVALID_REQUEST_BODY,
+                             "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,
+                             jerr.text);
+        return NULL;
+    }
+    if (!json_is_object(body)) {
+        json_decref(body);
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "the request body must be a JSON object");
+        return NULL;
+    }
+    return body;
+}
+
+/*  Fields: 1 present, 0 absent (JSON null counts as absent), -1 invalid
+    with a 400 queued. Strings are borrowed from body. */
+int kb_http_field_string(kb_request_t *req, json_t *body, const char *key, const char **out)
+{
+    json_t *value = json_object_get(body, key);
+    if (!value || json_is_null(value))
+        return 0;
+    if (!json_is_string(value)) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must be a string", key);
+        return -1;
+    }
+    if (strlen(json_string_value(value)) != json_string_length(value)) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must not contain NUL characters",
+                             key);
+        return -1;
+    }
+    *out = json_string_value(value);
+    return 1;
+}
+
+/*  env: an object whose keys are variable names (non-empty, no '=' or NUL)
+    and whose values are strings without NUL. */
+int kb_http_field_env(kb_request_t *req, json_t *body, const char *key, json_t **out)
+{
+    json_t *value = json_object_get(body, key);
+    if (!value || json_is_null(value))
+        return 0;
+    if (!json_is_object(value)) {
+        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must be an object of strings", key);
+        return -1;
+    }
+    for (void *it = json_object_iter(value); it; it = json_object_iter_next(value, it)) {
+        const char *name = json_object_iter_key(it);
+        size_t name_len = json_object_iter_key_len(it);
+        json_t *item = json_object_iter_value(it);
+        if (name_len == 0 || strlen(name) != name_len || strchr(name, '=')) {
+            kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
+                                 "field %s: variable names must be non-empty, without '=' or NUL",
+                                 key);
+            return -1;
+        }
+        if (!json_is_string(item) || strlen(json_string_value(item)) != json_string_length(item)) {
+            kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
+                                 "field %s: the value of %.100s must be a string without NUL", key,
+                                 name);
+            return -1;
+        }
+    }
+    *out = value;
+    return 1;
+}

@@ -122,4 +122,16 @@ kb_code_t kb_routes_match(kb_request_t *req);
 /*  The same for the routes of an E2B server (src/server/kb_e2b.c). */
 kb_code_t kb_e2b_match(kb_request_t *req);
 
+/*  The request body as a JSON object (caller owns); an empty body is {}
+    when empty_ok. NULL with the reply queued: INVALID_REQUEST_BODY when it
+    is not JSON, BAD_REQUEST when it is JSON but not an object. */
+json_t *kb_http_body_object(kb_request_t *req, bool empty_ok);
+
+/*  Body fields: 1 present, 0 absent (or null), -1 invalid with a 400
+    queued. A string without NUL (borrowed); an object of environment
+    variables (names non-empty without '=' or NUL, string values without
+    NUL; borrowed). */
+int kb_http_field_string(kb_request_t *req, json_t *body, const char *key, const char **out);
+int kb_http_field_env(kb_request_t *req, json_t *body, const char *key, json_t **out);
+
 #endif

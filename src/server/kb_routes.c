@@ -76,54 +76,8 @@ static int query_seconds(kb_request_t *req, const char *key, double *out)
 
 /* ---- JSON body fields ---------------------------------------------------- */
 
-/*  The body as a JSON object (caller owns), or NULL with the reply queued:
-    INVALID_REQUEST_BODY when it is not JSON, BAD_REQUEST when it is JSON
-    but not an object. */
-static json_t *parse_body(kb_request_t *req)
-{
-    if (req->body_len == 0) {
-        kb_http_reply_errorf(req, KB_ERR_INVALID_REQUEST_BODY,
-                             "the request body is empty; a JSON object is expected");
-        return NULL;
-    }
-    json_error_t jerr;
-    /* NUL is allowed through the parser so that a string holding one is
-       refused by name below as BAD_REQUEST, not as malformed JSON. */
-    json_t *body = json_loadb(req->body, req->body_len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
-    if (!body) {
-        kb_http_reply_errorf(req, KB_ERR_INVALID_REQUEST_BODY,
-                             "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,
-                             jerr.text);
-        return NULL;
-    }
-    if (!json_is_object(body)) {
-        json_decref(body);
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "the request body must be a JSON object");
-        return NULL;
-    }
-    return body;
-}
-
 /*  The fields parsers share the 1 / 0 / -1 convention of the query ones;
     JSON null counts as absent. Strings are borrowed from body. */
-
-static int field_string(kb_request_t *req, json_t *body, const char *key, const char **out)
-{
-    json_t *value = json_object_get(body, key);
-    if (!value || json_is_null(value))
-        return 0;
-    if (!json_is_string(value)) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must be a string", key);
-        return -1;
-    }
-    if (strlen(json_string_value(value)) != json_string_length(value)) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must not contain NUL characters",
-                             key);
-        return -1;
-    }
-    *out = json_string_value(value);
-    return 1;
-}
 
 static int field_bool(kb_request_t *req, json_t *body, const char *key, bool *out)
 {
@@ -153,38 +107,6 @@ static int field_seconds(kb_request_t *req, json_t *body, const char *key, doubl
     return 1;
 }
 
-/*  env: an object whose keys are variable names (non-empty, no '=' or NUL)
-    and whose values are strings without NUL. */
-static int field_env(kb_request_t *req, json_t *body, const char *key, json_t **out)
-{
-    json_t *value = json_object_get(body, key);
-    if (!value || json_is_null(value))
-        return 0;
-    if (!json_is_object(value)) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must be an object of strings", key);
-        return -1;
-    }
-    for (void *it = json_object_iter(value); it; it = json_object_iter_next(value, it)) {
-        const char *name = json_object_iter_key(it);
-        size_t name_len = json_object_iter_key_len(it);
-        json_t *item = json_object_iter_value(it);
-        if (name_len == 0 || strlen(name) != name_len || strchr(name, '=')) {
-            kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
-                                 "field %s: variable names must be non-empty, without '=' or NUL",
-                                 key);
-            return -1;
-        }
-        if (!json_is_string(item) || strlen(json_string_value(item)) != json_string_length(item)) {
-            kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
-                                 "field %s: the value of %.100s must be a string without NUL", key,
-                                 name);
-            return -1;
-        }
-    }
-    *out = value;
-    return 1;
-}
-
 static bool context_id_valid(const char *id)
 {
     size_t len = strlen(id);
@@ -195,7 +117,7 @@ static bool context_id_valid(const char *id)
 
 static int field_context_id(kb_request_t *req, json_t *body, const char **out)
 {
-    int rc = field_string(req, body, "context_id", out);
+    int rc = kb_http_field_string(req, body, "context_id", out);
     if (rc == 1 && !context_id_valid(*out)) {
         kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
                              "context_id must be 1-%d characters of A-Z a-z 0-9 . _ -",
@@ -266,15 +188,15 @@ static void route_contexts_list(kb_request_t *req)
 
 static void route_contexts_create(kb_request_t *req)
 {
-    json_t *body = parse_body(req);
+    json_t *body = kb_http_body_object(req, false);
     if (!body)
         return;
     kb_context_opts_t opts = { 0 };
-    if (field_string(req, body, "language", &opts.language) < 0
-        || field_string(req, body, "kernel_name", &opts.kernel_name) < 0
+    if (kb_http_field_string(req, body, "language", &opts.language) < 0
+        || kb_http_field_string(req, body, "kernel_name", &opts.kernel_name) < 0
         || field_context_id(req, body, &opts.context_id) < 0
-        || field_string(req, body, "cwd", &opts.cwd) < 0
-        || field_env(req, body, "env", &opts.env) < 0)
+        || kb_http_field_string(req, body, "cwd", &opts.cwd) < 0
+        || kb_http_field_env(req, body, "env", &opts.env) < 0)
         goto done;
     if (!opts.language && !opts.kernel_name) {
         kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "one of language or kernel_name is required");
@@ -327,24 +249,24 @@ static void route_context_interrupt(kb_request_t *req)
 
 static void route_run(kb_request_t *req)
 {
-    json_t *body = parse_body(req);
+    json_t *body = kb_http_body_object(req, false);
     if (!body)
         return;
     kb_run_opts_t opts = { 0 };
-    int has_code = field_string(req, body, "code", &opts.code);
+    int has_code = kb_http_field_string(req, body, "code", &opts.code);
     if (has_code < 0)
         goto done;
     if (has_code == 0) {
         kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field code is required");
         goto done;
     }
-    if (field_string(req, body, "language", &opts.language) < 0
-        || field_string(req, body, "kernel_name", &opts.kernel_name) < 0
+    if (kb_http_field_string(req, body, "language", &opts.language) < 0
+        || kb_http_field_string(req, body, "kernel_name", &opts.kernel_name) < 0
         || field_context_id(req, body, &opts.context_id) < 0
         || field_bool(req, body, "isolated", &opts.isolated) < 0
         || field_seconds(req, body, "timeout", &opts.timeout) < 0
-        || field_string(req, body, "cwd", &opts.cwd) < 0
-        || field_env(req, body, "env", &opts.env) < 0
+        || kb_http_field_string(req, body, "cwd", &opts.cwd) < 0
+        || kb_http_field_env(req, body, "env", &opts.env) < 0
         || field_bool(req, body, "strip_ansi", &opts.strip_ansi) < 0)
         goto done;
     if (opts.isolated && opts.context_id) {
@@ -487,11 +409,11 @@ static void route_process_signal(kb_request_t *req)
 {
     if (!path_id_ok(req, KB_ERR_PROCESS_NOT_FOUND))
         return;
-    json_t *body = parse_body(req);
+    json_t *body = kb_http_body_object(req, false);
     if (!body)
         return;
     const char *signal = NULL;
-    int has_signal = field_string(req, body, "signal", &signal);
+    int has_signal = kb_http_field_string(req, body, "signal", &signal);
     if (has_signal < 0)
         goto done;
     if (has_signal == 0
