@@ -11,6 +11,8 @@ packages=(
   # kernels the tests drive, and their rich-output libraries
   python3-ipykernel python3-jupyter-client python3-zmq python3-matplotlib xpython
   r-cran-irkernel octave python3-octave-kernel
+  # octave_kernel's inline plots: gnuplot draws, ghostscript makes the PNG
+  gnuplot-nox ghostscript fonts-freefont-otf
   # test runners and peers measured by bench/
   python3-pytest python3-setuptools python3-pip jupyter-server python3-jupyter-server
   python3-websocket
@@ -34,4 +36,32 @@ if command -v npm >/dev/null 2>&1; then
   npm ci --prefix "$(cd "$(dirname "$0")/.." && pwd)/tests/e2b-js" --no-audit --no-fund
 else
   echo "setup.sh: npm not found: install Node 20 to run tests/e2b-js" >&2
+fi
+
+# Deno, whose built-in Jupyter kernel the tests drive (language typescript,
+# also serving javascript): the deno package from npm, whose binary comes in
+# the optional package of this platform, into .cache/deno (not in git); then
+# its kernelspec, as `deno jupyter --install` writes it, into
+# .cache/deno/jupyter/kernels/deno, a directory tests put on JUPYTER_PATH
+# (nothing is installed into the system's or the user's Jupyter dirs).
+deno_version=2.9.6
+deno_dir="$(cd "$(dirname "$0")/.." && pwd)/.cache/deno"
+if command -v npm >/dev/null 2>&1; then
+  if ! "$deno_dir/bin/deno" --version 2>/dev/null | grep -q "^deno $deno_version "; then
+    mkdir -p "$deno_dir/bin"
+    npm install --prefix "$deno_dir" --no-audit --no-fund "deno@$deno_version"
+    # node_modules/deno/deno once its postinstall ran, else the platform package's own
+    deno_exe=$(ls "$deno_dir"/node_modules/deno/deno "$deno_dir"/node_modules/@deno/linux-*/deno \
+      2>/dev/null | head -n 1)
+    ln -sfn "$deno_exe" "$deno_dir/bin/deno"
+    "$deno_dir/bin/deno" --version
+  fi
+  deno_home=$(mktemp -d)
+  HOME="$deno_home" DENO_NO_UPDATE_CHECK=1 "$deno_dir/bin/deno" jupyter --install --force >/dev/null 2>&1
+  mkdir -p "$deno_dir/jupyter/kernels"
+  rm -rf "$deno_dir/jupyter/kernels/deno"
+  mv "$deno_home/.local/share/jupyter/kernels/deno" "$deno_dir/jupyter/kernels/deno"
+  rm -rf "$deno_home"
+else
+  echo "setup.sh: npm not found: install Node 20 for Deno's kernel" >&2
 fi

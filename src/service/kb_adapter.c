@@ -123,16 +123,24 @@ static const char s_python_restore[]
 
 static void s_r_apply(kb_buf_t *b, const char *cwd, const json_t *env)
 {
-    s_puts(b, "local({ k <- as.character(c(");
+    /*  IRkernel reports no error of a silent request (its status is "ok"),
+        but an interrupt condition makes the reply "abort": a cwd that does
+        not exist is refused that way, before anything is saved or changed,
+        so that the code is not run. (Without IRkernel's handler, stop().) */
+    s_puts(b, "local({ c <- ");
+    s_cwd_or(b, cwd, "NULL", false);
+    s_puts(b, "; if (!is.null(c) && !dir.exists(c)) { m <- paste(\"cannot change working "
+              "directory: no such directory:\", c); signalCondition(structure(class = "
+              "c(\"interrupt\", \"condition\"), list(message = m, call = NULL))); stop(m) }; "
+              "k <- as.character(c(");
     s_list(b, env, false, false);
     s_puts(b, ")); v <- as.character(c(");
     s_list(b, env, true, false);
     s_puts(b, ")); s <- getOption(\"kb.saved\", list()); "
               "s[[length(s) + 1]] <- list(getwd(), Sys.getenv(k, unset = NA, names = TRUE)); "
               "options(kb.saved = s); "
-              "if (length(k)) do.call(Sys.setenv, as.list(setNames(v, k))); c <- ");
-    s_cwd_or(b, cwd, "NULL", false);
-    s_puts(b, "; if (!is.null(c)) setwd(c); invisible(NULL) })");
+              "if (length(k)) do.call(Sys.setenv, as.list(setNames(v, k))); "
+              "if (!is.null(c)) setwd(c); invisible(NULL) })");
 }
 
 static const char s_r_restore[]
@@ -176,17 +184,24 @@ static const char s_js_restore[]
 static void s_octave_apply(kb_buf_t *b, const char *cwd, const json_t *env)
 {
     /*  getenv cannot tell unset from empty: an empty saved value is restored
-        as unset. Temporaries are cleared so that the workspace is as before. */
-    s_puts(b, "kb__k = {");
+        as unset. Temporaries are cleared so that the workspace is as before.
+        octave_kernel (0.32, on metakernel) answers every silent request with
+        status "ok", Octave errors and interrupts included, so a failure here
+        cannot fail the run: a cwd that does not exist is checked first and
+        then nothing is applied (the code runs as if no cwd/env were given). */
+    s_puts(b, "kb__c = ");
+    s_cwd_or(b, cwd, "''", false);
+    s_puts(b, "; if ~isempty(kb__c) && ~isfolder(kb__c), clear kb__c; "
+              "error('cannot change working directory: no such directory'); end; "
+              "kb__k = {");
     s_list(b, env, false, false);
     s_puts(b, "}; kb__v = {");
     s_list(b, env, true, false);
     s_puts(b, "}; kb__o = cellfun(@getenv, kb__k, 'UniformOutput', false); "
               "kb__s = getappdata(0, 'kb_saved'); if isempty(kb__s) kb__s = {}; end; "
               "kb__s{end + 1} = {pwd(), kb__k, kb__o}; setappdata(0, 'kb_saved', kb__s); "
-              "for kb__i = 1:numel(kb__k) setenv(kb__k{kb__i}, kb__v{kb__i}); end; kb__c = ");
-    s_cwd_or(b, cwd, "''", false);
-    s_puts(b, "; clear kb__k kb__v kb__o kb__s kb__i; "
+              "for kb__i = 1:numel(kb__k) setenv(kb__k{kb__i}, kb__v{kb__i}); end; "
+              "clear kb__k kb__v kb__o kb__s kb__i; "
               "if ~isempty(kb__c) kb__d = kb__c; clear kb__c; cd(kb__d); clear kb__d; "
               "else clear kb__c; end");
 }
