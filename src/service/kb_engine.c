@@ -73,6 +73,8 @@ static json_t *s_context_json(kb_context_t *ctx)
     kb_iso_time(ctx->last_activity_at, active, sizeof active);
     json_t *json = kb_context_identity(ctx);
     json_object_set_new(json, "kernel_name", json_string(ctx->kernel_name));
+    json_object_set_new(json, "dropped_messages",
+                        json_integer(ctx->kernel ? (json_int_t)kb_kernel_dropped(ctx->kernel) : 0));
     json_object_set_new(json, "cwd", ctx->cwd ? json_string(ctx->cwd) : json_null());
     json_object_set_new(json, "state", json_string(s_context_state(ctx)));
     json_object_set_new(json, "created_at", json_string(created));
@@ -204,11 +206,13 @@ kb_kernel_t *kb_engine_launch(kb_engine_t *self, const kb_kernelspec_t *spec, co
 {
     const char *drop[] = { "KB_", NULL };
     char **envp = kb_kernelspec_build_env(spec, environ, drop, env);
+    /* Deno's kernel, for one, cannot use ipc endpoints */
+    kb_kernelspec_quirks_t quirks = kb_kernelspec_quirks(spec);
     kb_kernel_opts_t opts = {
         .runtime_dir = self->state_dir,
         .ipc_dir = self->ipc_dir,
         .serial = ++self->kernel_serial,
-        .transport = self->config.transport,
+        .transport = quirks.transport ? quirks.transport : self->config.transport,
         .cwd = cwd,
         .envp = envp,
         .system_python = self->system_python,

@@ -53,6 +53,8 @@ struct kb_proc {
     bool timeout_kill; /* ... and the interrupt was ignored */
     int client_signal; /* SIGINT / SIGTERM / SIGKILL from a client, or 0 */
     int timeout_timer, grace_timer, completion_timer;
+    int settle_timer;   /* waiting for output the kernel sends after idle */
+    double late_output; /* the kernel's quirk: seconds to wait for it */
 
     json_t *result; /* the InterpreterResult, once ended */
     kb_reason_t reason;
@@ -249,6 +251,7 @@ static void s_end(kb_proc_t *proc, kb_reason_t reason, int exit_code, const char
     s_timer_stop(proc, &proc->timeout_timer);
     s_timer_stop(proc, &proc->grace_timer);
     s_timer_stop(proc, &proc->completion_timer);
+    s_timer_stop(proc, &proc->settle_timer);
     kb_execution_destroy(&proc->step_exec);
     kb_result_t *result
         = kb_execution_finish(s_main_exec(proc), reason, exit_code, signal, raw_reason);
@@ -341,6 +344,16 @@ static int s_completion_timer(zloop_t *loop, int timer_id, void *arg)
     return 0;
 }
 
+static void s_step_done(kb_proc_t *proc);
+
+static int s_settle_timer(zloop_t *loop, int timer_id, void *arg)
+{
+    kb_proc_t *proc = arg;
+    proc->settle_timer = -1;
+    s_step_done(proc);
+    return 0;
+}
+
 static void s_send(kb_proc_t *proc, const char *code, bool silent)
 {
     kb_kernel_t *kernel = proc->ctx->kernel;
@@ -381,6 +394,7 @@ static void s_send_apply(kb_proc_t *proc)
 static void s_step_done(kb_proc_t *proc)
 {
     s_timer_stop(proc, &proc->completion_timer);
+    s_timer_stop(proc, &proc->settle_timer);
     if (proc->step == KB_STEP_APPLY) {
         kb_result_t *applied
             = kb_execution_finish(proc->step_exec, KB_REASON_EXITED, 0, NULL, NULL);
@@ -466,6 +480,15 @@ void kb_proc_on_message(kb_proc_t *proc, kb_channel_t channel, const kb_msg_t *m
     else
         return;
     if (kb_execution_complete(exec)) {
+        /*  A kernel that publishes output after idle (kb_kernelspec_quirks):
+            the code step ends once none came for late_output seconds. */
+        if (proc->late_output > 0 && proc->step == KB_STEP_MAIN) {
+            s_timer_stop(proc, &proc->completion_timer);
+            s_timer_stop(proc, &proc->settle_timer);
+            proc->settle_timer = zloop_timer(proc->engine->loop, s_delay_ms(proc->late_output), 1,
+                                             s_settle_timer, proc);
+            return;
+        }
         s_step_done(proc);
         return;
     }
@@ -487,6 +510,7 @@ void kb_proc_answer_start(kb_proc_t *proc)
 void kb_proc_start(kb_proc_t *proc)
 {
     proc->started_at = kb_now();
+    proc->late_output = kb_kernelspec_quirks(kb_kernel_spec(proc->ctx->kernel)).late_output;
     if (proc->use_adapter)
         s_send_apply(proc);
     else {
@@ -513,6 +537,21 @@ void kb_proc_on_kernel_exit(kb_proc_t *proc, kb_kernel_t *kernel)
         snprintf(value, sizeof value, "the run timed out after %g s; the kernel was killed",
                  proc->timeout);
         kb_proc_end(proc, KB_REASON_TIMED_OUT, -1, "SIGKILL", "TimeoutError", value, raw);
+        return;
+    }
+    if (proc->timed_out || proc->client_signal == SIGINT) {
+        /*  The kernel died of the interrupt (Deno's kernel, xeus-python 0.14):
+            the run still ended because of the timeout or the client. */
+        char raw[240], value[160];
+        snprintf(raw, sizeof raw, "the kernel died when interrupted: %s", exit_text);
+        if (proc->timed_out) {
+            snprintf(value, sizeof value,
+                     "the run timed out after %g s; the kernel died when interrupted",
+                     proc->timeout);
+            kb_proc_end(proc, KB_REASON_TIMED_OUT, -1, "SIGINT", "TimeoutError", value, raw);
+        } else
+            kb_proc_end(proc, KB_REASON_SIGNALED, -1, "SIGINT", "KernelDied",
+                        "the kernel died when interrupted", raw);
         return;
     }
     int status = kb_kernel_exit_status(kernel);
@@ -611,7 +650,7 @@ kb_proc_t *kb_proc_new(kb_engine_t *engine, kb_context_t *ctx, const kb_run_opts
     proc->code = strdup(opts->code);
     proc->strip_ansi = opts->strip_ansi;
     proc->timeout = opts->timeout > 0 ? opts->timeout : engine->config.default_timeout;
-    proc->timeout_timer = proc->grace_timer = proc->completion_timer = -1;
+    proc->timeout_timer = proc->grace_timer = proc->completion_timer = proc->settle_timer = -1;
     proc->exit_code = -1;
     proc->followers = zlistx_new();
     proc->waiters = zlistx_new();
