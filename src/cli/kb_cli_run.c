@@ -3,6 +3,7 @@
     is destroyed afterwards; its stdout/stderr stream live, then the result
     is printed for a person, or as InterpreterResult JSON. */
 #include <getopt.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,27 +81,29 @@ static void s_on_event(const kb_event_t *event, void *arg)
     }
 }
 
-/*  Decode base64 (as sent for image/png) into a file. */
+/*  Decode base64 (as sent for image/png; line breaks allowed) into a file. */
 static int s_write_base64(const char *path, const char *b64)
 {
-    static const char table[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    FILE *out = fopen(path, "wb");
-    if (!out)
-        return -1;
-    unsigned value = 0;
-    int bits = 0;
-    for (const char *p = b64; *p; p++) {
-        const char *at = strchr(table, *p);
-        if (!at || !*p)
-            continue; /* newlines and padding */
-        value = (value << 6) | (unsigned)(at - table);
-        bits += 6;
-        if (bits >= 8) {
-            bits -= 8;
-            fputc((int)((value >> bits) & 0xff), out);
-        }
-    }
-    return fclose(out);
+    size_t len = strlen(b64);
+    unsigned char *raw = malloc(len / 4 * 3 + 4);
+    EVP_ENCODE_CTX *ctx = EVP_ENCODE_CTX_new();
+    int rc = -1, part = 0, last = 0;
+    FILE *out = NULL;
+    if (!raw || !ctx)
+        goto done;
+    EVP_DecodeInit(ctx);
+    if (EVP_DecodeUpdate(ctx, raw, &part, (const unsigned char *)b64, (int)len) < 0
+        || EVP_DecodeFinal(ctx, raw + part, &last) < 0)
+        goto done;
+    out = fopen(path, "wb");
+    if (out && fwrite(raw, 1, (size_t)(part + last), out) == (size_t)(part + last))
+        rc = 0;
+done:
+    if (out && fclose(out) != 0)
+        rc = -1;
+    EVP_ENCODE_CTX_free(ctx);
+    free(raw);
+    return rc;
 }
 
 static int s_write_text(const char *path, const char *text)
