@@ -204,16 +204,18 @@ static void test_display_and_execute_result(void)
     /* Malformed outputs: no data object. */
     CHECK(iopub(exe, "display_data", "{\"metadata\": {}}") == -1);
     CHECK(iopub(exe, "execute_result", "{\"data\": \"2\"}") == -1);
-    CHECK(ev.count == 2);
-    if (ev.count == 2) {
-        CHECK(ev.type[0] == KB_EVENT_DISPLAY);
-        CHECK(json_is(ev.data[0], "{\"data\": {\"text/plain\": \"<Figure>\", \"image/png\": "
+    CHECK(ev.count == 3);
+    if (ev.count == 3) {
+        CHECK(ev.type[0] == KB_EVENT_INPUT);
+        CHECK(json_is(ev.data[0], "{\"execution_count\": 7}"));
+        CHECK(ev.type[1] == KB_EVENT_DISPLAY);
+        CHECK(json_is(ev.data[1], "{\"data\": {\"text/plain\": \"<Figure>\", \"image/png\": "
                                   "\"iVBOR\"}, \"is_main_result\": false, \"text\": \"<Figure>\","
                                   " \"html\": null, \"png\": \"iVBOR\", \"svg\": null, \"json\":"
                                   " null, \"metadata\": {\"image/png\": {\"width\": 10}},"
                                   " \"display_id\": \"fig1\"}"));
-        CHECK(ev.type[1] == KB_EVENT_DISPLAY);
-        CHECK(json_is(ev.data[1], "{\"data\": {\"text/plain\": \"2\"}, \"is_main_result\": true,"
+        CHECK(ev.type[2] == KB_EVENT_DISPLAY);
+        CHECK(json_is(ev.data[2], "{\"data\": {\"text/plain\": \"2\"}, \"is_main_result\": true,"
                                   " \"text\": \"2\", \"html\": null, \"png\": null, \"svg\":"
                                   " null, \"json\": null, \"metadata\": {}}"));
     }
@@ -934,21 +936,23 @@ static void test_event_order(void)
     CHECK(shell(exe, "{\"status\": \"error\", \"ename\": \"E\", \"evalue\": \"v\"}") == 1);
     CHECK(idle(exe) == 1);
     const kb_event_type_t want[]
-        = { KB_EVENT_STDOUT, KB_EVENT_DISPLAY, KB_EVENT_DISPLAY_UPDATE, KB_EVENT_CLEAR_OUTPUT,
-            KB_EVENT_STDERR, KB_EVENT_DISPLAY, KB_EVENT_ERROR,          KB_EVENT_SYSTEM };
+        = { KB_EVENT_INPUT,  KB_EVENT_STDOUT, KB_EVENT_DISPLAY, KB_EVENT_DISPLAY_UPDATE,
+            KB_EVENT_CLEAR_OUTPUT, KB_EVENT_STDERR, KB_EVENT_DISPLAY, KB_EVENT_ERROR,
+            KB_EVENT_SYSTEM };
     size_t n = sizeof want / sizeof want[0];
     CHECK(ev.count == n);
     for (size_t i = 0; i < n && i < ev.count; i++)
         CHECK(ev.type[i] == want[i]);
     if (ev.count == n) {
-        CHECK(json_is(ev.data[0], "{\"text\": \"a\"}"));
-        CHECK_STR(json_string_value(json_object_get(ev.data[1], "display_id")), "x");
-        CHECK(json_is(ev.data[2], "{\"display_id\": \"x\", \"data\": {\"text/plain\": \"q\"}}"));
-        CHECK(json_is(ev.data[3], "{\"wait\": true}"));
-        CHECK(json_is(ev.data[4], "{\"text\": \"b\"}"));
-        CHECK(json_is_true(json_object_get(ev.data[5], "is_main_result")));
-        CHECK(json_is(ev.data[6], "{\"name\": \"E\", \"value\": \"v\", \"traceback\": [\"t\"]}"));
-        CHECK(json_is(ev.data[7], "{\"text\": \"note\"}"));
+        CHECK(json_is(ev.data[0], "{\"execution_count\": 1}"));
+        CHECK(json_is(ev.data[1], "{\"text\": \"a\"}"));
+        CHECK_STR(json_string_value(json_object_get(ev.data[2], "display_id")), "x");
+        CHECK(json_is(ev.data[3], "{\"display_id\": \"x\", \"data\": {\"text/plain\": \"q\"}}"));
+        CHECK(json_is(ev.data[4], "{\"wait\": true}"));
+        CHECK(json_is(ev.data[5], "{\"text\": \"b\"}"));
+        CHECK(json_is_true(json_object_get(ev.data[6], "is_main_result")));
+        CHECK(json_is(ev.data[7], "{\"name\": \"E\", \"value\": \"v\", \"traceback\": [\"t\"]}"));
+        CHECK(json_is(ev.data[8], "{\"text\": \"note\"}"));
     }
     json_t *json = finish_json(exe, NULL);
     CHECK(json_is(json_object_get(json, "logs"), "{\"stdout\": \"\", \"stderr\": \"b\"}"));

@@ -138,8 +138,9 @@ typedef struct {
     {display_id, data}; CLEAR_OUTPUT {wait}; ERROR {name, value, traceback};
     SYSTEM {text} (a system log line); RESULT (the whole InterpreterResult,
     always last for a run); LOG (one log frame {cursor, channel, data,
-    timestamp}) and END {cursor} for process log following; WAIT (the answer
-    of kb_service_process_wait). */
+    timestamp}) and END {cursor} for process log following; INPUT
+    {execution_count} when the kernel echoes the code it runs (execute_input;
+    not every kernel does, and the native SSE stream leaves it out). */
 typedef enum {
     KB_EVENT_START,
     KB_EVENT_STDOUT,
@@ -152,6 +153,7 @@ typedef enum {
     KB_EVENT_RESULT,
     KB_EVENT_LOG,
     KB_EVENT_END,
+    KB_EVENT_INPUT,
 } kb_event_type_t;
 
 /*  The SSE event name of a type ("start", "stdout", ... "result", "log",

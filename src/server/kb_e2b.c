@@ -206,6 +206,7 @@ typedef struct {
     char *pending; /* rendered lines not yet handed to MHD */
     size_t len, cap, sent;
     bool errored; /* an error line went out */
+    bool counted; /* the number_of_executions line went out */
     bool done;    /* end_of_execution is in pending */
 } kb_e2b_exec_t;
 
@@ -320,6 +321,16 @@ static json_t *error_line(json_t *error)
     return line;
 }
 
+/*  The number_of_executions line, once per execution. */
+static int exec_count(kb_e2b_exec_t *self, json_t *count)
+{
+    if (self->counted || !json_is_integer(count))
+        return 0;
+    self->counted = true;
+    return exec_append(self,
+                       json_pack("{s:s, s:O}", "type", "number_of_executions", "execution_count", count));
+}
+
 /*  Render one event of the run; most add one line, some none. */
 static int exec_translate(kb_e2b_exec_t *self, const kb_event_t *event)
 {
@@ -344,13 +355,12 @@ static int exec_translate(kb_e2b_exec_t *self, const kb_event_t *event)
                 return 0;
             self->errored = true;
             return exec_append(self, error_line(data));
+        case KB_EVENT_INPUT:
+            return exec_count(self, json_object_get(data, "execution_count"));
         case KB_EVENT_RESULT: {
-            json_t *count = json_object_get(data, "execution_count");
             json_t *error = json_object_get(data, "error");
-            if (json_is_integer(count)
-                && exec_append(self, json_pack("{s:s, s:O}", "type", "number_of_executions",
-                                               "execution_count", count))
-                       < 0)
+            /* A kernel that echoes no input: the count of its reply. */
+            if (exec_count(self, json_object_get(data, "execution_count")) < 0)
                 return -1;
             /* Errors of the run's end (KernelDied, TimeoutError,
                SandboxStopped) come only with the result. */

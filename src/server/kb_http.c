@@ -302,6 +302,8 @@ typedef struct {
 static int sse_append_event(kb_sse_t *sse, const kb_event_t *event)
 {
     kb_buf_t *buf = &sse->pending;
+    if (event->type == KB_EVENT_INPUT)
+        return 0;
     const char *name = kb_event_type_name(event->type);
     char head[96];
     int n = snprintf(head, sizeof head, "event: %s\n", name);
@@ -342,6 +344,8 @@ static int sse_fill(kb_sse_t *sse, size_t max)
         }
         int slice = left_ms < KB_SSE_SLICE_MS ? (int)left_ms + 1 : KB_SSE_SLICE_MS;
         event = kb_stream_next(sse->stream, slice);
+        if (event && event->type == KB_EVENT_INPUT)
+            kb_event_destroy(&event); /* not an event of SPEC's stream */
         if (event)
             break;
         if (kb_stream_ended(sse->stream)) {

@@ -474,6 +474,9 @@ int kb_execution_fold_iopub(kb_execution_t *self, const kb_msg_t *msg)
         return fold_status(self, content);
     if (strcmp(type, "execute_input") == 0) {
         take_execution_count(self, content);
+        json_t *count = json_object_get(content, "execution_count");
+        if (json_is_integer(count))
+            emit(self, KB_EVENT_INPUT, json_pack("{s:O}", "execution_count", count));
         return 1;
     }
     return 1; /* comm_*, debug_event, ...: nothing for the result */

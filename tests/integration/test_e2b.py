@@ -15,6 +15,7 @@ import time
 import pytest
 
 from conftest import HTTP_TIMEOUT, START_TIMEOUT, Daemon, wait_until
+from kernels_testlib import kernel_env
 
 
 class E2b:
@@ -200,9 +201,9 @@ def test_stdout_stderr_results_in_order_and_end_last(shared):
     )
     lines = shared.execute(code)
     assert types(lines) == [
-        "stdout", "stderr", "result", "result", "result", "number_of_executions", "end_of_execution",
+        "number_of_executions", "stdout", "stderr", "result", "result", "result", "end_of_execution",
     ], lines
-    out, err, html, custom, main = lines[:5]
+    count, out, err, html, custom, main = lines[:6]
     assert out["text"] == "out\n" and err["text"] == "err\n"
     for line in (out, err):
         assert isinstance(line["timestamp"], str) and line["timestamp"][:2] == "20"
@@ -211,8 +212,35 @@ def test_stdout_stderr_results_in_order_and_end_last(shared):
     assert custom["json"] == {"a": [1, 2]} and custom["text"] == "j"
     assert custom["extra"] == {"application/x-custom": "zz"}
     assert main == {"type": "result", "is_main_result": True, "text": "bar"}
-    assert isinstance(lines[5]["execution_count"], int) and lines[5]["execution_count"] >= 1
+    assert isinstance(count["execution_count"], int) and count["execution_count"] >= 1
     assert lines[-1] == {"type": "end_of_execution"}
+
+
+def test_the_execution_count_comes_when_the_kernel_echoes_the_input(shared):
+    lines = shared.execute(
+        "import time\nprint('a', flush=True)\ntime.sleep(1.5)\nprint('b', flush=True)", timed=True
+    )
+    arrived = {obj["type"]: t for t, obj in reversed(lines)}  # first of each type
+    assert types([obj for _, obj in lines]) == [
+        "number_of_executions", "stdout", "stdout", "end_of_execution"
+    ], lines
+    # Sent before the code ran, not held back until its end.
+    assert lines[-1][0] - arrived["number_of_executions"] > 1.0, lines
+    before = lines[0][1]["execution_count"]
+    after = shared.execute("1")
+    assert after[0] == {"type": "number_of_executions", "execution_count": before + 1}, after
+
+
+def test_a_kernel_that_echoes_no_input_still_gives_the_count(daemon_factory):
+    # kb-no-execute-input (kernelspecs/) sends no execute_input: the count
+    # of its execute_reply goes out before end_of_execution instead.
+    d, e2b = start(daemon_factory, env=kernel_env())
+    ctx = d.ok("POST", "/contexts", {"kernel_name": "kb-no-execute-input"}, status=201)
+    lines = e2b.execute("print('hi')\n6 * 7", context_id=ctx["context_id"])
+    assert types(lines) == ["stdout", "result", "number_of_executions", "end_of_execution"], lines
+    assert lines[1]["text"] == "42"
+    assert lines[2]["execution_count"] == d.ok(
+        "GET", "/contexts/%s" % ctx["context_id"])["execution_count"]
 
 
 def test_a_matplotlib_figure_is_a_png_result(shared):
@@ -233,12 +261,12 @@ def test_lines_arrive_as_they_happen(shared):
 
 def test_an_error_comes_once_with_its_traceback_joined(shared):
     lines = shared.execute("print('before')\n1/0")
-    assert types(lines) == ["stdout", "error", "number_of_executions", "end_of_execution"], lines
-    error = lines[1]
+    assert types(lines) == ["number_of_executions", "stdout", "error", "end_of_execution"], lines
+    error = lines[2]
     assert error["name"] == "ZeroDivisionError" and error["value"] == "division by zero"
     assert isinstance(error["traceback"], str) and "ZeroDivisionError" in error["traceback"]
     # The context goes on.
-    assert types(shared.execute("1")) == ["result", "number_of_executions", "end_of_execution"]
+    assert types(shared.execute("1")) == ["number_of_executions", "result", "end_of_execution"]
 
 
 def test_keepalive_after_five_quiet_seconds(shared):
@@ -268,6 +296,7 @@ def test_a_client_that_goes_away_interrupts_its_execution(daemon_factory):
          "context_id": ctx["id"]}
     )
     assert r.status == 200
+    assert json.loads(r.readline())["type"] == "number_of_executions"
     assert json.loads(r.readline())["type"] == "stdout"
     gone = time.monotonic()
     conn.sock.shutdown(socket.SHUT_RDWR)
@@ -327,6 +356,7 @@ def test_a_kernel_that_dies_ends_the_stream_with_an_error(daemon_factory):
 def test_a_daemon_stopping_ends_the_stream(daemon_factory):
     d, e2b = start(daemon_factory)
     conn, r = e2b.open_execute({"code": "import time\nprint('go', flush=True)\ntime.sleep(60)"})
+    assert json.loads(r.readline())["type"] == "number_of_executions"
     assert json.loads(r.readline())["type"] == "stdout"
     d.signal(signal.SIGTERM)
     rest = []
@@ -383,4 +413,4 @@ def test_bad_requests_elsewhere_get_a_plain_4xx_and_the_daemon_stays_healthy(sha
     ):
         status, ctype, body = shared.request(method, path, raw=raw)
         plain_error(status, ctype, body, expected)
-    assert types(shared.execute("1 + 1")) == ["result", "number_of_executions", "end_of_execution"]
+    assert types(shared.execute("1 + 1")) == ["number_of_executions", "result", "end_of_execution"]

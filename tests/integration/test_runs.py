@@ -82,6 +82,9 @@ def test_sse_order_and_first_stdout_while_running(shared_daemon):
     assert names[0] == "start", names
     assert names[-1] == "result", names
     assert names.count("result") == 1 and names.count("start") == 1
+    # Only SPEC's event names (the engine's "input" event is not one).
+    assert set(names) <= {"start", "stdout", "stderr", "display", "display_update",
+                          "clear_output", "error", "system", "result"}, names
     start = events[0].data
     result = events[-1].data
     assert start["process_id"] == result["process"]["process_id"]
