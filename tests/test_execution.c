@@ -936,9 +936,9 @@ static void test_event_order(void)
     CHECK(shell(exe, "{\"status\": \"error\", \"ename\": \"E\", \"evalue\": \"v\"}") == 1);
     CHECK(idle(exe) == 1);
     const kb_event_type_t want[]
-        = { KB_EVENT_INPUT,  KB_EVENT_STDOUT, KB_EVENT_DISPLAY, KB_EVENT_DISPLAY_UPDATE,
-            KB_EVENT_CLEAR_OUTPUT, KB_EVENT_STDERR, KB_EVENT_DISPLAY, KB_EVENT_ERROR,
-            KB_EVENT_SYSTEM };
+        = { KB_EVENT_INPUT,          KB_EVENT_STDOUT,       KB_EVENT_DISPLAY,
+            KB_EVENT_DISPLAY_UPDATE, KB_EVENT_CLEAR_OUTPUT, KB_EVENT_STDERR,
+            KB_EVENT_DISPLAY,        KB_EVENT_ERROR,        KB_EVENT_SYSTEM };
     size_t n = sizeof want / sizeof want[0];
     CHECK(ev.count == n);
     for (size_t i = 0; i < n && i < ev.count; i++)

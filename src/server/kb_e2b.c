@@ -327,8 +327,8 @@ static int exec_count(kb_e2b_exec_t *self, json_t *count)
     if (self->counted || !json_is_integer(count))
         return 0;
     self->counted = true;
-    return exec_append(self,
-                       json_pack("{s:s, s:O}", "type", "number_of_executions", "execution_count", count));
+    return exec_append(
+        self, json_pack("{s:s, s:O}", "type", "number_of_executions", "execution_count", count));
 }
 
 /*  Render one event of the run; most add one line, some none. */

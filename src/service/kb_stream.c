@@ -23,7 +23,7 @@ struct kb_stream {
 
 static const char *s_event_names[]
     = { "start",  "stdout", "stderr", "display", "display_update", "clear_output", "error",
-        "system", "result", "log",    "eof",    "input" };
+        "system", "result", "log",    "eof",     "input" };
 
 const char *kb_event_type_name(kb_event_type_t type)
 {
