@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import HTTP_TIMEOUT, START_TIMEOUT, Daemon, wait_until
-from kernels_testlib import kernel_env
+from kernels_testlib import KERNEL_ARGS, kernel_env, require_deno
 
 
 class E2b:
@@ -177,6 +177,34 @@ def test_default_names_the_python_default_context(shared):
         assert [l.get("text") for l in lines if l["type"] == "result"] == ["alias"], fields
 
 
+def test_javascript_runs_on_its_default_context_under_every_name(daemon_factory):
+    # Deno's kernelspec (scripts/setup.sh) on JUPYTER_PATH: the default
+    # JavaScript context exists from start-up, and js, ts, javascript and
+    # typescript all name it.
+    require_deno()
+    d, e2b = start(daemon_factory, *KERNEL_ARGS, env=kernel_env())
+    listed = {c["id"]: c["language"] for c in e2b.ok("GET", "/contexts")}
+    assert listed.get("default-javascript") == "javascript", listed
+    pid = d.ok("GET", "/contexts/default-javascript")["pid"]
+    lines = e2b.execute("let counter = 40; console.log('from deno'); counter + 1",
+                        language="js")
+    assert types(lines) == ["number_of_executions", "stdout", "result", "end_of_execution"], lines
+    assert lines[1]["text"] == "from deno\n"
+    assert lines[2]["text"] == "41" and lines[2]["is_main_result"] is True
+    for expected, language in ((41, "ts"), (42, "TypeScript"), (43, "javascript")):
+        lines = e2b.execute("counter += 1; const n: number = counter; n", language=language)
+        assert [l.get("text") for l in lines if l["type"] == "result"] == [str(expected)], (
+            language, lines)
+    lines = e2b.execute("throw new TypeError('bad')", language="js")
+    errors = [l for l in lines if l["type"] == "error"]
+    assert len(errors) == 1 and "bad" in errors[0]["value"], lines
+    assert types(lines)[-1] == "end_of_execution"
+    # One kernel served them all, and no other context was made.
+    assert d.ok("GET", "/contexts/default-javascript")["pid"] == pid
+    assert sorted(c["id"] for c in e2b.ok("GET", "/contexts")) == [
+        "default-javascript", "default-python"]
+
+
 def test_a_restart_of_default_gives_a_fresh_python_kernel(daemon_factory):
     _, e2b = start(daemon_factory)
     e2b.execute("gone = 1")
@@ -234,7 +262,7 @@ def test_the_execution_count_comes_when_the_kernel_echoes_the_input(shared):
 def test_a_kernel_that_echoes_no_input_still_gives_the_count(daemon_factory):
     # kb-no-execute-input (kernelspecs/) sends no execute_input: the count
     # of its execute_reply goes out before end_of_execution instead.
-    d, e2b = start(daemon_factory, env=kernel_env())
+    d, e2b = start(daemon_factory, *KERNEL_ARGS, env=kernel_env())
     ctx = d.ok("POST", "/contexts", {"kernel_name": "kb-no-execute-input"}, status=201)
     lines = e2b.execute("print('hi')\n6 * 7", context_id=ctx["context_id"])
     assert types(lines) == ["stdout", "result", "number_of_executions", "end_of_execution"], lines
