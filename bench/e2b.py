@@ -41,6 +41,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kbbench import peers  # noqa: E402
+from kbbench.stats import pct  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DENO_JUPYTER = os.path.join(ROOT, ".cache", "deno", "jupyter")
@@ -48,14 +49,6 @@ DENO_JUPYTER = os.path.join(ROOT, ".cache", "deno", "jupyter")
 
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    k = (len(xs) - 1) * p / 100.0
-    lo = int(k)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
 def e2b_once(http):

@@ -43,6 +43,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 from kbbench import peers, raw  # noqa: E402
+from kbbench.stats import pct  # noqa: E402
 
 CODE_1P1 = "1+1"
 CODE_100M = "import sys\ns = 'x' * 1023 + '\\n'\nfor i in range(102400):\n    sys.stdout.write(s)\n"
@@ -71,16 +72,6 @@ def log(*a):
 
 
 # ---- statistics --------------------------------------------------------------
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    if not xs:
-        return float("nan")
-    k = (len(xs) - 1) * p / 100.0
-    lo = int(k)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
 def summary(xs):

@@ -192,6 +192,9 @@ static void test_display_and_execute_result(void)
     CHECK(iopub(exe, "status", "{\"execution_state\": \"busy\"}") == 1);
     CHECK(iopub(exe, "execute_input", "{\"code\": \"1+1\", \"execution_count\": 7}") == 1);
     CHECK(kb_execution_count(exe) == 7);
+    /* A negative count is no count: kept at 7, no INPUT event. */
+    CHECK(iopub(exe, "execute_input", "{\"code\": \"1+1\", \"execution_count\": -1}") == 1);
+    CHECK(kb_execution_count(exe) == 7);
     CHECK(iopub(exe, "display_data",
                 "{\"data\": {\"text/plain\": \"<Figure>\", \"image/png\": \"iVBOR\"},"
                 " \"metadata\": {\"image/png\": {\"width\": 10}},"

@@ -303,7 +303,7 @@ static int sse_append_event(kb_sse_t *sse, const kb_event_t *event)
 {
     kb_buf_t *buf = &sse->pending;
     if (event->type == KB_EVENT_INPUT)
-        return 0;
+        return 0; /* not an event of SPEC's stream */
     const char *name = kb_event_type_name(event->type);
     char head[96];
     int n = snprintf(head, sizeof head, "event: %s\n", name);
@@ -344,27 +344,24 @@ static int sse_fill(kb_sse_t *sse, size_t max)
         }
         int slice = left_ms < KB_SSE_SLICE_MS ? (int)left_ms + 1 : KB_SSE_SLICE_MS;
         event = kb_stream_next(sse->stream, slice);
-        if (event && event->type == KB_EVENT_INPUT)
-            kb_event_destroy(&event); /* not an event of SPEC's stream */
-        if (event)
-            break;
+        /* The first event goes out at once; only events already waiting
+           are coalesced with it, so batching never delays output. */
+        while (event) {
+            int rc = sse_append_event(sse, event);
+            kb_event_destroy(&event);
+            if (rc < 0)
+                return -1;
+            if (sse->done || sse->pending.len >= max)
+                break;
+            event = kb_stream_next(sse->stream, 0);
+        }
+        if (sse->pending.len > 0 || sse->done)
+            return 0; /* else what came renders to nothing: wait on */
         if (kb_stream_ended(sse->stream)) {
             sse->done = true;
             return 0;
         }
     }
-    /* The first event goes out at once; only events already waiting are
-       coalesced with it, so batching never delays output. */
-    while (event) {
-        int rc = sse_append_event(sse, event);
-        kb_event_destroy(&event);
-        if (rc < 0)
-            return -1;
-        if (sse->done || sse->pending.len >= max)
-            break;
-        event = kb_stream_next(sse->stream, 0);
-    }
-    return 0;
 }
 
 static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max)

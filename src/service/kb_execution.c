@@ -269,11 +269,14 @@ static kb_run_error_t *error_from_content(const kb_execution_t *self, json_t *co
     return error;
 }
 
-static void take_execution_count(kb_execution_t *self, json_t *content)
+/*  True when content carried a count. */
+static bool take_execution_count(kb_execution_t *self, json_t *content)
 {
     json_t *count = json_object_get(content, "execution_count");
-    if (json_is_integer(count) && json_integer_value(count) >= 0)
-        self->execution_count = json_integer_value(count);
+    if (!json_is_integer(count) || json_integer_value(count) < 0)
+        return false;
+    self->execution_count = json_integer_value(count);
+    return true;
 }
 
 /*  Make err the run's error (takes ownership) and emit it. */
@@ -473,10 +476,9 @@ int kb_execution_fold_iopub(kb_execution_t *self, const kb_msg_t *msg)
     if (strcmp(type, "status") == 0)
         return fold_status(self, content);
     if (strcmp(type, "execute_input") == 0) {
-        take_execution_count(self, content);
-        json_t *count = json_object_get(content, "execution_count");
-        if (json_is_integer(count))
-            emit(self, KB_EVENT_INPUT, json_pack("{s:O}", "execution_count", count));
+        if (take_execution_count(self, content))
+            emit(self, KB_EVENT_INPUT,
+                 json_pack("{s:I}", "execution_count", (json_int_t)self->execution_count));
         return 1;
     }
     return 1; /* comm_*, debug_event, ...: nothing for the result */
