@@ -7,8 +7,11 @@
     JavaScript runtime under a registered symbol, Octave's appdata of the root object, a shell array
     with a reserved name, a Julia global in Main with a reserved name).
 */
-#include "service/kb_engine.h"
+#include "service/kb_adapter.h"
 
+#include <jansson.h>
+
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
