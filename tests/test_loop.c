@@ -258,9 +258,23 @@ static void test_zmq_socket_edge_triggered(void)
     kb_loop_destroy(&c.loop);
 }
 
+/*  Timeouts in seconds become delays: a tiny one still waits 1 ms, and
+    none, a negative one or one beyond 30 days is no timer at all. */
+static void test_delay_from_seconds(void)
+{
+    CHECK(kb_loop_delay_ms(0) == 0);
+    CHECK(kb_loop_delay_ms(-1) == 0);
+    CHECK(kb_loop_delay_ms(0.0001) == 1);
+    CHECK(kb_loop_delay_ms(2.5) == 2500);
+    CHECK(kb_loop_delay_ms(30 * 86400.0) == (size_t)30 * 86400 * 1000);
+    CHECK(kb_loop_delay_ms(30 * 86400.0 + 1) == 0);
+    CHECK(kb_loop_delay_ms(1e300) == 0);
+}
+
 int main(void)
 {
     zsys_init();
+    RUN_TEST(test_delay_from_seconds);
     RUN_TEST(test_timers_fire_in_order_and_stop);
     RUN_TEST(test_repeating_timer);
     RUN_TEST(test_zero_delay_restart_does_not_starve);

@@ -79,7 +79,7 @@ struct kb_kernel {
     double shutdown_grace;
 
     size_t dropped;
-    char ring[KB_OUTPUT_RING];
+    char *ring; /* KB_OUTPUT_RING bytes, made when the kernel first writes */
     size_t ring_head; /* total bytes ever written */
 };
 
@@ -345,6 +345,8 @@ static void s_on_iopub(kb_io_t *io, void *arg)
 
 static void s_ring_append(kb_kernel_t *self, const char *data, size_t len)
 {
+    if (!self->ring && !(self->ring = malloc(KB_OUTPUT_RING)))
+        return; /* a diagnostic only: without memory, it is not kept */
     for (size_t i = 0; i < len; i++)
         self->ring[(self->ring_head + i) % KB_OUTPUT_RING] = data[i];
     self->ring_head += len;
@@ -352,7 +354,9 @@ static void s_ring_append(kb_kernel_t *self, const char *data, size_t len)
 
 char *kb_kernel_output_tail(const kb_kernel_t *self, size_t max_bytes)
 {
-    size_t have = self->ring_head < KB_OUTPUT_RING ? self->ring_head : KB_OUTPUT_RING;
+    size_t have = !self->ring                     ? 0
+                  : self->ring_head < KB_OUTPUT_RING ? self->ring_head
+                                                     : KB_OUTPUT_RING;
     size_t len = have < max_bytes ? have : max_bytes;
     char *out = malloc(len + 1);
     if (!out)
@@ -656,6 +660,7 @@ void kb_kernel_destroy(kb_kernel_t **self_p)
     free(self->control_endpoint);
     free(self->hb_endpoint);
     free(self->language_info);
+    free(self->ring);
     free(self);
 }
 

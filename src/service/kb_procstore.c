@@ -51,16 +51,6 @@ struct kb_procstore {
     size_t finished_bytes;
 };
 
-/*  Seconds to a timer delay; 0 when the delay is too long to be a deadline
-    anyone waits for (over 30 days: a budget, not a timer). */
-static size_t s_delay_ms(double seconds)
-{
-    if (!(seconds > 0) || seconds > 30 * 86400.0)
-        return 0;
-    double ms = seconds * 1000;
-    return ms < 1 ? 1 : (size_t)ms;
-}
-
 kb_procstore_t *kb_procstore_new(kb_loop_t *loop, size_t max_records, size_t max_bytes)
 {
     kb_procstore_t *self = calloc(1, sizeof *self);
@@ -371,9 +361,9 @@ static void s_handle_wait(kb_procstore_t *self, kb_call_t *call)
     }
     zlistx_add_end(proc->waiters, call);
     call->owner = proc;
-    if (s_delay_ms(call->timeout))
-        kb_timer_start(self->loop, &call->timer, s_delay_ms(call->timeout), 0, s_on_wait_timeout,
-                       call);
+    if (kb_loop_delay_ms(call->timeout))
+        kb_timer_start(self->loop, &call->timer, kb_loop_delay_ms(call->timeout), 0,
+                       s_on_wait_timeout, call);
 }
 
 static void s_handle_delete(kb_procstore_t *self, kb_call_t *call)

@@ -273,16 +273,6 @@ static void s_kernel_exited(kb_run_t *self, kb_kernel_t *kernel)
 
 /* ---- steps ------------------------------------------------------------------------ */
 
-/*  Seconds to a timer delay; 0 when the delay is too long to be a deadline
-    anyone waits for (over 30 days: a budget, not a timer). */
-static size_t s_delay_ms(double seconds)
-{
-    if (!(seconds > 0) || seconds > 30 * 86400.0)
-        return 0;
-    double ms = seconds * 1000;
-    return ms < 1 ? 1 : (size_t)ms;
-}
-
 static void s_on_timer(kb_timer_t *timer, void *arg)
 {
     kb_run_t *self = arg;
@@ -412,8 +402,8 @@ static void s_on_message(kb_run_t *self, kb_channel_t channel, const kb_msg_t *m
             && (self->state == KB_RUN_EXECUTING || self->state == KB_RUN_SETTLING)) {
             self->state = KB_RUN_SETTLING;
             kb_timer_stop(&self->completion_timer);
-            kb_timer_start(self->settings->loop, &self->settle_timer, s_delay_ms(self->late_output),
-                           0, s_on_timer, self);
+            kb_timer_start(self->settings->loop, &self->settle_timer,
+                           kb_loop_delay_ms(self->late_output), 0, s_on_timer, self);
             return;
         }
         s_step_done(self);
@@ -422,7 +412,7 @@ static void s_on_message(kb_run_t *self, kb_channel_t channel, const kb_msg_t *m
     if ((kb_execution_has_reply(exec) || kb_execution_has_idle(exec))
         && !kb_timer_active(&self->completion_timer))
         kb_timer_start(self->settings->loop, &self->completion_timer,
-                       s_delay_ms(self->settings->completion_grace), 0, s_on_timer, self);
+                       kb_loop_delay_ms(self->settings->completion_grace), 0, s_on_timer, self);
 }
 
 static void s_step_overdue(kb_run_t *self)
@@ -442,7 +432,7 @@ static void s_start_grace(kb_run_t *self)
 {
     if (!kb_timer_active(&self->grace_timer))
         kb_timer_start(self->settings->loop, &self->grace_timer,
-                       s_delay_ms(self->settings->interrupt_grace), 0, s_on_timer, self);
+                       kb_loop_delay_ms(self->settings->interrupt_grace), 0, s_on_timer, self);
 }
 
 static void s_grace_over(kb_run_t *self)
@@ -602,9 +592,9 @@ kb_run_t *kb_run_new(const kb_run_settings_t *settings, kb_proc_t *proc, const k
             self->stream, KB_EVENT_START,
             json_pack("{s:s, s:O}", "process_id", kb_proc_id(proc), "context", identity));
     }
-    if (s_delay_ms(timeout))
-        kb_timer_start(settings->loop, &self->timeout_timer, s_delay_ms(timeout), 0, s_on_timer,
-                       self);
+    if (kb_loop_delay_ms(timeout))
+        kb_timer_start(settings->loop, &self->timeout_timer, kb_loop_delay_ms(timeout), 0,
+                       s_on_timer, self);
     return self;
 }
 

@@ -308,7 +308,8 @@ int kb_service_context_interrupt(kb_service_t *self, const char *context_id, kb_
     return s_call_id_rc(self, KB_CALL_CTX_INTERRUPT, context_id, err);
 }
 
-kb_stream_t *kb_service_run_start(kb_service_t *self, const kb_run_opts_t *opts, kb_error_t *err)
+static kb_stream_t *s_run_start(kb_service_t *self, const kb_run_opts_t *opts, bool final_only,
+                                kb_error_t *err)
 {
     kb_call_t request;
     kb_call_init(&request, KB_CALL_RUN);
@@ -318,6 +319,8 @@ kb_stream_t *kb_service_run_start(kb_service_t *self, const kb_run_opts_t *opts,
         kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         return NULL;
     }
+    if (final_only)
+        kb_stream_keep_final_only(request.stream);
     if (s_call(self, &request, err) != 0) {
         json_decref(request.result);
         kb_stream_destroy(&request.stream);
@@ -327,10 +330,33 @@ kb_stream_t *kb_service_run_start(kb_service_t *self, const kb_run_opts_t *opts,
     return request.stream;
 }
 
+kb_stream_t *kb_service_run_start(kb_service_t *self, const kb_run_opts_t *opts, kb_error_t *err)
+{
+    return s_run_start(self, opts, false, err);
+}
+
+json_t *kb_service_run_json(kb_service_t *self, const kb_run_opts_t *opts, kb_error_t *err)
+{
+    kb_stream_t *stream = s_run_start(self, opts, true, err);
+    if (!stream)
+        return NULL;
+    json_t *result = NULL;
+    kb_event_t *event;
+    while ((event = kb_stream_next(stream, -1))) {
+        if (event->type == KB_EVENT_RESULT)
+            result = json_incref(event->data);
+        kb_event_destroy(&event);
+    }
+    kb_stream_destroy(&stream);
+    if (!result)
+        kb_error_set(err, KB_ERR_INTERNAL, "the run ended without a result");
+    return result;
+}
+
 kb_result_t *kb_service_run(kb_service_t *self, const kb_run_opts_t *opts, kb_event_fn *on_event,
                             void *arg, kb_error_t *err)
 {
-    kb_stream_t *stream = kb_service_run_start(self, opts, err);
+    kb_stream_t *stream = s_run_start(self, opts, !on_event, err);
     if (!stream)
         return NULL;
     kb_event_t *event;

@@ -97,6 +97,14 @@ size_t kb_loop_io_count(const kb_loop_t *self)
     return self->io_count;
 }
 
+size_t kb_loop_delay_ms(double seconds)
+{
+    if (!(seconds > 0) || seconds > 30 * 86400.0)
+        return 0;
+    double ms = seconds * 1000;
+    return ms < 1 ? 1 : (size_t)ms;
+}
+
 /* ---- deferred calls --------------------------------------------------------- */
 
 int kb_loop_defer(kb_loop_t *self, kb_defer_fn *fn, void *arg)

@@ -75,6 +75,11 @@ void kb_loop_stop(kb_loop_t *self);
     turn and after waiting). */
 int64_t kb_loop_now_ms(kb_loop_t *self);
 
+/*  Seconds to a timer delay in milliseconds (at least 1); 0 when there
+    is no deadline to keep: not positive, or over 30 days (a budget that no
+    one waits for, not a timer). */
+size_t kb_loop_delay_ms(double seconds);
+
 /*  Call fn(arg) at the end of this turn, after every callback of the turn
     (in the order deferred). 0 / -1 (out of memory). */
 int kb_loop_defer(kb_loop_t *self, kb_defer_fn *fn, void *arg);
