@@ -79,7 +79,7 @@ struct kb_kernel {
     double shutdown_grace;
 
     size_t dropped;
-    char *ring; /* KB_OUTPUT_RING bytes, made when the kernel first writes */
+    char *ring;       /* KB_OUTPUT_RING bytes, made when the kernel first writes */
     size_t ring_head; /* total bytes ever written */
 };
 
@@ -354,7 +354,7 @@ static void s_ring_append(kb_kernel_t *self, const char *data, size_t len)
 
 char *kb_kernel_output_tail(const kb_kernel_t *self, size_t max_bytes)
 {
-    size_t have = !self->ring                     ? 0
+    size_t have = !self->ring                        ? 0
                   : self->ring_head < KB_OUTPUT_RING ? self->ring_head
                                                      : KB_OUTPUT_RING;
     size_t len = have < max_bytes ? have : max_bytes;
