@@ -223,6 +223,12 @@ char *kb_buf_take(kb_buf_t *self, size_t *len_out)
     return data;
 }
 
+void kb_buf_recover(kb_buf_t *self)
+{
+    assert(self);
+    self->status = KB_BUF_OK;
+}
+
 void kb_buf_reset(kb_buf_t *self)
 {
     assert(self);

@@ -31,8 +31,8 @@ extern "C" {
 
 /*  What a growing call returns. Sticky on a kb_buf_t: after a failure
     every later write fails with the same status, changing nothing, until
-    kb_buf_reset, kb_buf_trim, kb_buf_take or kb_buf_free; so a caller that
-    appends many pieces may check once at the end. */
+    kb_buf_recover, kb_buf_reset, kb_buf_trim, kb_buf_take or kb_buf_free;
+    so a caller that appends many pieces may check once at the end. */
 typedef enum {
     KB_BUF_OK = 0,
     KB_BUF_NOMEM = -1,    /* the allocator said no, or the size does not fit a size_t */
@@ -105,6 +105,11 @@ kb_buf_status_t kb_buf_status(const kb_buf_t *self);
     or when even "" cannot be allocated. Either way the buffer is left
     empty, with nothing allocated and its cap kept. */
 char *kb_buf_take(kb_buf_t *self, size_t *len_out);
+
+/*  Forget the failure of an earlier write, keeping the contents (which a
+    failure never changes): for a buffer whose later writes go in whether
+    or not an earlier one did (a log that drops what does not fit). */
+void kb_buf_recover(kb_buf_t *self);
 
 /*  Empty the buffer and clear its status; the allocation is kept. */
 void kb_buf_reset(kb_buf_t *self);
