@@ -8,6 +8,7 @@
     the requests (while their caller waits) and event streams.
 */
 #include "service/kb_engine.h"
+#include "service/kb_request.h"
 
 #include <errno.h>
 #include <openssl/crypto.h>
@@ -506,8 +507,17 @@ int kb_service_context_interrupt(kb_service_t *self, const char *context_id, kb_
     return s_call_id_rc(self, KB_REQ_CTX_INTERRUPT, context_id, err);
 }
 
+/*  The largest code a run may carry: the service's config, fixed before
+    the engine thread starts, so callers' threads may read it. */
+static size_t s_max_code_bytes(kb_service_t *self)
+{
+    return self->engine->config.max_code_bytes;
+}
+
 kb_stream_t *kb_service_run_start(kb_service_t *self, const kb_run_opts_t *opts, kb_error_t *err)
 {
+    if (kb_run_opts_validate(opts, s_max_code_bytes(self), err) != 0)
+        return NULL;
     kb_request_t request;
     s_request_init(&request, KB_REQ_RUN);
     request.run_opts = opts;
