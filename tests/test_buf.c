@@ -149,6 +149,16 @@ static void test_out_of_memory(void)
     CHECK_STR(buf.data, "fresh");
     kb_buf_free(&buf);
 
+    /* A log drops what does not fit and takes what comes next. */
+    kb_buf_init(&buf, 8);
+    CHECK(kb_buf_puts(&buf, "abc") == KB_BUF_OK);
+    CHECK(kb_buf_puts(&buf, "0123456789") == KB_BUF_OVER_CAP);
+    kb_buf_recover(&buf);
+    CHECK(kb_buf_status(&buf) == KB_BUF_OK);
+    CHECK(kb_buf_puts(&buf, "de") == KB_BUF_OK);
+    CHECK_STR(buf.data, "abcde");
+    kb_buf_free(&buf);
+
     CHECK(kb_buf_code(KB_BUF_OK) == KB_OK);
     CHECK_STR(kb_buf_status_str(KB_BUF_OVER_CAP), "over the size limit");
 }
