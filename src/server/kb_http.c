@@ -3,6 +3,7 @@
     stream, Bearer token checks and the one-line-per-request log. It knows
     no route and makes no service call except reading streams it is given. */
 #include "server/kb_http.h"
+#include "service/kb_request.h"
 
 #include <assert.h>
 #include <errno.h>

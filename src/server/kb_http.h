@@ -13,7 +13,6 @@
 #include <stddef.h>
 
 #include "server/kb_server.h"
-#include "service/kb_request.h"
 #include "util/kb_buf.h"
 
 /*  Longest path id (context or process) a route accepts; longer ones cannot

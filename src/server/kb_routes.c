@@ -4,6 +4,7 @@
     contexts, runs and processes is the service's; nothing here keeps
     state between requests. */
 #include "server/kb_http.h"
+#include "service/kb_request.h"
 
 #include <errno.h>
 #include <limits.h>
