@@ -300,16 +300,20 @@ static bool s_take_pooled(kb_context_t *self)
     const kb_launcher_t *launcher = self->env->launcher;
     if ((setup && !kb_adapter_supported(self->language)) || !launcher->take_pooled)
         return false;
+    char *code = setup ? kb_adapter_apply_code(self->language, self->cwd, self->kernel_env) : NULL;
+    if (setup && !code)
+        return false; /* out of memory for the snippet: start cold */
     kb_kernel_t *kernel = launcher->take_pooled(launcher->impl, self->spec->name);
-    if (!kernel)
+    if (!kernel) {
+        free(code);
         return false;
+    }
     kb_kernel_set_callbacks(kernel, &s_kernel_callbacks, self);
     self->kernel = kernel;
     if (!setup) {
         self->ready = true;
         return true;
     }
-    char *code = kb_adapter_apply_code(self->language, self->cwd, self->kernel_env);
     int rc = kb_kernel_execute(kernel, code, true, self->setup_msg_id, sizeof self->setup_msg_id);
     free(code);
     kb_execution_opts_t opts = { 0 };

@@ -82,17 +82,6 @@ static kb_context_t *s_lookup(kb_engine_t *self, const char *id, kb_call_t *call
 
 /* ---- contexts ---------------------------------------------------------------- */
 
-static bool s_valid_context_id(const char *id)
-{
-    size_t len = strlen(id);
-    if (len < 1 || len > 64)
-        return false;
-    for (size_t i = 0; i < len; i++)
-        if (!isalnum((unsigned char)id[i]) && id[i] != '.' && id[i] != '_' && id[i] != '-')
-            return false;
-    return true;
-}
-
 static char *s_lower(const char *text)
 {
     char *copy = strdup(text);
@@ -159,22 +148,8 @@ static void s_answer_json(kb_call_t *call, json_t *json)
 
 static void s_handle_create(kb_engine_t *self, kb_call_t *call)
 {
-    const kb_context_opts_t *opts = call->context_opts;
-    if (!opts || (!opts->language && !opts->kernel_name)) {
-        kb_call_fail(call, KB_ERR_BAD_REQUEST, "language or kernel_name is required");
-        return;
-    }
-    if (opts->env && !json_is_object(opts->env)) {
-        kb_call_fail(call, KB_ERR_BAD_REQUEST, "env must be an object of strings");
-        return;
-    }
+    const kb_context_opts_t *opts = call->context_opts; /* checked: kb_context_opts_validate */
     char *id = opts->context_id ? strdup(opts->context_id) : kb_random_id("ctx_");
-    if (!s_valid_context_id(id)) {
-        kb_call_fail(call, KB_ERR_BAD_REQUEST,
-                     "context_id must be 1-64 characters of [A-Za-z0-9._-]");
-        free(id);
-        return;
-    }
     if (zhashx_lookup(self->contexts, id)) {
         kb_call_fail(call, KB_ERR_CONTEXT_EXISTS, "context %s already exists", id);
         free(id);
@@ -193,11 +168,7 @@ static void s_handle_create(kb_engine_t *self, kb_call_t *call)
 
 static void s_handle_default(kb_engine_t *self, kb_call_t *call)
 {
-    const kb_context_opts_t *opts = call->context_opts;
-    if (!opts || (!opts->language && !opts->kernel_name)) {
-        kb_call_fail(call, KB_ERR_BAD_REQUEST, "language or kernel_name is required");
-        return;
-    }
+    const kb_context_opts_t *opts = call->context_opts; /* checked: kb_context_opts_validate */
     kb_error_t err;
     kb_context_t *ctx = s_default_context(self, opts->kernel_name ? NULL : opts->language,
                                           opts->kernel_name, &err);
@@ -292,43 +263,9 @@ static kb_context_t *s_context_for_run(kb_engine_t *self, kb_call_t *call)
     return ctx;
 }
 
-static bool s_env_ok(const json_t *env)
-{
-    const char *key;
-    json_t *value;
-    json_object_foreach((json_t *)env, key, value)
-    {
-        if (!json_is_string(value) || strchr(key, '=') || !*key)
-            return false;
-    }
-    return true;
-}
-
 static void s_handle_run(kb_engine_t *self, kb_call_t *call)
 {
-    const kb_run_opts_t *opts = call->run_opts;
-    if (!opts || !opts->code) {
-        kb_call_fail(call, KB_ERR_BAD_REQUEST, "code is required");
-        return;
-    }
-    if (strlen(opts->code) > self->config.max_code_bytes) {
-        kb_call_fail(call, KB_ERR_PAYLOAD_TOO_LARGE, "code is %zu bytes, the limit is %zu",
-                     strlen(opts->code), self->config.max_code_bytes);
-        return;
-    }
-    if (opts->isolated && opts->context_id) {
-        kb_call_fail(call, KB_ERR_BAD_REQUEST, "isolated runs cannot name a context_id");
-        return;
-    }
-    if (opts->timeout < 0) {
-        kb_call_fail(call, KB_ERR_BAD_REQUEST, "timeout must not be negative");
-        return;
-    }
-    if (opts->env && (!json_is_object(opts->env) || !s_env_ok(opts->env))) {
-        kb_call_fail(call, KB_ERR_BAD_REQUEST,
-                     "env must be an object of string values with non-empty names");
-        return;
-    }
+    const kb_run_opts_t *opts = call->run_opts; /* checked: kb_run_opts_validate */
     kb_context_t *ctx = s_context_for_run(self, call);
     if (!ctx)
         return;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "util/kb_stamp.h"
+#include "util/kb_vec.h"
 
 typedef struct {
     long long cursor;
@@ -33,8 +34,7 @@ struct kb_proc {
     const char *signal;
     char *raw_reason;
 
-    kb_log_frame_t *frames;
-    size_t frames_len, frames_cap;
+    kb_vec_t frames; /* kb_log_frame_t */
     long long next_cursor;
     size_t log_bytes;
 
@@ -64,11 +64,16 @@ kb_procstore_t *kb_procstore_new(kb_loop_t *loop, size_t max_records, size_t max
     return self;
 }
 
+static kb_log_frame_t *s_frame(const kb_proc_t *proc, size_t i)
+{
+    return kb_vec_at(&proc->frames, i);
+}
+
 static void s_proc_free(kb_proc_t *proc)
 {
-    for (size_t i = 0; i < proc->frames_len; i++)
-        free(proc->frames[i].data);
-    free(proc->frames);
+    for (size_t i = 0; i < proc->frames.len; i++)
+        free(s_frame(proc, i)->data);
+    kb_vec_free(&proc->frames);
     kb_stream_t *stream;
     while ((stream = zlistx_detach(proc->followers, NULL)))
         kb_stream_unref(&stream);
@@ -109,6 +114,7 @@ kb_proc_t *kb_procstore_add(kb_procstore_t *self, const char *context_id, const 
     proc->running = true;
     proc->submitted_at = kb_now();
     proc->exit_code = -1;
+    kb_vec_init(&proc->frames, sizeof(kb_log_frame_t), 0);
     proc->followers = zlistx_new();
     proc->waiters = zlistx_new();
     zhashx_insert(self->procs, proc->id, proc);
@@ -165,19 +171,13 @@ static json_t *s_frame_json(const kb_log_frame_t *frame)
 
 void kb_proc_log(kb_proc_t *proc, kb_log_channel_t channel, const char *text)
 {
-    if (proc->frames_len == proc->frames_cap) {
-        size_t cap = proc->frames_cap ? proc->frames_cap * 2 : 16;
-        kb_log_frame_t *grown = realloc(proc->frames, cap * sizeof *grown);
-        if (!grown)
-            return;
-        proc->frames = grown;
-        proc->frames_cap = cap;
+    kb_log_frame_t item = { proc->next_cursor, channel, strdup(text), kb_now() };
+    if (!item.data || kb_vec_push(&proc->frames, &item) != KB_BUF_OK) {
+        free(item.data); /* out of memory: the frame is lost, its cursor is not used */
+        return;
     }
-    kb_log_frame_t *frame = &proc->frames[proc->frames_len++];
-    frame->cursor = proc->next_cursor++;
-    frame->channel = channel;
-    frame->data = strdup(text);
-    frame->timestamp = kb_now();
+    proc->next_cursor++;
+    const kb_log_frame_t *frame = s_frame(proc, proc->frames.len - 1);
     proc->log_bytes += strlen(text) + sizeof *frame;
     for (kb_stream_t *follower = zlistx_first(proc->followers); follower;
          follower = zlistx_next(proc->followers))
@@ -300,7 +300,7 @@ static size_t s_first_index(kb_proc_t *proc, long long cursor)
 {
     size_t i = 0;
     if (cursor >= 0)
-        while (i < proc->frames_len && proc->frames[i].cursor < cursor)
+        while (i < proc->frames.len && s_frame(proc, i)->cursor < cursor)
             i++;
     return i;
 }
@@ -313,11 +313,11 @@ static void s_handle_logs(kb_procstore_t *self, kb_call_t *call)
     json_t *frames = json_array();
     size_t i = s_first_index(proc, call->cursor);
     long long next = call->cursor >= 0  ? call->cursor
-                     : proc->frames_len ? proc->frames[0].cursor
+                     : proc->frames.len ? s_frame(proc, 0)->cursor
                                         : proc->next_cursor;
-    for (; i < proc->frames_len && (!call->limit || json_array_size(frames) < call->limit); i++) {
-        json_array_append_new(frames, s_frame_json(&proc->frames[i]));
-        next = proc->frames[i].cursor + 1;
+    for (; i < proc->frames.len && (!call->limit || json_array_size(frames) < call->limit); i++) {
+        json_array_append_new(frames, s_frame_json(s_frame(proc, i)));
+        next = s_frame(proc, i)->cursor + 1;
     }
     s_answer(call, json_pack("{s:o, s:I, s:b}", "frames", frames, "next_cursor", (json_int_t)next,
                              "eof", !proc->running && next >= proc->next_cursor));
@@ -328,8 +328,8 @@ static void s_handle_follow(kb_procstore_t *self, kb_call_t *call)
     kb_proc_t *proc = s_lookup(self, call);
     if (!proc)
         return;
-    for (size_t i = s_first_index(proc, call->cursor); i < proc->frames_len; i++)
-        kb_stream_push(call->stream, KB_EVENT_LOG, s_frame_json(&proc->frames[i]));
+    for (size_t i = s_first_index(proc, call->cursor); i < proc->frames.len; i++)
+        kb_stream_push(call->stream, KB_EVENT_LOG, s_frame_json(s_frame(proc, i)));
     if (proc->running)
         zlistx_add_end(proc->followers, kb_stream_ref(call->stream));
     else

@@ -303,11 +303,20 @@ static void s_send(kb_run_t *self, const char *code, bool silent)
     }
 }
 
+static void s_finish(kb_run_t *self);
+
 static void s_send_apply(kb_run_t *self)
 {
     char *code = kb_adapter_apply_code(self->language, self->cwd, self->env);
     self->state = KB_RUN_APPLYING;
     self->apply_attempts++;
+    if (!code) {
+        /*  Nothing was sent, so nothing needs restoring. */
+        kb_execution_set_error(s_main_exec(self), "InternalError",
+                               "out of memory for the per-run cwd/env snippet", true);
+        s_finish(self);
+        return;
+    }
     s_send(self, code, true);
     free(code);
 }
@@ -316,6 +325,11 @@ static void s_send_restore(kb_run_t *self)
 {
     char *code = kb_adapter_restore_code(self->language);
     self->state = KB_RUN_RESTORING;
+    if (!code) {
+        s_system(self, "out of memory for the cwd/env restore snippet; not restored");
+        s_finish(self);
+        return;
+    }
     s_send(self, code, true);
     free(code);
 }

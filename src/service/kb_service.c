@@ -8,6 +8,7 @@
     the requests (while their caller waits) and event streams.
 */
 #include "service/kb_engine.h"
+#include "service/kb_request.h"
 
 #include <errno.h>
 #include <openssl/crypto.h>
@@ -247,6 +248,8 @@ json_t *kb_service_kernelspecs(kb_service_t *self)
 json_t *kb_service_context_create(kb_service_t *self, const kb_context_opts_t *opts,
                                   kb_error_t *err)
 {
+    if (kb_context_opts_validate(opts, err) != 0)
+        return NULL;
     kb_call_t request;
     kb_call_init(&request, KB_CALL_CTX_CREATE);
     request.context_opts = opts;
@@ -274,9 +277,14 @@ static int s_call_id_rc(kb_service_t *self, kb_call_type_t type, const char *id,
 json_t *kb_service_context_default(kb_service_t *self, const kb_context_opts_t *opts,
                                    kb_error_t *err)
 {
+    /*  Only the language or kernel name counts here. */
+    kb_context_opts_t which = { .language = opts ? opts->language : NULL,
+                                .kernel_name = opts ? opts->kernel_name : NULL };
+    if (kb_context_opts_validate(&which, err) != 0)
+        return NULL;
     kb_call_t request;
     kb_call_init(&request, KB_CALL_CTX_DEFAULT);
-    request.context_opts = opts;
+    request.context_opts = &which;
     return s_call_json(self, &request, err);
 }
 
@@ -308,9 +316,18 @@ int kb_service_context_interrupt(kb_service_t *self, const char *context_id, kb_
     return s_call_id_rc(self, KB_CALL_CTX_INTERRUPT, context_id, err);
 }
 
+/*  The largest code a run may carry: the service's config, fixed before
+    the engine thread starts, so callers' threads may read it. */
+static size_t s_max_code_bytes(kb_service_t *self)
+{
+    return self->engine->config.max_code_bytes;
+}
+
 static kb_stream_t *s_run_start(kb_service_t *self, const kb_run_opts_t *opts, bool final_only,
                                 kb_error_t *err)
 {
+    if (kb_run_opts_validate(opts, s_max_code_bytes(self), err) != 0)
+        return NULL;
     kb_call_t request;
     kb_call_init(&request, KB_CALL_RUN);
     request.run_opts = opts;

@@ -4,6 +4,7 @@
     or a timer means. See kb_loop.h for the rules of ownership.
 */
 #include "util/kb_loop.h"
+#include "util/kb_vec.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -35,11 +36,11 @@ struct kb_loop {
     kb_io_t *poked;  /* watches to call next turn, newest first */
     kb_io_t *firing; /* poked watches being called in this turn */
 
-    kb_timer_t **heap; /* min-heap on (due_ms, seq) */
-    size_t heap_len, heap_cap;
+    kb_timer_t **heap; /* min-heap on (due_ms, seq): heap_vec's items */
+    size_t heap_len;
+    kb_vec_t heap_vec;
 
-    kb_deferred_t *deferred;
-    size_t deferred_len, deferred_cap;
+    kb_vec_t deferred; /* kb_deferred_t, in order */
 };
 
 static int64_t s_mono_ms(void)
@@ -60,6 +61,8 @@ kb_loop_t *kb_loop_new(void)
         return NULL;
     }
     self->now_ms = s_mono_ms();
+    kb_vec_init(&self->heap_vec, sizeof(kb_timer_t *), 0);
+    kb_vec_init(&self->deferred, sizeof(kb_deferred_t), 0);
     return self;
 }
 
@@ -72,8 +75,8 @@ void kb_loop_destroy(kb_loop_t **self_p)
     assert(self->heap_len == 0);
     assert(self->io_count == 0);
     close(self->epfd);
-    free(self->heap);
-    free(self->deferred);
+    kb_vec_free(&self->heap_vec);
+    kb_vec_free(&self->deferred);
     free(self);
 }
 
@@ -109,26 +112,18 @@ size_t kb_loop_delay_ms(double seconds)
 
 int kb_loop_defer(kb_loop_t *self, kb_defer_fn *fn, void *arg)
 {
-    if (self->deferred_len == self->deferred_cap) {
-        size_t cap = self->deferred_cap ? self->deferred_cap * 2 : 16;
-        kb_deferred_t *grown = realloc(self->deferred, cap * sizeof *grown);
-        if (!grown)
-            return -1;
-        self->deferred = grown;
-        self->deferred_cap = cap;
-    }
-    self->deferred[self->deferred_len++] = (kb_deferred_t){ fn, arg };
-    return 0;
+    kb_deferred_t call = { fn, arg };
+    return kb_vec_push(&self->deferred, &call) == KB_BUF_OK ? 0 : -1;
 }
 
 /*  In order; calls deferred meanwhile run in this turn too. */
 static void s_run_deferred(kb_loop_t *self)
 {
-    for (size_t i = 0; i < self->deferred_len; i++) {
-        kb_deferred_t call = self->deferred[i];
+    for (size_t i = 0; i < self->deferred.len; i++) {
+        kb_deferred_t call = *(kb_deferred_t *)kb_vec_at(&self->deferred, i);
         call.fn(call.arg);
     }
-    self->deferred_len = 0;
+    self->deferred.len = 0;
 }
 
 void kb_loop_flush(kb_loop_t *self)
@@ -298,13 +293,10 @@ void kb_timer_start(kb_loop_t *self, kb_timer_t *timer, size_t delay_ms, size_t 
                     kb_timer_fn *fn, void *arg)
 {
     kb_timer_stop(timer);
-    if (self->heap_len == self->heap_cap) {
-        size_t cap = self->heap_cap ? self->heap_cap * 2 : 64;
-        kb_timer_t **grown = realloc(self->heap, cap * sizeof *grown);
-        if (!grown)
+    if (self->heap_len == self->heap_vec.len) {
+        if (kb_vec_push(&self->heap_vec, &timer) != KB_BUF_OK)
             abort(); /* a timer that silently never fires would wedge its owner */
-        self->heap = grown;
-        self->heap_cap = cap;
+        self->heap = self->heap_vec.items;
     }
     timer->loop = self;
     timer->due_ms = s_mono_ms() + (int64_t)delay_ms;
@@ -336,7 +328,7 @@ static void s_run_timers(kb_loop_t *self)
 
 static int s_wait_ms(kb_loop_t *self)
 {
-    if (self->poked || self->deferred_len)
+    if (self->poked || self->deferred.len)
         return 0;
     if (!self->heap_len)
         return -1;
