@@ -88,7 +88,7 @@ def test_the_contexts_bench_runs_and_reports_every_figure(tmp_path):
             assert words in targets, (kernel, words, targets)
         assert len(mine) == 7, mine
         for v in mine:
-            assert isinstance(v["met"], bool) and v["figure"], v
+            assert isinstance(v["met"], bool) and v["figure"] and isinstance(v["caveat"], str), v
 
     assert "| idle contexts | run p50 |" in done.stdout, done.stdout
     assert "### Targets" in done.stdout, done.stdout
