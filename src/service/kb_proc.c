@@ -20,6 +20,12 @@ typedef enum {
 
 typedef enum { KB_LOG_STDOUT, KB_LOG_STDERR, KB_LOG_SYSTEM } kb_log_channel_t;
 
+/*  Interrupting a request (seconds; see s_interrupt_step). */
+#define KB_INTERRUPT_SETTLE 0.02 /* from the request's status: busy to the signal */
+#define KB_INTERRUPT_NO_BUSY 0.1 /* from the send, for kernels that send no busy */
+#define KB_INTERRUPT_EARLY 0.1   /* a first signal this soon may be missed */
+#define KB_INTERRUPTED_REPLY 0.2 /* after an interrupt, wait for the other of reply and idle */
+
 typedef struct {
     long long cursor;
     kb_log_channel_t channel;
@@ -55,6 +61,15 @@ struct kb_proc {
     int timeout_timer, grace_timer, completion_timer;
     int settle_timer;   /* waiting for output the kernel sends after idle */
     double late_output; /* the kernel's quirk: seconds to wait for it */
+
+    int sends;            /* requests sent to the kernel */
+    double sent_at;       /* of the current request */
+    double busy_at;       /* its status: busy came, or 0 */
+    int interrupted_send; /* the request with the kernel when the run was interrupted, or 0 */
+    int signals;          /* interrupts sent for it */
+    double first_signal_at, signal_at;
+    int interrupt_timer;    /* the next signal (s_interrupt_step) */
+    double completion_wait; /* seconds, of the completion timer */
 
     json_t *result; /* the InterpreterResult, once ended */
     kb_reason_t reason;
@@ -252,6 +267,7 @@ static void s_end(kb_proc_t *proc, kb_reason_t reason, int exit_code, const char
     s_timer_stop(proc, &proc->grace_timer);
     s_timer_stop(proc, &proc->completion_timer);
     s_timer_stop(proc, &proc->settle_timer);
+    s_timer_stop(proc, &proc->interrupt_timer);
     kb_execution_destroy(&proc->step_exec);
     kb_result_t *result
         = kb_execution_finish(s_main_exec(proc), reason, exit_code, signal, raw_reason);
@@ -362,6 +378,9 @@ static void s_send(kb_proc_t *proc, const char *code, bool silent)
         proc->msg_id[0] = 0; /* the kernel is gone; its exit ends the run */
         return;
     }
+    proc->sends++;
+    proc->sent_at = kb_now();
+    proc->busy_at = 0;
     kb_kernel_apply(kernel, KB_KEV_EXECUTE);
     if (silent) {
         kb_execution_destroy(&proc->step_exec);
@@ -413,6 +432,10 @@ static void s_step_done(kb_proc_t *proc)
             return;
         }
         kb_result_destroy(&applied);
+        if (proc->timed_out || proc->client_signal) {
+            s_send_restore(proc); /* interrupted before the code went: it never runs */
+            return;
+        }
         proc->step = KB_STEP_MAIN;
         s_send(proc, proc->code, false);
         return;
@@ -430,17 +453,117 @@ static kb_execution_t *s_current(kb_proc_t *proc)
     return proc->step == KB_STEP_MAIN ? proc->exec : proc->step_exec;
 }
 
+/*  The run was interrupted (timeout or a client's SIGINT) while the
+    request now with the kernel was. */
+static bool s_current_interrupted(const kb_proc_t *proc)
+{
+    return proc->interrupted_send > 0 && proc->interrupted_send == proc->sends;
+}
+
 static void s_on_completion_grace(kb_proc_t *proc)
 {
     kb_execution_t *exec = s_current(proc);
-    char text[160];
+    char text[200];
     snprintf(text, sizeof text,
-             "%s never came for the %s request after %g s; the run ended with what it had",
+             "%s never came for the %s%s request after %g s; the run ended with what it had",
              kb_execution_has_reply(exec) ? "status: idle" : "execute_reply",
-             proc->step == KB_STEP_MAIN ? "execute" : "cwd/env adapter",
-             proc->engine->config.completion_grace);
+             s_current_interrupted(proc) ? "interrupted " : "",
+             proc->step == KB_STEP_MAIN ? "execute" : "cwd/env adapter", proc->completion_wait);
     s_system(proc, text);
     s_step_done(proc);
+}
+
+/* ---- interrupts ------------------------------------------------------------------ */
+
+/*  When an interrupted request gets its signal(s). A kernel takes SIGINT
+    well only once it runs the request's code: ipykernel ignores SIGINT
+    until its handler for the request is in place, exits (status 0) if
+    SIGINT lands while it installs that handler, drops the request (status:
+    idle, no execute_reply) if SIGINT lands in its own code around the
+    user's, and IPython swallows it in its pre-run hooks. So the first
+    signal waits until KB_INTERRUPT_SETTLE after the request's status: busy
+    (it goes at once when that is long past; KB_INTERRUPT_NO_BUSY after the
+    send for a kernel that sends no busy). A first signal that went early
+    (within KB_INTERRUPT_EARLY of that, or before the busy came) may still
+    be lost, or wait in a system call the code just entered: if the request
+    has not answered (error, reply or idle) by half the grace, it is sent
+    once more, not sooner, as IPython may take most of a second to format
+    the traceback of the first. Code that ran a while before the interrupt
+    gets one signal, so that code catching KeyboardInterrupt keeps the grace
+    to clean up. Nothing goes once the request has answered, or to a later
+    request (the restore step). */
+static void s_interrupt_step(kb_proc_t *proc);
+
+static int s_interrupt_timer(zloop_t *loop, int timer_id, void *arg)
+{
+    kb_proc_t *proc = arg;
+    proc->interrupt_timer = -1;
+    s_interrupt_step(proc);
+    return 0;
+}
+
+/*  The earliest time for the first signal to the current request. */
+static double s_interrupt_ready_at(const kb_proc_t *proc)
+{
+    return proc->busy_at > 0 ? proc->busy_at + KB_INTERRUPT_SETTLE
+                             : proc->sent_at + KB_INTERRUPT_NO_BUSY;
+}
+
+static void s_interrupt_step(kb_proc_t *proc)
+{
+    s_timer_stop(proc, &proc->interrupt_timer);
+    kb_execution_t *exec = s_current(proc);
+    if (!proc->running || !proc->ctx || !proc->ctx->kernel || !s_current_interrupted(proc) || !exec
+        || kb_execution_has_reply(exec) || kb_execution_has_idle(exec)
+        || kb_execution_has_error(exec))
+        return;
+    double when = s_interrupt_ready_at(proc);
+    if (proc->signals > 0) {
+        if (proc->signals > 1 || proc->first_signal_at >= when + KB_INTERRUPT_EARLY)
+            return;
+        double again = proc->signal_at + proc->engine->config.interrupt_grace / 2;
+        if (when < again)
+            when = again;
+    }
+    double now = kb_now();
+    if (now < when) {
+        proc->interrupt_timer
+            = zloop_timer(proc->engine->loop, s_delay_ms(when - now), 1, s_interrupt_timer, proc);
+        return;
+    }
+    if (proc->signals > 0) {
+        char text[120];
+        snprintf(text, sizeof text, "no answer to the interrupt after %.1f s; interrupting again",
+                 now - proc->signal_at);
+        s_system(proc, text);
+    } else
+        proc->first_signal_at = now;
+    proc->signals++;
+    proc->signal_at = now;
+    kb_kernel_interrupt(proc->ctx->kernel);
+    s_interrupt_step(proc); /* schedules the next one, if any */
+}
+
+/*  Interrupt the run: the request now with the kernel, as s_interrupt_step says. */
+static void s_interrupt(kb_proc_t *proc)
+{
+    if (s_current_interrupted(proc)) {
+        if (proc->signals > 0) { /* one more, as asked (a client's second SIGINT) */
+            proc->signals++;
+            proc->signal_at = kb_now();
+            kb_kernel_interrupt(proc->ctx->kernel);
+        }
+        return; /* else the first is still to go */
+    }
+    proc->interrupted_send = proc->sends;
+    proc->signals = 0;
+    s_interrupt_step(proc);
+}
+
+static bool s_is_busy(const kb_msg_t *msg)
+{
+    const char *state = json_string_value(json_object_get(msg->content, "execution_state"));
+    return strcmp(msg->msg_type, "status") == 0 && state && strcmp(state, "busy") == 0;
 }
 
 bool kb_proc_owns_message(kb_proc_t *proc, const kb_msg_t *msg)
@@ -479,6 +602,10 @@ void kb_proc_on_message(kb_proc_t *proc, kb_channel_t channel, const kb_msg_t *m
         kb_execution_fold_shell(exec, msg);
     else
         return;
+    if (channel == KB_CHANNEL_IOPUB && !proc->busy_at && s_is_busy(msg)) {
+        proc->busy_at = kb_now();
+        s_interrupt_step(proc); /* a waiting signal goes a little later */
+    }
     if (kb_execution_complete(exec)) {
         /*  A kernel that publishes output after idle (kb_kernelspec_quirks):
             the code step ends once none came for late_output seconds. */
@@ -492,10 +619,16 @@ void kb_proc_on_message(kb_proc_t *proc, kb_channel_t channel, const kb_msg_t *m
         s_step_done(proc);
         return;
     }
-    if ((kb_execution_has_reply(exec) || kb_execution_has_idle(exec)) && proc->completion_timer < 0)
-        proc->completion_timer
-            = zloop_timer(proc->engine->loop, s_delay_ms(proc->engine->config.completion_grace), 1,
-                          s_completion_timer, proc);
+    if ((kb_execution_has_reply(exec) || kb_execution_has_idle(exec))
+        && proc->completion_timer < 0) {
+        /*  After an interrupt the other one is not waited for long: ipykernel
+            sends idle and no reply when SIGINT lands in its own code. */
+        proc->completion_wait = proc->engine->config.completion_grace;
+        if (s_current_interrupted(proc) && proc->completion_wait > KB_INTERRUPTED_REPLY)
+            proc->completion_wait = KB_INTERRUPTED_REPLY;
+        proc->completion_timer = zloop_timer(proc->engine->loop, s_delay_ms(proc->completion_wait),
+                                             1, s_completion_timer, proc);
+    }
 }
 
 void kb_proc_answer_start(kb_proc_t *proc)
@@ -575,6 +708,8 @@ void kb_proc_start_failed(kb_proc_t *proc, const char *why)
     kb_proc_end(proc, KB_REASON_FAILED, -1, NULL, "KernelDied", "the kernel failed to start", why);
 }
 
+static void s_start_grace(kb_proc_t *proc);
+
 static int s_on_grace(zloop_t *loop, int timer_id, void *arg)
 {
     kb_proc_t *proc = arg;
@@ -583,6 +718,16 @@ static int s_on_grace(zloop_t *loop, int timer_id, void *arg)
         return 0;
     if (proc->client_signal == SIGTERM) {
         kb_kernel_signal(proc->ctx->kernel, SIGKILL);
+        return 0;
+    }
+    kb_execution_t *exec = s_current(proc);
+    if (s_current_interrupted(proc) && exec
+        && (kb_execution_has_reply(exec) || kb_execution_has_idle(exec))) {
+        /*  The kernel answered the interrupt and only one of the two
+            messages is missing: no reason to kill it. The steps still to
+            come (the restore) get a grace of their own. */
+        s_start_grace(proc);
+        s_on_completion_grace(proc);
         return 0;
     }
     proc->timeout_kill = true;
@@ -629,7 +774,7 @@ static int s_on_timeout(zloop_t *loop, int timer_id, void *arg)
     proc->timed_out = true;
     snprintf(value, sizeof value, "timeout after %g s; interrupting the kernel", proc->timeout);
     s_system(proc, value);
-    kb_kernel_interrupt(proc->ctx->kernel);
+    s_interrupt(proc);
     s_start_grace(proc);
     return 0;
 }
@@ -651,6 +796,7 @@ kb_proc_t *kb_proc_new(kb_engine_t *engine, kb_context_t *ctx, const kb_run_opts
     proc->strip_ansi = opts->strip_ansi;
     proc->timeout = opts->timeout > 0 ? opts->timeout : engine->config.default_timeout;
     proc->timeout_timer = proc->grace_timer = proc->completion_timer = proc->settle_timer = -1;
+    proc->interrupt_timer = -1;
     proc->exit_code = -1;
     proc->followers = zlistx_new();
     proc->waiters = zlistx_new();
@@ -866,7 +1012,7 @@ static void s_handle_signal(kb_engine_t *self, kb_request_t *request)
     proc->client_signal = sig;
     kb_kernel_t *kernel = proc->ctx->kernel;
     if (sig == SIGINT)
-        kb_kernel_interrupt(kernel);
+        s_interrupt(proc);
     else {
         kb_kernel_apply(kernel, KB_KEV_SHUTDOWN);
         kb_kernel_signal(kernel, sig);
