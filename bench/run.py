@@ -27,7 +27,6 @@ import atexit
 import gc
 import json
 import os
-import platform
 import random
 import shutil
 import signal
@@ -43,6 +42,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 from kbbench import peers, raw  # noqa: E402
+from kbbench.machine import environment, loadavg, wait_quiet  # noqa: E402
 from kbbench.stats import pct  # noqa: E402
 
 CODE_1P1 = "1+1"
@@ -85,69 +85,6 @@ def us(s):
 
 def ms(s):
     return f"{s * 1e3:,.1f}"
-
-
-# ---- environment ---------------------------------------------------------------
-
-
-def cpu_idle(window=2.0):
-    """Fraction of all CPUs' time idle over `window` seconds (/proc/stat)."""
-    def snap():
-        with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
-        return sum(v), v[3] + v[4]
-    t0, i0 = snap()
-    time.sleep(window)
-    t1, i1 = snap()
-    return (i1 - i0) / max(1, t1 - t0)
-
-
-def wait_quiet(limit_s, want=0.9):
-    """Wait (at most limit_s) for the machine to be at least `want` idle."""
-    deadline = time.perf_counter() + limit_s
-    idle = cpu_idle()
-    while idle < want and time.perf_counter() < deadline:
-        log(f"machine {100 * (1 - idle):.0f}% busy; waiting for it to settle")
-        idle = cpu_idle(5.0)
-    return idle
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
-
-
-def environment(binary):
-    def dpkg(pkg):
-        r = subprocess.run(["dpkg-query", "-W", "-f=${Version}", pkg], capture_output=True, text=True)
-        return r.stdout.strip() or "-"
-
-    cpu = "?"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    mem_kib = 0
-    with open("/proc/meminfo") as f:
-        for line in f:
-            if line.startswith("MemTotal"):
-                mem_kib = int(line.split()[1])
-    commit = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty", "--abbrev=7"],
-                            capture_output=True, text=True).stdout.strip()
-    pkgs = ["python3-ipykernel", "xpython", "python3-jupyter-client", "python3-zmq", "libzmq5",
-            "python3-jupyter-server", "python3-websocket", "python3-tornado", "libmicrohttpd12",
-            "libczmq4", "libjansson4", "libssl3"]
-    return {
-        "nproc": os.cpu_count(),
-        "cpu": cpu,
-        "kernel": platform.release(),
-        "mem_gib": round(mem_kib / 1024 / 1024, 1),
-        "python": platform.python_version(),
-        "commit": commit,
-        "binary": binary,
-        "packages": {p: dpkg(p) for p in pkgs},
-    }
 
 
 # ---- 1. latency ---------------------------------------------------------------
@@ -930,8 +867,8 @@ def main():
 
     binary = ensure_binary(args.binary)
     t_start = time.perf_counter()
-    res = {"env": environment(binary), "quick": args.quick}
-    res["idle_before"] = wait_quiet(args.wait_quiet)
+    res = {"env": environment(binary, ROOT), "quick": args.quick}
+    res["idle_before"] = wait_quiet(args.wait_quiet, retry_window=5.0)
     res["loadavg_before"] = loadavg()
     probe = peers.Daemon(binary, os.path.join(tmp, "probe"), NO_POOL)
     res["version"] = probe.http.json("GET", "/health")["version"]

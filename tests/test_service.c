@@ -132,6 +132,29 @@ static void test_streams(void)
     kb_result_destroy(&r);
 }
 
+/*  The result alone, as JSON: the same logs and results, and its record
+    keeps the log frames that no event carried. */
+static void test_result_json(void)
+{
+    kb_run_opts_t opts = { .code = "print('a'); print('b'); 6*7" };
+    kb_error_t err;
+    json_t *json = kb_service_run_json(service, &opts, &err);
+    CHECK(json != NULL);
+    json_t *logs = json_object_get(json, "logs");
+    CHECK_STR(json_string_value(json_object_get(logs, "stdout")), "a\nb\n");
+    json_t *first = json_array_get(json_object_get(json, "results"), 0);
+    CHECK_STR(json_string_value(json_object_get(first, "text")), "42");
+    const char *id
+        = json_string_value(json_object_get(json_object_get(json, "process"), "process_id"));
+    json_t *frames = kb_service_process_logs(service, id, -1, 0, &err);
+    CHECK(json_array_size(json_object_get(frames, "frames")) >= 1);
+    json_decref(frames);
+    json_decref(json);
+    opts.context_id = "no-such-context";
+    CHECK(kb_service_run_json(service, &opts, &err) == NULL);
+    CHECK(err.code == KB_ERR_SESSION_NOT_FOUND);
+}
+
 static void test_error(void)
 {
     kb_result_t *r = s_run(NULL, "x = 1\n1/0");
@@ -723,6 +746,7 @@ int main(void)
     }
     RUN_TEST(test_main_result);
     RUN_TEST(test_streams);
+    RUN_TEST(test_result_json);
     RUN_TEST(test_error);
     RUN_TEST(test_rich_outputs);
     RUN_TEST(test_display_update_and_clear);

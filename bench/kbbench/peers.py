@@ -13,18 +13,19 @@ import subprocess
 import sys
 import time
 import uuid
+from typing import Any
 
-STARTED = []  # every Popen this module started
-LIVE_JC = set()  # JupyterClientKernels not yet shut down
+STARTED: list["subprocess.Popen[bytes]"] = []  # every Popen this module started
+LIVE_JC: set["JupyterClientKernel"] = set()  # JupyterClientKernels not yet shut down
 
 
-def _spawn(argv, **kw):
+def _spawn(argv: list[str], **kw: Any) -> "subprocess.Popen[bytes]":
     proc = subprocess.Popen(argv, start_new_session=True, stdin=subprocess.DEVNULL, **kw)
     STARTED.append(proc)
     return proc
 
 
-def stop(proc, timeout=30.0):
+def stop(proc: "subprocess.Popen[bytes]", timeout: float = 30.0) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -39,7 +40,7 @@ def stop(proc, timeout=30.0):
         STARTED.remove(proc)
 
 
-def stop_all():
+def stop_all() -> None:
     from . import raw
 
     for k in list(raw.LIVE):
@@ -50,7 +51,7 @@ def stop_all():
         stop(proc)
 
 
-def pid_gone(pid, timeout=15.0):
+def pid_gone(pid: int, timeout: float = 15.0) -> bool:
     """Wait until /proc/<pid> is gone (exited and reaped); True if it went."""
     deadline = time.perf_counter() + timeout
     while time.perf_counter() < deadline:
@@ -65,7 +66,7 @@ def pid_gone(pid, timeout=15.0):
     return False
 
 
-def proc_status(pid):
+def proc_status(pid: int) -> dict[str, int]:
     """VmRSS, VmHWM, RssAnon, RssFile, Threads from /proc/<pid>/status (KiB / count)."""
     out = {}
     with open(f"/proc/{pid}/status") as f:
@@ -112,10 +113,20 @@ def rss_by_mapping(pid, top=8):
     return sorted(totals.items(), key=lambda kv: -kv[1])[:top]
 
 
-def schedstat(pid):
-    """CPU time (ns) and run slices of all threads of a process, by thread name."""
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process, all its threads, the exited ones
+    too (utime + stime of /proc/<pid>/stat; clock ticks, so 10 ms steps)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def schedstat(pid: int) -> dict[str, Any]:
+    """CPU time (ns) and run slices of the live threads of a process, by thread
+    name, and the ids of those threads (`tids`)."""
     cpu = slices = 0
-    threads = {}
+    threads: dict[str, int] = {}
+    tids: list[int] = []
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
@@ -126,9 +137,10 @@ def schedstat(pid):
             continue
         cpu += run_ns
         slices += n
+        tids.append(int(tid))
         name = "engine+main" if name == "kernelbridge" else name
         threads[name] = threads.get(name, 0) + run_ns
-    return {"cpu_ns": cpu, "slices": slices, "threads": threads}
+    return {"cpu_ns": cpu, "slices": slices, "threads": threads, "tids": sorted(tids)}
 
 
 def request_log_times(text):
@@ -179,33 +191,36 @@ class Http:
 
     IDLE_REOPEN_S = 30  # servers close idle connections (kernelbridge: 60 s)
 
-    def __init__(self, port, headers=None, timeout=600):
+    def __init__(self, port: int, headers: dict[str, str] | None = None,
+                 timeout: float = 600) -> None:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
         self.headers = dict(headers or {})
         self.last_used = time.monotonic()
 
-    def request(self, method, path, body=None):
+    def request(self, method: str, path: str, body: object = None) -> tuple[int, bytes]:
+        """One request; a body that is not bytes is sent as JSON."""
         now = time.monotonic()
         if now - self.last_used > self.IDLE_REOPEN_S:
             self.conn.close()  # reconnects on the next request
         self.last_used = now
         headers = dict(self.headers)
+        payload: bytes | bytearray | None = None
         if body is not None:
-            if not isinstance(body, (bytes, bytearray)):
-                body = json.dumps(body).encode()
+            payload = body if isinstance(body, (bytes, bytearray)) else json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
-        self.conn.request(method, path, body=body, headers=headers)
+        self.conn.request(method, path, body=payload, headers=headers)
         r = self.conn.getresponse()
         data = r.read()
         return r.status, data
 
-    def json(self, method, path, body=None, expect=(200, 201, 204)):
+    def json(self, method: str, path: str, body: object = None,
+             expect: tuple[int, ...] = (200, 201, 204)) -> Any:
         status, data = self.request(method, path, body)
         if status not in expect:
             raise RuntimeError(f"{method} {path}: {status} {data[:500]!r}")
         return json.loads(data) if data else None
 
-    def close(self):
+    def close(self) -> None:
         self.conn.close()
 
 
@@ -272,7 +287,7 @@ class RawHttp:
 class Daemon:
     """`kernelbridge serve` on 127.0.0.1:<ephemeral> with a private state dir."""
 
-    def __init__(self, binary, workdir, extra_args=()):
+    def __init__(self, binary: str, workdir: str, extra_args: tuple[str, ...] = ()) -> None:
         self.workdir = workdir
         os.makedirs(workdir, mode=0o700, exist_ok=True)
         self.state_dir = os.path.join(workdir, "state")
@@ -284,30 +299,31 @@ class Daemon:
         self.proc = _spawn(argv, stdout=subprocess.DEVNULL, stderr=self.log)
         self.pid = self.proc.pid
         deadline = time.perf_counter() + 20
-        self.port = None
-        while self.port is None:
+        port: int | None = None
+        while port is None:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"daemon exited {self.proc.returncode}: {self.tail()}")
             if time.perf_counter() > deadline:
                 raise RuntimeError("daemon did not write its port file")
             try:
                 with open(port_file) as f:
-                    self.port = int(f.read().strip())
+                    port = int(f.read().strip())
             except (FileNotFoundError, ValueError):
                 time.sleep(0.01)
+        self.port = port
         self.http = Http(self.port)
 
-    def tail(self, n=2000):
+    def tail(self, n: int = 2000) -> str:
         try:
             with open(self.log_path, "rb") as f:
                 return f.read()[-n:].decode(errors="replace")
         except OSError:
             return ""
 
-    def pool(self):
+    def pool(self) -> dict[str, Any]:
         return self.http.json("GET", "/health").get("pool") or {}
 
-    def wait_pool_settled(self, timeout=60.0):
+    def wait_pool_settled(self, timeout: float = 60.0) -> dict[str, Any]:
         """Until no pooled kernel is starting and every entry has its target ready."""
         deadline = time.perf_counter() + timeout
         while time.perf_counter() < deadline:
@@ -318,7 +334,8 @@ class Daemon:
             time.sleep(0.05)
         raise RuntimeError(f"pool not settled after {timeout} s: {self.pool()}")
 
-    def create_context(self, http=None, **body):
+    def create_context(self, http: Http | None = None,
+                       **body: Any) -> tuple[dict[str, Any], str | None, float]:
         """POST /contexts; returns (context JSON, its connection file path, seconds)."""
         http = http or self.http
         if "kernel_name" not in body:
@@ -328,7 +345,7 @@ class Daemon:
         dt = time.perf_counter() - t0
         return ctx, self.connection_file_of(ctx.get("pid")), dt
 
-    def connection_file_of(self, pid):
+    def connection_file_of(self, pid: int | None) -> str | None:
         """The connection file a kernel was started with (from its command line)."""
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -340,18 +357,51 @@ class Daemon:
                 return a
         return None
 
-    def delete_context(self, ctx, http=None, wait=True):
+    def delete_context(self, ctx: dict[str, Any], http: Http | None = None,
+                       wait: bool = True) -> None:
         (http or self.http).json("DELETE", f"/contexts/{ctx['context_id']}", expect=(204,))
         if wait and ctx.get("pid"):
             pid_gone(ctx["pid"])
 
-    def status(self):
+    def status(self) -> dict[str, int]:
         return proc_status(self.pid)
 
-    def stop(self):
+    def stop(self) -> None:
         self.http.close()
         stop(self.proc)
         self.log.close()
+
+    def processes_left(self) -> list[int]:
+        """Pids of the processes whose command line names a file in this daemon's
+        state dir: its kernels (each in a session of its own, so not reached by
+        a signal to the daemon's process group)."""
+        prefix = self.state_dir.encode() + b"/"
+        pids = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if any(a.startswith(prefix) for a in argv):
+                pids.append(int(entry))
+        return pids
+
+    def kill_processes_left(self) -> list[int]:
+        """SIGKILL the process group of every process left (processes_left) and
+        wait until each is gone; returns their pids."""
+        left = self.processes_left()
+        for pid in left:
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        for pid in left:
+            pid_gone(pid, 10.0)
+        return left
 
 
 # ---- Jupyter Server -----------------------------------------------------------

@@ -18,6 +18,7 @@ import subprocess
 import time
 import uuid
 from datetime import datetime, timezone
+from typing import IO, Any
 
 import zmq
 
@@ -25,23 +26,24 @@ DELIM = b"<IDS|MSG>"
 PORT_NAMES = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 
 
-LIVE = set()  # RawKernels started and not yet shut down
+LIVE: set["RawKernel"] = set()  # RawKernels started and not yet shut down
 
 
 class KernelTimeout(RuntimeError):
     pass
 
 
-def kernelspec(name):
+def kernelspec(name: str) -> tuple[list[str], dict[str, str]]:
     """argv and env of an installed kernelspec (jupyter_client's discovery)."""
     from jupyter_client.kernelspec import KernelSpecManager
 
-    spec = KernelSpecManager().get_kernel_spec(name)
+    spec = KernelSpecManager().get_kernel_spec(name)  # type: ignore[no-untyped-call]
     return list(spec.argv), dict(spec.env or {})
 
 
-def _free_tcp_ports(n):
-    socks, ports = [], []
+def _free_tcp_ports(n: int) -> list[int]:
+    socks: list[socket.socket] = []
+    ports: list[int] = []
     for _ in range(n):
         s = socket.socket()
         s.bind(("127.0.0.1", 0))
@@ -52,7 +54,7 @@ def _free_tcp_ports(n):
     return ports
 
 
-def short_ipc_dir():
+def short_ipc_dir() -> str:
     """A private dir with a short path: xeus kernels refuse ipc endpoints
     longer than 31 characters. The caller removes it."""
     import tempfile
@@ -60,14 +62,15 @@ def short_ipc_dir():
     return tempfile.mkdtemp(prefix="kb", dir="/tmp")
 
 
-def connection_info(ipc_dir, transport="ipc"):
-    info = {
+def connection_info(ipc_dir: str | None, transport: str = "ipc") -> dict[str, Any]:
+    info: dict[str, Any] = {
         "transport": transport,
         "signature_scheme": "hmac-sha256",
         "key": os.urandom(32).hex(),
         "kernel_name": "",
     }
     if transport == "ipc":
+        assert ipc_dir is not None
         info["ip"] = os.path.join(ipc_dir, "k")
         ports = [1, 2, 3, 4, 5]
     else:
@@ -80,13 +83,15 @@ def connection_info(ipc_dir, transport="ipc"):
 class RawClient:
     """Sockets and signing for one kernel, given its connection info."""
 
-    def __init__(self, info, zctx=None):
+    def __init__(self, info: dict[str, Any], zctx: zmq.Context[zmq.Socket[bytes]] | None = None) -> None:
         self.zctx = zctx or zmq.Context.instance()
         self.mac = hmac.new(info["key"].encode(), digestmod=hashlib.sha256)
         self.session = uuid.uuid4().hex
         self.bad_signatures = 0
+        self.first_reply_s: float | None = None  # set by wait_ready
+        self.live_s: float | None = None
 
-        def url(port_name):
+        def url(port_name: str) -> str:
             port = info[port_name]
             if info["transport"] == "ipc":
                 return f"ipc://{info['ip']}-{port}"
@@ -106,13 +111,13 @@ class RawClient:
         self.poller.register(self.shell, zmq.POLLIN)
         self.poller.register(self.iopub, zmq.POLLIN)
 
-    def close(self):
+    def close(self) -> None:
         for sock in (self.shell, self.control, self.iopub):
             sock.close(0)
 
     # ---- wire ---------------------------------------------------------------
 
-    def send(self, sock, msg_type, content):
+    def send(self, sock: zmq.Socket[bytes], msg_type: str, content: dict[str, Any]) -> str:
         msg_id = uuid.uuid4().hex
         header = json.dumps(
             {
@@ -131,7 +136,7 @@ class RawClient:
         sock.send_multipart([DELIM, h.hexdigest().encode(), *parts])
         return msg_id
 
-    def recv(self, sock):
+    def recv(self, sock: zmq.Socket[bytes]) -> tuple[str, str | None, bytes] | None:
         """(msg_type, parent msg_id, header bytes, content bytes) or None if mis-signed."""
         frames = sock.recv_multipart()
         i = frames.index(DELIM)
@@ -149,7 +154,7 @@ class RawClient:
 
     # ---- one run ------------------------------------------------------------
 
-    def execute(self, code, timeout=60.0):
+    def execute(self, code: str, timeout: float = 60.0) -> tuple[float, int, str | None]:
         """Run code; return (seconds, stream bytes, status) once reply and idle came."""
         content = {
             "code": code,
@@ -169,7 +174,7 @@ class RawClient:
             left = deadline - time.perf_counter()
             if left <= 0:
                 raise KernelTimeout(f"no reply/idle after {timeout} s")
-            for sock, _ in self.poller.poll(left * 1000):
+            for sock, _ in self.poller.poll(int(left * 1000)):  # as pyzmq would round
                 m = self.recv(sock)
                 if m is None or m[1] != msg_id:
                     continue
@@ -185,7 +190,8 @@ class RawClient:
                     stream_bytes += len(json.loads(body)["text"])
         return time.perf_counter() - t0, stream_bytes, status
 
-    def wait_ready(self, timeout=60.0, resend=0.02, proc=None):
+    def wait_ready(self, timeout: float = 60.0, resend: float = 0.02,
+                   proc: "subprocess.Popen[bytes] | None" = None) -> int:
         """Until a kernel_info_reply on shell and any message on iopub (slow joiner).
 
         kernel_info_request is sent at once (ZeroMQ queues it until the kernel
@@ -207,7 +213,7 @@ class RawClient:
             if now - last >= (resend if replied else 1.0):
                 self.send(self.shell, "kernel_info_request", {})
                 sent, last = sent + 1, now
-            for sock, _ in self.poller.poll(max(1, resend * 1000 / 4)):
+            for sock, _ in self.poller.poll(int(max(1, resend * 1000 / 4))):
                 m = self.recv(sock)
                 if m is None:
                     continue
@@ -225,7 +231,8 @@ class RawClient:
 class RawKernel:
     """A kernel this process launched itself, driven by a RawClient."""
 
-    def __init__(self, name, workdir, transport="ipc", log=None):
+    def __init__(self, name: str, workdir: str, transport: str = "ipc",
+                 log: IO[bytes] | None = None) -> None:
         self.name = name
         self.workdir = workdir
         os.makedirs(workdir, mode=0o700, exist_ok=True)
@@ -235,13 +242,14 @@ class RawKernel:
         fd = os.open(self.connection_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump(self.info, f)
-        self.proc = None
-        self.client = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.client: RawClient | None = None
         self.log = log
-        self.startup_s = None
+        self.startup_s: float | None = None
+        self.iopub_lag_s: float | None = None
         self.kernel_info_sent = 0
 
-    def start(self, timeout=60.0):
+    def start(self, timeout: float = 60.0) -> "RawKernel":
         """Spawn, then wait for readiness; the time of both is startup_s."""
         argv, spec_env = kernelspec(self.name)
         argv = [a.replace("{connection_file}", self.connection_file) for a in argv]
@@ -261,13 +269,15 @@ class RawKernel:
         self.kernel_info_sent = self.client.wait_ready(timeout, proc=self.proc)
         self.startup_s = time.perf_counter() - t0
         # how long iopub stayed silent after the first kernel_info_reply (slow joiner)
+        assert self.client.live_s is not None and self.client.first_reply_s is not None
         self.iopub_lag_s = max(0.0, self.client.live_s - self.client.first_reply_s)
         return self
 
-    def execute(self, code, timeout=60.0):
+    def execute(self, code: str, timeout: float = 60.0) -> tuple[float, int, str | None]:
+        assert self.client is not None, "start() first"
         return self.client.execute(code, timeout)
 
-    def shutdown(self, timeout=5.0):
+    def shutdown(self, timeout: float = 5.0) -> None:
         LIVE.discard(self)
         if self.proc is None:
             if self.client is not None:
@@ -296,7 +306,7 @@ class RawKernel:
             self.ipc_dir = None
 
 
-def attach(connection_file):
+def attach(connection_file: str) -> RawClient:
     """A RawClient on a kernel someone else launched (e.g. the daemon's own)."""
     with open(connection_file) as f:
         info = json.load(f)

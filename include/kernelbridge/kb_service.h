@@ -187,6 +187,11 @@ void kb_stream_destroy(kb_stream_t **self_p);
     context that cannot start). Caller owns the stream. */
 kb_stream_t *kb_service_run_start(kb_service_t *self, const kb_run_opts_t *opts, kb_error_t *err);
 
+/*  Run and wait for the InterpreterResult JSON, with no events on the way
+    (the caller's thread wakes once). NULL with err set as for
+    kb_service_run_start. Caller owns. */
+json_t *kb_service_run_json(kb_service_t *self, const kb_run_opts_t *opts, kb_error_t *err);
+
 /*  Called for each event of a run, on the calling thread, in order. The
     event is borrowed. */
 typedef void(kb_event_fn)(const kb_event_t *event, void *arg);

@@ -13,6 +13,7 @@
 #include "cli/kb_cli.h"
 #include "kernel/kb_kernelspec.h"
 #include "kernelbridge.h"
+#include "util/kb_buf.h"
 
 enum {
     KB_EXIT_OK = 0,
@@ -42,26 +43,20 @@ static void s_run_usage(FILE *out)
                  "exit status: 0 ok, 1 the code raised, 2 usage, 3 timeout, 4 kernel failure\n");
 }
 
+/*  All of in as a string; NULL on a read error or out of memory. */
 static char *s_read_all(FILE *in)
 {
-    size_t size = 0, cap = 65536;
-    char *text = malloc(cap);
+    kb_buf_t text = KB_BUF_INIT;
+    char chunk[65536];
     size_t n;
-    while (text && (n = fread(text + size, 1, cap - size - 1, in)) > 0) {
-        size += n;
-        if (cap - size < 2) {
-            cap *= 2;
-            char *grown = realloc(text, cap);
-            if (!grown) {
-                free(text);
-                return NULL;
-            }
-            text = grown;
-        }
+    while ((n = fread(chunk, 1, sizeof chunk, in)) > 0)
+        if (kb_buf_append(&text, chunk, n) != KB_BUF_OK)
+            break;
+    if (ferror(in)) {
+        kb_buf_free(&text);
+        return NULL;
     }
-    if (text)
-        text[size] = 0;
-    return text;
+    return kb_buf_take(&text, NULL); /* NULL when an append failed */
 }
 
 static void s_on_event(const kb_event_t *event, void *arg)

@@ -22,6 +22,7 @@
 #include "kernelbridge.h"
 #include "server/kb_e2b.h"
 #include "server/kb_server.h"
+#include "util/kb_vec.h"
 
 #define KB_DEFAULT_PORT 8899
 
@@ -83,12 +84,9 @@ typedef struct {
     const char *port_file;
     const char *log_format;
     bool insecure;
-    char **kernels; /* NULL-terminated; owned array, items owned */
-    size_t kernels_len;
-    char **pool; /* idem */
-    size_t pool_len;
-    char **preload; /* idem */
-    size_t preload_len;
+    kb_strv_t kernels; /* --kernel entries, NULL-terminated */
+    kb_strv_t pool;    /* --pool entries */
+    kb_strv_t preload; /* --preload entries */
     kb_service_config_t service;
     kb_server_config_t server;
     const char *e2b_host; /* from --e2b-listen */
@@ -182,38 +180,15 @@ static int parse_listen(const char *flag, const char *value, char *buf, size_t s
     return 0;
 }
 
-/*  Append item (copied) to a NULL-terminated list. */
-static int list_add(char ***list, size_t *len, const char *item, size_t item_len)
-{
-    char **grown = realloc(*list, (*len + 2) * sizeof *grown);
-    if (!grown)
-        return -1;
-    *list = grown;
-    grown[*len] = strndup(item, item_len);
-    if (!grown[*len])
-        return -1;
-    grown[++*len] = NULL;
-    return 0;
-}
-
-static void list_free(char ***list, size_t *len)
-{
-    for (size_t i = 0; i < *len; i++)
-        free((*list)[i]);
-    free(*list);
-    *list = NULL;
-    *len = 0;
-}
-
 /*  A comma-separated list from the environment. */
-static int list_from_env(const char *name, char ***list, size_t *len)
+static int list_from_env(const char *name, kb_strv_t *list)
 {
     const char *value = getenv(name);
     for (const char *p = value; p && *p;) {
         size_t n = strcspn(p, ",");
         while (n > 0 && *p == ' ')
             p++, n--;
-        if (n > 0 && list_add(list, len, p, n) < 0)
+        if (n > 0 && kb_strv_pushn(list, p, n) != KB_BUF_OK)
             return -1;
         p += n;
         if (*p == ',')
@@ -508,22 +483,22 @@ int kb_cli_serve(int argc, char **argv)
         }
         if (opt == OPT_POOL) {
             if (!pool_from_flags)
-                list_free(&o.pool, &o.pool_len);
+                kb_strv_clear(&o.pool);
             pool_from_flags = true;
-            if (list_add(&o.pool, &o.pool_len, optarg, strlen(optarg)))
+            if (kb_strv_pushn(&o.pool, optarg, strlen(optarg)) != KB_BUF_OK)
                 goto done;
             continue;
         }
         if (opt == OPT_KERNEL || opt == OPT_PRELOAD) {
             bool kernel = opt == OPT_KERNEL;
             if (kernel && !kernels_from_flags)
-                list_free(&o.kernels, &o.kernels_len);
+                kb_strv_clear(&o.kernels);
             if (!kernel && !preload_from_flags)
-                list_free(&o.preload, &o.preload_len);
+                kb_strv_clear(&o.preload);
             kernels_from_flags |= kernel;
             preload_from_flags |= !kernel;
-            if (kernel ? list_add(&o.kernels, &o.kernels_len, optarg, strlen(optarg))
-                       : list_add(&o.preload, &o.preload_len, optarg, strlen(optarg)))
+            if (kb_strv_pushn(kernel ? &o.kernels : &o.preload, optarg, strlen(optarg))
+                != KB_BUF_OK)
                 goto done;
             continue;
         }
@@ -537,16 +512,16 @@ int kb_cli_serve(int argc, char **argv)
         fputs(usage, stderr);
         goto done;
     }
-    if ((!kernels_from_flags && list_from_env("KB_KERNELS", &o.kernels, &o.kernels_len) < 0)
-        || (!preload_from_flags && list_from_env("KB_PRELOAD", &o.preload, &o.preload_len) < 0)
-        || (!pool_from_flags && list_from_env("KB_POOL", &o.pool, &o.pool_len) < 0)
-        || check_kernel_map(o.kernels) < 0)
+    if ((!kernels_from_flags && list_from_env("KB_KERNELS", &o.kernels) < 0)
+        || (!preload_from_flags && list_from_env("KB_PRELOAD", &o.preload) < 0)
+        || (!pool_from_flags && list_from_env("KB_POOL", &o.pool) < 0)
+        || check_kernel_map(o.kernels.items) < 0)
         goto done;
-    if (!o.pool_len && !pool_from_flags && !getenv("KB_POOL")
-        && list_add(&o.pool, &o.pool_len, "python=1", 8))
+    if (!o.pool.len && !pool_from_flags && !getenv("KB_POOL")
+        && kb_strv_push(&o.pool, strdup("python=1")) != KB_BUF_OK)
         goto done;
-    o.service.kernel_map = (const char *const *)o.kernels;
-    o.service.pool = (const char *const *)o.pool;
+    o.service.kernel_map = (const char *const *)o.kernels.items;
+    o.service.pool = (const char *const *)o.pool.items;
     kb_log_format_t format = o.server.log_format;
 
     bool token_failed;
@@ -587,8 +562,8 @@ int kb_cli_serve(int argc, char **argv)
         kb_server_log(format, "error", "cannot start the service: %s", err.message);
         goto done;
     }
-    for (size_t i = 0; i < o.preload_len; i++) {
-        if (preload(service, o.preload[i], format) < 0)
+    for (size_t i = 0; i < o.preload.len; i++) {
+        if (preload(service, o.preload.items[i], format) < 0)
             goto done;
     }
     server = kb_server_new(service, &o.server, &err);
@@ -658,8 +633,8 @@ done:
         explicit_bzero(token, strlen(token));
         free(token);
     }
-    list_free(&o.kernels, &o.kernels_len);
-    list_free(&o.preload, &o.preload_len);
-    list_free(&o.pool, &o.pool_len);
+    kb_strv_clear(&o.kernels);
+    kb_strv_clear(&o.preload);
+    kb_strv_clear(&o.pool);
     return status;
 }

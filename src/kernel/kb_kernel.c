@@ -1,42 +1,42 @@
 /*  kb_kernel.c - launch, connect, watch and stop one Jupyter kernel.
 
-    The kernel is started with posix_spawn in a session and process group of
-    its own, with a connection file (0600) in the service's private runtime
-    dir. Its death is seen through a pidfd on the loop, so it is noticed
-    at once and reaped at once; its own stdout/stderr go through a pipe into
-    a ring buffer kept for diagnostics. Readiness means a kernel_info_reply
-    on shell and at least one message on iopub: until both came, the
+    The kernel is started by kb_launch.c (connection file, process). Its
+    death is seen through a pidfd on the loop, so it is noticed at once and
+    reaped at once; its own stdout/stderr go through a pipe into a ring
+    buffer kept for diagnostics. Readiness means a kernel_info_reply on
+    shell and at least one message on iopub: until both came, the
     kernel_info_request is repeated, which defeats the ZeroMQ "slow joiner"
     that would otherwise lose the first outputs of the first run.
+
+    An idle kernel costs the loop nothing: its watches fire only when a
+    socket has input, the control socket is connected on first use
+    (interrupt_request, shutdown_request), and the heartbeat runs only for
+    a kernel without a pidfd (the pidfd says at once when it dies).
 */
 #include "kernel/kb_kernel.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <openssl/rand.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/pidfd.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "kernel/kb_launch.h"
+
 #define KB_OUTPUT_RING 16384 /* bytes of the kernel's own output kept */
 #define KB_READY_TICK_MS 10  /* readiness check period */
 #define KB_KI_RESEND_MS 20   /* repeat kernel_info_request after this */
-#define KB_MAX_FRAMES 1100   /* frames read of one message, more are dropped */
+#define KB_MAX_PARTS 64      /* frames read of one message; longer ones are dropped */
 #define KB_DRAIN_BATCH 256   /* messages read per socket per loop turn */
 #define KB_HEARTBEAT_MS 3000 /* heartbeat period */
 
 struct kb_kernel {
-    zloop_t *loop;
+    kb_loop_t *loop;
     kb_kernelspec_t *spec;
     kb_kernel_callbacks_t callbacks;
     void *arg;
@@ -45,21 +45,22 @@ struct kb_kernel {
     pid_t pid;
     int pidfd;
     int output_fd; /* read end of the kernel's stdout+stderr pipe */
-    zmq_pollitem_t pid_item;
-    zmq_pollitem_t output_item;
+    kb_io_t pid_io;
+    kb_io_t output_io;
     bool reaped;
     int exit_status; /* -1 unless exited normally */
     int term_signal; /* 0 unless killed by a signal */
     char exit_text[96];
 
-    char *connection_file;
-    char *ipc_base; /* ipc: sockets are <ipc_base>-<n> */
-    kb_wire_t *wire;
+    kb_connection_t conn;
+    char *control_endpoint; /* connected on first use */
+    char *hb_endpoint;
     zsock_t *shell;
     zsock_t *control;
     zsock_t *iopub;
-    zsock_t *hb;
-    int hb_timer;
+    zsock_t *hb; /* only without a pidfd */
+    kb_io_t shell_io, control_io, iopub_io, hb_io;
+    kb_timer_t hb_timer;
     bool hb_waiting;    /* a ping is out and its echo has not come */
     unsigned hb_misses; /* periods in a row without an echo */
 
@@ -69,24 +70,22 @@ struct kb_kernel {
     int64_t started_ms;
     int64_t last_info_ms;
     int64_t deadline_ms;
-    int ready_timer;
+    kb_timer_t ready_timer;
     char *language_info;
 
     /* shutdown escalation */
-    int shutdown_timer;
+    kb_timer_t shutdown_timer;
     int shutdown_step;
     double shutdown_grace;
 
     size_t dropped;
-    char ring[KB_OUTPUT_RING];
+    char *ring;       /* KB_OUTPUT_RING bytes, made when the kernel first writes */
     size_t ring_head; /* total bytes ever written */
 };
 
 static int64_t s_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return kb_launch_now_ms();
 }
 
 static void s_iso_now(char *buf, size_t size)
@@ -97,50 +96,6 @@ static void s_iso_now(char *buf, size_t size)
     gmtime_r(&tv.tv_sec, &tm);
     size_t n = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(buf + n, size - n, ".%06ldZ", (long)tv.tv_usec);
-}
-
-const char *kb_signal_name(int sig)
-{
-    switch (sig) {
-        case SIGHUP:
-            return "SIGHUP";
-        case SIGINT:
-            return "SIGINT";
-        case SIGQUIT:
-            return "SIGQUIT";
-        case SIGILL:
-            return "SIGILL";
-        case SIGTRAP:
-            return "SIGTRAP";
-        case SIGABRT:
-            return "SIGABRT";
-        case SIGBUS:
-            return "SIGBUS";
-        case SIGFPE:
-            return "SIGFPE";
-        case SIGKILL:
-            return "SIGKILL";
-        case SIGUSR1:
-            return "SIGUSR1";
-        case SIGSEGV:
-            return "SIGSEGV";
-        case SIGUSR2:
-            return "SIGUSR2";
-        case SIGPIPE:
-            return "SIGPIPE";
-        case SIGALRM:
-            return "SIGALRM";
-        case SIGTERM:
-            return "SIGTERM";
-        case SIGXCPU:
-            return "SIGXCPU";
-        case SIGXFSZ:
-            return "SIGXFSZ";
-        case SIGSYS:
-            return "SIGSYS";
-        default:
-            return "SIGUNKNOWN";
-    }
 }
 
 const char *kb_kernel_state_name(kb_kernel_state_t state)
@@ -193,36 +148,7 @@ kb_kernel_state_t kb_kernel_apply(kb_kernel_t *self, kb_kernel_event_t event)
     return s;
 }
 
-/* ---- connection file ------------------------------------------------------ */
-
-/*  Five free TCP ports on 127.0.0.1, held open together so they differ. */
-static int s_free_ports(int ports[5])
-{
-    int fds[5];
-    int i, rc = -1;
-    for (i = 0; i < 5; i++)
-        fds[i] = -1;
-    for (i = 0; i < 5; i++) {
-        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fds[i] < 0)
-            goto done;
-        struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = 0 };
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t len = sizeof addr;
-        if (bind(fds[i], (struct sockaddr *)&addr, sizeof addr) != 0
-            || getsockname(fds[i], (struct sockaddr *)&addr, &len) != 0)
-            goto done;
-        ports[i] = ntohs(addr.sin_port);
-    }
-    rc = 0;
-done:
-    for (i = 0; i < 5; i++)
-        if (fds[i] >= 0)
-            close(fds[i]);
-    return rc;
-}
-
-static char *s_endpoint(kb_kernel_t *self, json_t *info, const char *port_key)
+static char *s_endpoint(json_t *info, const char *port_key)
 {
     const char *transport = json_string_value(json_object_get(info, "transport"));
     const char *ip = json_string_value(json_object_get(info, "ip"));
@@ -232,94 +158,32 @@ static char *s_endpoint(kb_kernel_t *self, json_t *info, const char *port_key)
     return zsys_sprintf("tcp://%s:%d", ip, port);
 }
 
-static json_t *s_write_connection_file(kb_kernel_t *self, const kb_kernel_opts_t *opts, char *err,
-                                       size_t errlen)
-{
-    unsigned char raw[32];
-    char key[65];
-    if (RAND_bytes(raw, sizeof raw) != 1) {
-        snprintf(err, errlen, "no random bytes for the kernel's key");
-        return NULL;
-    }
-    for (int i = 0; i < 32; i++)
-        sprintf(key + 2 * i, "%02x", raw[i]);
-
-    /*  Short names in base 36: ipc endpoints must stay short (see ipc_dir). */
-    char name[32];
-    size_t at = sizeof name - 1;
-    unsigned long serial = opts->serial;
-    name[at] = 0;
-    do {
-        name[--at] = "0123456789abcdefghijklmnopqrstuvwxyz"[serial % 36];
-        serial /= 36;
-    } while (serial && at > 1);
-    name[--at] = 'k';
-    memmove(name, name + at, sizeof name - at);
-    self->connection_file = zsys_sprintf("%s/%s.json", opts->runtime_dir, name);
-
-    json_t *info = json_object();
-    bool ipc = opts->transport && strcmp(opts->transport, "ipc") == 0;
-    if (ipc) {
-        self->ipc_base
-            = zsys_sprintf("%s/%s", opts->ipc_dir ? opts->ipc_dir : opts->runtime_dir, name);
-        json_object_set_new(info, "transport", json_string("ipc"));
-        json_object_set_new(info, "ip", json_string(self->ipc_base));
-        const char *keys[]
-            = { "shell_port", "iopub_port", "stdin_port", "control_port", "hb_port" };
-        for (int i = 0; i < 5; i++)
-            json_object_set_new(info, keys[i], json_integer(i + 1));
-    } else {
-        int ports[5];
-        if (s_free_ports(ports) != 0) {
-            snprintf(err, errlen, "no free TCP ports on 127.0.0.1: %s", strerror(errno));
-            json_decref(info);
-            return NULL;
-        }
-        json_object_set_new(info, "transport", json_string("tcp"));
-        json_object_set_new(info, "ip", json_string("127.0.0.1"));
-        json_object_set_new(info, "shell_port", json_integer(ports[0]));
-        json_object_set_new(info, "iopub_port", json_integer(ports[1]));
-        json_object_set_new(info, "stdin_port", json_integer(ports[2]));
-        json_object_set_new(info, "control_port", json_integer(ports[3]));
-        json_object_set_new(info, "hb_port", json_integer(ports[4]));
-    }
-    json_object_set_new(info, "key", json_string(key));
-    json_object_set_new(info, "signature_scheme", json_string("hmac-sha256"));
-    json_object_set_new(info, "kernel_name", json_string(self->spec->name));
-
-    int fd = open(self->connection_file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot write %s: %s", self->connection_file, strerror(errno));
-        json_decref(info);
-        return NULL;
-    }
-    char *text = json_dumps(info, JSON_INDENT(1));
-    size_t len = strlen(text);
-    ssize_t n = write(fd, text, len);
-    free(text);
-    close(fd);
-    if (n != (ssize_t)len) {
-        snprintf(err, errlen, "cannot write %s", self->connection_file);
-        json_decref(info);
-        return NULL;
-    }
-    char session[128];
-    snprintf(session, sizeof session, "%02x%02x%02x%02x%02x%02x-%s", raw[2], raw[3], raw[4], raw[5],
-             raw[6], raw[7], name);
-    self->wire = kb_wire_new("hmac-sha256", (const unsigned char *)key, 64, session, "kernelbridge",
-                             err, errlen);
-    if (!self->wire) {
-        json_decref(info);
-        return NULL;
-    }
-    return info;
-}
-
 /* ---- sending -------------------------------------------------------------- */
 
-static zsock_t *s_channel_socket(kb_kernel_t *self, kb_channel_t channel)
+static void s_on_control(kb_io_t *io, void *arg);
+
+static zsock_t *s_connect(zsock_t *sock, const char *endpoint)
 {
-    return channel == KB_CHANNEL_CONTROL ? self->control : self->shell;
+    if (!sock)
+        return NULL;
+    zsock_set_linger(sock, 0);
+    if (zsock_connect(sock, "%s", endpoint) != 0)
+        zsock_destroy(&sock);
+    return sock;
+}
+
+/*  The control socket, connected on first use: most kernels never need it. */
+static zsock_t *s_control(kb_kernel_t *self)
+{
+    if (self->control)
+        return self->control;
+    self->control = s_connect(zsock_new(ZMQ_DEALER), self->control_endpoint);
+    if (self->control
+        && kb_io_start_zmq(self->loop, &self->control_io, zsock_resolve(self->control),
+                           s_on_control, self)
+               != 0)
+        zsock_destroy(&self->control);
+    return self->control;
 }
 
 int kb_kernel_send(kb_kernel_t *self, kb_channel_t channel, const char *msg_type, json_t *content,
@@ -333,16 +197,21 @@ int kb_kernel_send(kb_kernel_t *self, kb_channel_t channel, const char *msg_type
         json_decref(content);
         return -1;
     }
-    if (kb_wire_encode(self->wire, msg_type, content, NULL, NULL, date, NULL, 0, &frames, &count,
-                       msg_id_out, msg_id_size)
+    if (kb_wire_encode(self->conn.wire, msg_type, content, NULL, NULL, date, NULL, 0, &frames,
+                       &count, msg_id_out, msg_id_size)
         != 0)
         return -1;
-    void *socket = zsock_resolve(s_channel_socket(self, channel));
-    int rc = 0;
+    bool control = channel == KB_CHANNEL_CONTROL;
+    zsock_t *sock = control ? s_control(self) : self->shell;
+    int rc = sock ? 0 : -1;
     for (size_t i = 0; i < count && rc == 0; i++)
-        if (zmq_send(socket, frames[i].data, frames[i].size, i + 1 < count ? ZMQ_SNDMORE : 0) < 0)
+        if (zmq_send(zsock_resolve(sock), frames[i].data, frames[i].size,
+                     i + 1 < count ? ZMQ_SNDMORE : 0)
+            < 0)
             rc = -1;
     kb_frames_free(frames, count);
+    /*  A send may take the socket's ZMQ_FD signal while replies wait. */
+    kb_io_poke(control ? &self->control_io : &self->shell_io);
     return rc;
 }
 
@@ -368,10 +237,7 @@ static void s_send_kernel_info(kb_kernel_t *self)
 
 static void s_became_ready(kb_kernel_t *self)
 {
-    if (self->ready_timer >= 0) {
-        zloop_timer_end(self->loop, self->ready_timer);
-        self->ready_timer = -1;
-    }
+    kb_timer_stop(&self->ready_timer);
     kb_kernel_apply(self, KB_KEV_READY);
     if (self->callbacks.ready)
         self->callbacks.ready(self, self->arg);
@@ -399,13 +265,19 @@ static void s_dispatch(kb_kernel_t *self, kb_channel_t channel, const kb_msg_t *
         self->callbacks.message(self, channel, msg, self->arg);
 }
 
-/*  Read every message waiting on one socket, verify and dispatch each. */
-static void s_drain(kb_kernel_t *self, zsock_t *sock, kb_channel_t channel)
+/*  Read the messages waiting on one socket, verify and dispatch each. The
+    watch is edge-triggered: read until nothing is left, or poke it to come
+    back next turn when the batch is used up (other kernels get their turn). */
+static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t channel)
 {
     void *socket = zsock_resolve(sock);
-    zmq_msg_t parts[64];
-    kb_frame_t frames[64];
-    for (int batch = 0; batch < KB_DRAIN_BATCH; batch++) {
+    zmq_msg_t parts[KB_MAX_PARTS];
+    kb_frame_t frames[KB_MAX_PARTS];
+    for (int batch = 0;; batch++) {
+        if (batch == KB_DRAIN_BATCH) {
+            kb_io_poke(io);
+            return;
+        }
         size_t count = 0;
         bool overflow = false;
         int more = 1;
@@ -419,7 +291,7 @@ static void s_drain(kb_kernel_t *self, zsock_t *sock, kb_channel_t channel)
                 break;      /* cannot happen mid-message; treat as truncated */
             }
             more = zmq_msg_more(&part);
-            if (count < 64) {
+            if (count < KB_MAX_PARTS) {
                 parts[count] = part;
                 frames[count].data = zmq_msg_data(&parts[count]);
                 frames[count].size = zmq_msg_size(&parts[count]);
@@ -434,7 +306,8 @@ static void s_drain(kb_kernel_t *self, zsock_t *sock, kb_channel_t channel)
         } else {
             kb_msg_t *msg = NULL;
             char err[256];
-            if (kb_wire_decode(self->wire, frames, count, &msg, err, sizeof err) == KB_WIRE_OK) {
+            if (kb_wire_decode(self->conn.wire, frames, count, &msg, err, sizeof err)
+                == KB_WIRE_OK) {
                 s_dispatch(self, channel, msg);
                 kb_msg_destroy(&msg);
             } else {
@@ -450,28 +323,30 @@ static void s_drain(kb_kernel_t *self, zsock_t *sock, kb_channel_t channel)
     }
 }
 
-static int s_on_shell(zloop_t *loop, zsock_t *sock, void *arg)
+static void s_on_shell(kb_io_t *io, void *arg)
 {
-    s_drain(arg, sock, KB_CHANNEL_SHELL);
-    return 0;
+    kb_kernel_t *self = arg;
+    s_drain(self, io, self->shell, KB_CHANNEL_SHELL);
 }
 
-static int s_on_control(zloop_t *loop, zsock_t *sock, void *arg)
+static void s_on_control(kb_io_t *io, void *arg)
 {
-    s_drain(arg, sock, KB_CHANNEL_CONTROL);
-    return 0;
+    kb_kernel_t *self = arg;
+    s_drain(self, io, self->control, KB_CHANNEL_CONTROL);
 }
 
-static int s_on_iopub(zloop_t *loop, zsock_t *sock, void *arg)
+static void s_on_iopub(kb_io_t *io, void *arg)
 {
-    s_drain(arg, sock, KB_CHANNEL_IOPUB);
-    return 0;
+    kb_kernel_t *self = arg;
+    s_drain(self, io, self->iopub, KB_CHANNEL_IOPUB);
 }
 
 /* ---- process -------------------------------------------------------------- */
 
 static void s_ring_append(kb_kernel_t *self, const char *data, size_t len)
 {
+    if (!self->ring && !(self->ring = malloc(KB_OUTPUT_RING)))
+        return; /* a diagnostic only: without memory, it is not kept */
     for (size_t i = 0; i < len; i++)
         self->ring[(self->ring_head + i) % KB_OUTPUT_RING] = data[i];
     self->ring_head += len;
@@ -479,7 +354,9 @@ static void s_ring_append(kb_kernel_t *self, const char *data, size_t len)
 
 char *kb_kernel_output_tail(const kb_kernel_t *self, size_t max_bytes)
 {
-    size_t have = self->ring_head < KB_OUTPUT_RING ? self->ring_head : KB_OUTPUT_RING;
+    size_t have = !self->ring                        ? 0
+                  : self->ring_head < KB_OUTPUT_RING ? self->ring_head
+                                                     : KB_OUTPUT_RING;
     size_t len = have < max_bytes ? have : max_bytes;
     char *out = malloc(len + 1);
     if (!out)
@@ -502,27 +379,22 @@ static void s_read_output(kb_kernel_t *self)
         }
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
-        zloop_poller_end(self->loop, &self->output_item);
+        kb_io_stop(&self->output_io);
         close(self->output_fd);
         self->output_fd = -1;
     }
 }
 
-static int s_on_output(zloop_t *loop, zmq_pollitem_t *item, void *arg)
+static void s_on_output(kb_io_t *io, void *arg)
 {
     s_read_output(arg);
-    return 0;
 }
 
 static void s_stop_timers(kb_kernel_t *self)
 {
-    if (self->ready_timer >= 0)
-        zloop_timer_end(self->loop, self->ready_timer);
-    if (self->shutdown_timer >= 0)
-        zloop_timer_end(self->loop, self->shutdown_timer);
-    if (self->hb_timer >= 0)
-        zloop_timer_end(self->loop, self->hb_timer);
-    self->ready_timer = self->shutdown_timer = self->hb_timer = -1;
+    kb_timer_stop(&self->ready_timer);
+    kb_timer_stop(&self->shutdown_timer);
+    kb_timer_stop(&self->hb_timer);
 }
 
 static void s_record_exit(kb_kernel_t *self, int status)
@@ -540,14 +412,14 @@ static void s_record_exit(kb_kernel_t *self, int status)
 }
 
 /*  The process is gone: reap it, sweep its process group, tell the owner. */
-static int s_on_pidfd(zloop_t *loop, zmq_pollitem_t *item, void *arg)
+static void s_on_pidfd(kb_io_t *io, void *arg)
 {
     kb_kernel_t *self = arg;
     int status = 0;
     pid_t rc = waitpid(self->pid, &status, WNOHANG);
     if (rc == 0)
-        return 0; /* spurious */
-    zloop_poller_end(self->loop, &self->pid_item);
+        return; /* spurious */
+    kb_io_stop(&self->pid_io);
     if (rc == self->pid)
         s_record_exit(self, status);
     else
@@ -566,22 +438,20 @@ static int s_on_pidfd(zloop_t *loop, zmq_pollitem_t *item, void *arg)
         free(tail);
         if (self->callbacks.start_failed)
             self->callbacks.start_failed(self, why, self->arg);
-        return 0;
+        return;
     }
     if (self->callbacks.exited)
-        self->callbacks.exited(self, self->arg); /* last call: the owner may destroy us */
-    return 0;
+        self->callbacks.exited(self, self->arg); /* the last call back */
 }
 
-static int s_on_ready_tick(zloop_t *loop, int timer_id, void *arg)
+static void s_on_ready_tick(kb_timer_t *timer, void *arg)
 {
     kb_kernel_t *self = arg;
     if (self->state != KB_KERNEL_STARTING)
-        return 0;
+        return;
     int64_t now = s_now_ms();
     if (now >= self->deadline_ms) {
-        zloop_timer_end(loop, self->ready_timer);
-        self->ready_timer = -1;
+        kb_timer_stop(&self->ready_timer);
         char why[1024];
         char *tail = kb_kernel_output_tail(self, 2000);
         snprintf(why, sizeof why, "kernel not ready after %.1f s (%s); its output ends with: %s",
@@ -593,7 +463,7 @@ static int s_on_ready_tick(zloop_t *loop, int timer_id, void *arg)
         kb_kernel_apply(self, KB_KEV_SHUTDOWN);
         if (self->callbacks.start_failed)
             self->callbacks.start_failed(self, why, self->arg);
-        return 0;
+        return;
     }
     /*  The first request waits in the socket until the kernel binds; a
         reply without an iopub message means our subscription was not live
@@ -601,112 +471,74 @@ static int s_on_ready_tick(zloop_t *loop, int timer_id, void *arg)
     if (now - self->last_info_ms >= KB_KI_RESEND_MS
         && (self->info_replied || now - self->last_info_ms >= 1000))
         s_send_kernel_info(self);
-    return 0;
 }
 
-static char **s_spawn_args(kb_kernel_t *self, const kb_kernel_opts_t *opts)
-{
-    return kb_kernelspec_build_argv(self->spec, self->connection_file, opts->system_python);
-}
-
-static int s_spawn(kb_kernel_t *self, const kb_kernel_opts_t *opts, char *err, size_t errlen)
-{
-    int pipefd[2] = { -1, -1 };
-    char **argv = s_spawn_args(self, opts);
-    posix_spawn_file_actions_t actions;
-    posix_spawnattr_t attr;
-    int rc = -1;
-    if (!argv || !argv[0]) {
-        snprintf(err, errlen, "kernelspec %s has an empty argv", self->spec->name);
-        kb_strv_free(argv);
-        return -1;
-    }
-    if (pipe2(pipefd, O_CLOEXEC) != 0) {
-        snprintf(err, errlen, "pipe: %s", strerror(errno));
-        kb_strv_free(argv);
-        return -1;
-    }
-    posix_spawn_file_actions_init(&actions);
-    posix_spawnattr_init(&attr);
-    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&actions, pipefd[1], 1);
-    posix_spawn_file_actions_adddup2(&actions, pipefd[1], 2);
-    if (opts->cwd && *opts->cwd)
-        posix_spawn_file_actions_addchdir_np(&actions, opts->cwd);
-    posix_spawn_file_actions_addclosefrom_np(&actions, 3);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    posix_spawnattr_setflags(&attr,
-                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    int e = posix_spawnp(&self->pid, argv[0], &actions, &attr, argv, opts->envp);
-    if (e != 0) {
-        snprintf(err, errlen, "cannot start %s: %s%s%s", argv[0], strerror(e),
-                 opts->cwd ? " (cwd " : "", opts->cwd ? opts->cwd : "");
-        if (opts->cwd)
-            strncat(err, ")", errlen - strlen(err) - 1);
-        goto done;
-    }
-    self->started_ms = s_now_ms();
-    self->output_fd = pipefd[0];
-    pipefd[0] = -1;
-    fcntl(self->output_fd, F_SETFL, O_NONBLOCK);
-    rc = 0;
-done:
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attr);
-    if (pipefd[0] >= 0)
-        close(pipefd[0]);
-    close(pipefd[1]);
-    kb_strv_free(argv);
-    return rc;
-}
-
-/*  Heartbeat: a DEALER sends [empty, ping] each period; ROUTER-echo and REP
-    heartbeats both send it back. Missing echoes are only counted and shown:
-    death itself is seen at once through the pidfd. */
-static int s_on_hb(zloop_t *loop, zsock_t *sock, void *arg)
+/*  Heartbeat, for a kernel without a pidfd: a DEALER sends [empty, ping]
+    each period; ROUTER-echo and REP heartbeats both send it back. Missing
+    echoes are counted and shown. With a pidfd, death is seen at once and a
+    stopped process is read from /proc, so no heartbeat runs. */
+static void s_on_hb(kb_io_t *io, void *arg)
 {
     kb_kernel_t *self = arg;
-    zmsg_t *echo = zmsg_recv(sock);
-    zmsg_destroy(&echo);
-    self->hb_waiting = false;
-    self->hb_misses = 0;
-    return 0;
+    zmsg_t *echo;
+    while ((echo = zmsg_recv_nowait(self->hb))) {
+        zmsg_destroy(&echo);
+        self->hb_waiting = false;
+        self->hb_misses = 0;
+    }
 }
 
-static int s_on_hb_tick(zloop_t *loop, int timer_id, void *arg)
+static void s_on_hb_tick(kb_timer_t *timer, void *arg)
 {
     kb_kernel_t *self = arg;
     if (self->state == KB_KERNEL_STARTING || self->state == KB_KERNEL_DEAD)
-        return 0;
+        return;
     if (self->hb_waiting)
         self->hb_misses++;
     zsock_send(self->hb, "ss", "", "ping");
+    kb_io_poke(&self->hb_io);
     self->hb_waiting = true;
+}
+
+static int s_start_heartbeat(kb_kernel_t *self)
+{
+    self->hb = zsock_new(ZMQ_DEALER);
+    if (self->hb)
+        zsock_set_sndhwm(self->hb, 4);
+    self->hb = s_connect(self->hb, self->hb_endpoint);
+    if (!self->hb
+        || kb_io_start_zmq(self->loop, &self->hb_io, zsock_resolve(self->hb), s_on_hb, self) != 0)
+        return -1;
+    kb_timer_start(self->loop, &self->hb_timer, KB_HEARTBEAT_MS, KB_HEARTBEAT_MS, s_on_hb_tick,
+                   self);
     return 0;
+}
+
+/*  A stopped or traced process (state T or t in /proc/<pid>/stat). */
+static bool s_process_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *file = fopen(path, "re");
+    if (!file)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, file);
+    fclose(file);
+    buf[n] = 0;
+    const char *close_paren = strrchr(buf, ')'); /* the name may hold spaces and parens */
+    return close_paren && close_paren[1] == ' ' && (close_paren[2] == 'T' || close_paren[2] == 't');
 }
 
 unsigned kb_kernel_heartbeat_misses(const kb_kernel_t *self)
 {
-    return self->hb_misses;
+    if (self->hb || self->state == KB_KERNEL_DEAD || self->pid <= 0)
+        return self->hb_misses;
+    return s_process_stopped(self->pid) ? 2 : 0;
 }
 
-static zsock_t *s_connect(zsock_t *sock, const char *endpoint)
-{
-    if (!sock)
-        return NULL;
-    zsock_set_linger(sock, 0);
-    if (zsock_connect(sock, "%s", endpoint) != 0)
-        zsock_destroy(&sock);
-    return sock;
-}
-
-kb_kernel_t *kb_kernel_new(zloop_t *loop, const kb_kernelspec_t *spec, const kb_kernel_opts_t *opts,
-                           const kb_kernel_callbacks_t *callbacks, void *arg, char *err,
-                           size_t errlen)
+kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,
+                           const kb_kernel_opts_t *opts, const kb_kernel_callbacks_t *callbacks,
+                           void *arg, char *err, size_t errlen)
 {
     kb_kernel_t *self = calloc(1, sizeof *self);
     json_t *info = NULL;
@@ -723,33 +555,26 @@ kb_kernel_t *kb_kernel_new(zloop_t *loop, const kb_kernelspec_t *spec, const kb_
     self->pidfd = -1;
     self->output_fd = -1;
     self->exit_status = -1;
-    self->ready_timer = -1;
-    self->shutdown_timer = -1;
-    self->hb_timer = -1;
+    kb_timer_init(&self->ready_timer);
+    kb_timer_init(&self->shutdown_timer);
+    kb_timer_init(&self->hb_timer);
     self->spec = kb_kernelspec_dup(spec);
     if (!self->spec) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    info = s_write_connection_file(self, opts, err, errlen);
+    info = kb_connection_write(&self->conn, self->spec, opts, err, errlen);
     if (!info)
         goto fail;
 
     /*  Connect first: ZeroMQ queues the first kernel_info_request until the
         kernel binds, so no time is lost polling for the sockets. */
-    endpoint = s_endpoint(self, info, "shell_port");
+    endpoint = s_endpoint(info, "shell_port");
     self->shell = s_connect(zsock_new(ZMQ_DEALER), endpoint);
     zstr_free(&endpoint);
-    endpoint = s_endpoint(self, info, "control_port");
-    self->control = s_connect(zsock_new(ZMQ_DEALER), endpoint);
-    zstr_free(&endpoint);
-    endpoint = s_endpoint(self, info, "hb_port");
-    self->hb = zsock_new(ZMQ_DEALER);
-    if (self->hb)
-        zsock_set_sndhwm(self->hb, 4);
-    self->hb = s_connect(self->hb, endpoint);
-    zstr_free(&endpoint);
-    endpoint = s_endpoint(self, info, "iopub_port");
+    self->control_endpoint = s_endpoint(info, "control_port");
+    self->hb_endpoint = s_endpoint(info, "hb_port");
+    endpoint = s_endpoint(info, "iopub_port");
     self->iopub = zsock_new(ZMQ_SUB);
     if (self->iopub) {
         zsock_set_subscribe(self->iopub, "");
@@ -757,36 +582,40 @@ kb_kernel_t *kb_kernel_new(zloop_t *loop, const kb_kernelspec_t *spec, const kb_
     }
     self->iopub = s_connect(self->iopub, endpoint);
     zstr_free(&endpoint);
-    if (!self->shell || !self->control || !self->iopub || !self->hb) {
+    if (!self->shell || !self->iopub) {
         snprintf(err, errlen, "cannot connect sockets: %s", zmq_strerror(zmq_errno()));
         goto fail;
     }
-    if (s_spawn(self, opts, err, errlen) != 0)
+    if (kb_launch_spawn(self->spec, self->conn.connection_file, opts, &self->pid, &self->output_fd,
+                        &self->started_ms, err, errlen)
+        != 0)
         goto fail;
 
+    if (kb_io_start(loop, &self->output_io, self->output_fd, s_on_output, self) != 0
+        || kb_io_start_zmq(loop, &self->shell_io, zsock_resolve(self->shell), s_on_shell, self) != 0
+        || kb_io_start_zmq(loop, &self->iopub_io, zsock_resolve(self->iopub), s_on_iopub, self)
+               != 0) {
+        snprintf(err, errlen, "cannot watch the kernel's sockets: %s", strerror(errno));
+        goto fail;
+    }
+    /*  Linux before 5.3 has no pidfd: the heartbeat is all there is then. */
     self->pidfd = (int)pidfd_open(self->pid, 0);
-    if (self->pidfd < 0) {
+    if (self->pidfd < 0 && errno == ENOSYS) {
+        if (s_start_heartbeat(self) != 0) {
+            snprintf(err, errlen, "cannot start the heartbeat: %s", zmq_strerror(zmq_errno()));
+            goto fail;
+        }
+    } else if (self->pidfd < 0
+               || kb_io_start(loop, &self->pid_io, self->pidfd, s_on_pidfd, self) != 0) {
         snprintf(err, errlen, "pidfd_open: %s", strerror(errno));
         goto fail;
     }
-    self->pid_item = (zmq_pollitem_t){ NULL, self->pidfd, ZMQ_POLLIN, 0 };
-    self->output_item = (zmq_pollitem_t){ NULL, self->output_fd, ZMQ_POLLIN, 0 };
-    zloop_poller(loop, &self->pid_item, s_on_pidfd, self);
-    zloop_poller(loop, &self->output_item, s_on_output, self);
-    zloop_reader(loop, self->shell, s_on_shell, self);
-    zloop_reader(loop, self->control, s_on_control, self);
-    zloop_reader(loop, self->iopub, s_on_iopub, self);
-    zloop_reader_set_tolerant(loop, self->shell);
-    zloop_reader_set_tolerant(loop, self->control);
-    zloop_reader_set_tolerant(loop, self->iopub);
-    zloop_reader(loop, self->hb, s_on_hb, self);
-    zloop_reader_set_tolerant(loop, self->hb);
-    self->hb_timer = zloop_timer(loop, KB_HEARTBEAT_MS, 0, s_on_hb_tick, self);
 
     double timeout = opts->start_timeout > 0 ? opts->start_timeout : 60;
     self->deadline_ms = self->started_ms + (int64_t)(timeout * 1000);
     s_send_kernel_info(self);
-    self->ready_timer = zloop_timer(loop, KB_READY_TICK_MS, 0, s_on_ready_tick, self);
+    kb_timer_start(loop, &self->ready_timer, KB_READY_TICK_MS, KB_READY_TICK_MS, s_on_ready_tick,
+                   self);
     json_decref(info);
     return self;
 fail:
@@ -795,16 +624,10 @@ fail:
     return NULL;
 }
 
-static void s_remove_files(kb_kernel_t *self)
+static void s_close_socket(kb_io_t *io, zsock_t **sock_p)
 {
-    if (self->connection_file)
-        unlink(self->connection_file);
-    if (self->ipc_base)
-        for (int i = 1; i <= 5; i++) {
-            char path[600];
-            snprintf(path, sizeof path, "%s-%d", self->ipc_base, i);
-            unlink(path);
-        }
+    kb_io_stop(io);
+    zsock_destroy(sock_p);
 }
 
 void kb_kernel_destroy(kb_kernel_t **self_p)
@@ -821,32 +644,23 @@ void kb_kernel_destroy(kb_kernel_t **self_p)
         if (waitpid(self->pid, &status, 0) == self->pid)
             s_record_exit(self, status);
     }
-    if (self->pidfd >= 0) {
-        zloop_poller_end(self->loop, &self->pid_item);
+    kb_io_stop(&self->pid_io);
+    if (self->pidfd >= 0)
         close(self->pidfd);
-    }
-    if (self->output_fd >= 0) {
-        zloop_poller_end(self->loop, &self->output_item);
+    kb_io_stop(&self->output_io);
+    if (self->output_fd >= 0)
         close(self->output_fd);
-    }
-    if (self->shell)
-        zloop_reader_end(self->loop, self->shell);
-    if (self->control)
-        zloop_reader_end(self->loop, self->control);
-    if (self->iopub)
-        zloop_reader_end(self->loop, self->iopub);
-    if (self->hb)
-        zloop_reader_end(self->loop, self->hb);
-    zsock_destroy(&self->hb);
-    zsock_destroy(&self->shell);
-    zsock_destroy(&self->control);
-    zsock_destroy(&self->iopub);
-    s_remove_files(self);
-    kb_wire_destroy(&self->wire);
+    s_close_socket(&self->hb_io, &self->hb);
+    s_close_socket(&self->shell_io, &self->shell);
+    s_close_socket(&self->control_io, &self->control);
+    s_close_socket(&self->iopub_io, &self->iopub);
+    kb_connection_remove(&self->conn);
+    kb_wire_destroy(&self->conn.wire);
     kb_kernelspec_destroy(&self->spec);
-    free(self->connection_file);
-    free(self->ipc_base);
+    free(self->control_endpoint);
+    free(self->hb_endpoint);
     free(self->language_info);
+    free(self->ring);
     free(self);
 }
 
@@ -869,29 +683,24 @@ void kb_kernel_signal(kb_kernel_t *self, int sig)
     }
 }
 
-static int s_on_shutdown_step(zloop_t *loop, int timer_id, void *arg)
+static void s_on_shutdown_step(kb_timer_t *timer, void *arg)
 {
     kb_kernel_t *self = arg;
     self->shutdown_step++;
     if (self->shutdown_step == 1) {
         kb_kernel_signal(self, SIGTERM);
-        return 0;
+        return;
     }
-    zloop_timer_end(loop, self->shutdown_timer);
-    self->shutdown_timer = -1;
+    kb_timer_stop(&self->shutdown_timer);
     kb_kernel_signal(self, SIGKILL);
-    return 0;
 }
 
 void kb_kernel_shutdown(kb_kernel_t *self, double grace)
 {
-    if (self->state == KB_KERNEL_DEAD || self->shutdown_timer >= 0)
+    if (self->state == KB_KERNEL_DEAD || kb_timer_active(&self->shutdown_timer))
         return;
     bool was_starting = self->state == KB_KERNEL_STARTING;
-    if (self->ready_timer >= 0) {
-        zloop_timer_end(self->loop, self->ready_timer);
-        self->ready_timer = -1;
-    }
+    kb_timer_stop(&self->ready_timer);
     kb_kernel_apply(self, KB_KEV_SHUTDOWN);
     if (was_starting) {
         kb_kernel_signal(self, SIGKILL); /* nothing to save yet */
@@ -901,7 +710,7 @@ void kb_kernel_shutdown(kb_kernel_t *self, double grace)
                    NULL, 0);
     size_t ms = (size_t)((grace > 0 ? grace : 1.0) * 1000);
     self->shutdown_step = 0;
-    self->shutdown_timer = zloop_timer(self->loop, ms, 0, s_on_shutdown_step, self);
+    kb_timer_start(self->loop, &self->shutdown_timer, ms, ms, s_on_shutdown_step, self);
 }
 
 pid_t kb_kernel_pid(const kb_kernel_t *self)

@@ -1,9 +1,10 @@
 /*  kb_kernel.h - one running Jupyter kernel: its process, its connection
     file, its sockets, and the lifecycle state machine that ties them.
 
-    A kb_kernel_t lives on the engine's zloop: it registers its sockets, the
-    pipe of the kernel's own stdout/stderr and a pidfd for the process, and
-    reports back through callbacks, always on the loop's thread. It knows
+    A kb_kernel_t lives on the engine's loop (util/kb_loop.h): it watches
+    its sockets, the pipe of the kernel's own stdout/stderr and a pidfd for
+    the process, and reports back through callbacks, always on the loop's
+    thread. It knows
     nothing of runs or results; it signs and sends requests, verifies and
     decodes replies, and says when the kernel is ready and when it is gone.
     Not for: folding outputs (service/kb_execution), choosing kernelspecs.
@@ -17,6 +18,8 @@
 #include <sys/types.h>
 
 #include "kernel/kb_kernelspec.h"
+#include "kernel/kb_launch.h"
+#include "util/kb_loop.h"
 #include "wire/kb_wire.h"
 
 typedef struct kb_kernel kb_kernel_t;
@@ -47,9 +50,10 @@ typedef enum {
     KB_KEV_EXITED,    /* the process is gone and reaped */
 } kb_kernel_event_t;
 
-/*  Callbacks to the owner, on the loop thread. The kernel may be destroyed
-    by the owner only outside of these callbacks (mark it and reap it later),
-    except in `exited`, after which the kernel never calls back again. */
+/*  Callbacks to the owner, on the loop thread. The owner never destroys
+    the kernel inside one of these callbacks: it defers that to the end of
+    the loop turn (kb_loop_defer). After `exited` the kernel never calls
+    back again. */
 typedef struct {
     void (*ready)(kb_kernel_t *kernel, void *arg);
     /* the start failed (process exited, or not ready in time); why says so */
@@ -60,24 +64,12 @@ typedef struct {
     void (*exited)(kb_kernel_t *kernel, void *arg);
 } kb_kernel_callbacks_t;
 
-typedef struct {
-    const char *runtime_dir;   /* private 0700 dir for the connection file */
-    const char *ipc_dir;       /* private 0700 dir for ipc sockets: keep it short, since
-                                  xeus-based kernels refuse endpoints over 31 characters */
-    unsigned long serial;      /* unique per kernel of this service; names its files */
-    const char *transport;     /* "ipc" or "tcp" */
-    const char *cwd;           /* NULL: inherit */
-    char *const *envp;         /* full environment, NULL-terminated; borrowed */
-    const char *system_python; /* for argv[0] python/python3 */
-    double start_timeout;      /* seconds */
-} kb_kernel_opts_t;
-
 /*  Launch a kernel from spec on loop. Returns NULL with err when it cannot
     even be spawned (bad argv, fork failure). Readiness, or its failure, is
     reported through callbacks later. Caller owns the kernel. */
-kb_kernel_t *kb_kernel_new(zloop_t *loop, const kb_kernelspec_t *spec, const kb_kernel_opts_t *opts,
-                           const kb_kernel_callbacks_t *callbacks, void *arg, char *err,
-                           size_t errlen);
+kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,
+                           const kb_kernel_opts_t *opts, const kb_kernel_callbacks_t *callbacks,
+                           void *arg, char *err, size_t errlen);
 
 /*  Kill whatever is left (SIGKILL to the process group), reap it, close
     sockets, remove the connection file and ipc sockets. Blocks at most for
@@ -133,13 +125,11 @@ char *kb_kernel_output_tail(const kb_kernel_t *self, size_t max_bytes);
     replay, malformed) since start. */
 size_t kb_kernel_dropped(const kb_kernel_t *self);
 
-/*  Heartbeat periods in a row without an echo (0 = healthy). */
+/*  Heartbeat periods in a row without an echo (0 = healthy). A kernel with
+    a pidfd runs no heartbeat: 2 when its process is stopped, else 0. */
 unsigned kb_kernel_heartbeat_misses(const kb_kernel_t *self);
 
 /*  language_info.name from the kernel_info_reply, or NULL. Borrowed. */
 const char *kb_kernel_language_info(const kb_kernel_t *self);
-
-/*  "SIGINT", "SIGKILL", ...; "SIG<n>" style names for others. Static. */
-const char *kb_signal_name(int sig);
 
 #endif

@@ -1,6 +1,9 @@
 /*  kb_kernelspec.h - Jupyter kernelspecs: find them where jupyter_client
     looks, parse kernel.json, pick one for a language, and build the argv and
-    environment a kernel is launched with.
+    environment a kernel is launched with. Three files implement it, one
+    concept each: kb_kernelspec.c (one kernelspec: kernel.json, copies,
+    quirks), kb_kernelspec_launch.c (argv and environment of a launch) and
+    kb_kernelspecs.c (discovery and lookups).
 
     Not for launching: this module spawns nothing and opens no sockets; the
     launcher takes the argv and environment built here.
@@ -13,6 +16,12 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "util/kb_vec.h" /* kb_strv_free for the vectors built here */
+
+/*  sys.prefix of the system Python: {prefix} in argv, {prefix}/share/jupyter
+    in the search path. */
+#define KB_KERNELSPEC_PREFIX "/usr"
 
 typedef struct {
     char *name;           /* directory name, e.g. "python3" (lower case when discovered) */
@@ -40,6 +49,12 @@ void kb_kernelspec_destroy(kb_kernelspec_t **self_p);
 
 /*  Deep copy, or NULL when out of memory. Caller owns the result. */
 kb_kernelspec_t *kb_kernelspec_dup(const kb_kernelspec_t *self);
+
+/*  NULL when env is an object of environment variables (names non-empty
+    without '=', values strings without NUL); else the problem, starting
+    with what (e.g. "env"), in buf. */
+const char *kb_kernelspec_env_problem(const json_t *env, const char *what, char *buf,
+                                      size_t buflen);
 
 /*  The argv to launch: in every argument {connection_file}, {resource_dir}
     and {prefix} ("/usr", the system Python's sys.prefix) are replaced, other
@@ -105,9 +120,6 @@ typedef struct {
 #define KB_DENO_LATE_OUTPUT 0.02
 
 kb_kernelspec_quirks_t kb_kernelspec_quirks(const kb_kernelspec_t *self);
-
-/*  Free a NULL-terminated string vector and its strings; safe on NULL. */
-void kb_strv_free(char **strv);
 
 typedef struct kb_kernelspecs kb_kernelspecs_t;
 

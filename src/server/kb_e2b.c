@@ -1,12 +1,12 @@
 /*  kb_e2b.c - the routes of E2B's code-interpreter server (see kb_e2b.h),
     one function each, on the service's contexts and runs. Like kb_routes.c
-    it only checks what is HTTP-shaped, calls kb_service_* and renders; the
-    one thing of its own is the translation of a run's events into E2B's
-    lines (stdout, stderr, result, error, number_of_executions, keepalive,
-    end_of_execution), streamed as they happen. */
+    it reads bodies with kb_request's parser (E2B's field names and ids),
+    calls kb_service_* and renders; the one thing of its own is the
+    translation of a run's events into E2B's lines (stdout, stderr, result,
+    error, number_of_executions, keepalive, end_of_execution), streamed as
+    they happen. */
 #include "server/kb_e2b.h"
 
-#include <ctype.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,17 +14,15 @@
 #include <unistd.h>
 
 #include "server/kb_http.h"
+#include "service/kb_request.h"
 
 /*  E2B's server sends a keepalive line after this long without output. */
 #define KB_E2B_KEEPALIVE_MS 5000
 /*  A reader waits for events in slices this long, looking between them
     whether the client went away or the server stops. */
 #define KB_E2B_SLICE_MS 200
-#define KB_E2B_LANGUAGE_MAX 64
-#define KB_E2B_CONTEXT_ID_MAX 64
-/*  The id E2B's SDKs use for the default Python context. */
-#define KB_E2B_DEFAULT_ALIAS "default"
-#define KB_E2B_DEFAULT_PYTHON "default-python"
+/*  The rendered-lines buffer keeps at most this much between bursts. */
+#define KB_E2B_KEEP (64u << 10)
 
 /* ---- Start-up ------------------------------------------------------------ */
 
@@ -51,52 +49,7 @@ int kb_e2b_start_defaults(kb_service_t *service, kb_log_format_t format)
     return 0;
 }
 
-/* ---- Request fields ------------------------------------------------------- */
-
-/*  E2B's language names, lower-cased and trimmed: none is python, js is
-    javascript, and TypeScript runs on the JavaScript kernel. NULL (with a
-    400 queued) when it does not fit buf. */
-static const char *normalize_language(kb_request_t *req, const char *language, char *buf,
-                                      size_t size)
-{
-    if (!language)
-        return "python";
-    while (isspace((unsigned char)*language))
-        language++;
-    size_t len = strlen(language);
-    while (len > 0 && isspace((unsigned char)language[len - 1]))
-        len--;
-    if (len == 0)
-        return "python";
-    if (len >= size) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "language is longer than %zu characters",
-                             size - 1);
-        return NULL;
-    }
-    for (size_t i = 0; i < len; i++)
-        buf[i] = (char)tolower((unsigned char)language[i]);
-    buf[len] = '\0';
-    if (strcmp(buf, "js") == 0 || strcmp(buf, "ts") == 0 || strcmp(buf, "typescript") == 0)
-        return "javascript";
-    return buf;
-}
-
-/*  The service's id for an E2B context id ("default" is the Python
-    default), or NULL with a 404 queued when it cannot name a context. */
-static const char *context_id(kb_request_t *req, const char *id)
-{
-    if (strcmp(id, KB_E2B_DEFAULT_ALIAS) == 0)
-        return KB_E2B_DEFAULT_PYTHON;
-    size_t len = strlen(id);
-    if (len == 0 || len > KB_E2B_CONTEXT_ID_MAX
-        || strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != len) {
-        char shown[80];
-        kb_http_text(shown, sizeof shown, id, true);
-        kb_http_reply_errorf(req, KB_ERR_SESSION_NOT_FOUND, "Context %s not found", shown);
-        return NULL;
-    }
-    return id;
-}
+/* ---- Replies ---------------------------------------------------------------- */
 
 /*  {id, language, cwd} of a service context object (borrowed). */
 static json_t *context_json(json_t *ctx)
@@ -117,12 +70,12 @@ static json_t *context_json(json_t *ctx)
 
 /* ---- Routes: health and contexts ----------------------------------------- */
 
-static void route_health(kb_request_t *req)
+static void route_health(kb_http_req_t *req)
 {
     kb_http_reply_json(req, MHD_HTTP_OK, json_string("OK"));
 }
 
-static void route_contexts_list(kb_request_t *req)
+static void route_contexts_list(kb_http_req_t *req)
 {
     kb_error_t err = { KB_OK, "" };
     json_t *list = kb_service_context_list(req->server->service, true, &err);
@@ -141,35 +94,38 @@ static void route_contexts_list(kb_request_t *req)
     kb_http_reply_json(req, MHD_HTTP_OK, out);
 }
 
-static void route_contexts_create(kb_request_t *req)
+static void route_contexts_create(kb_http_req_t *req)
 {
-    json_t *body = kb_http_body_object(req, true);
-    if (!body)
-        return;
-    const char *language = NULL, *cwd = NULL;
-    char buf[KB_E2B_LANGUAGE_MAX + 1];
-    kb_context_opts_t opts = { 0 };
-    if (kb_http_field_string(req, body, "language", &language) < 0
-        || kb_http_field_string(req, body, "cwd", &cwd) < 0)
-        goto done;
-    if (!(opts.language = normalize_language(req, language, buf, sizeof buf)))
-        goto done;
-    opts.cwd = cwd && *cwd ? cwd : NULL;
     kb_error_t err = { KB_OK, "" };
-    json_t *ctx = kb_service_context_create(req->server->service, &opts, &err);
+    kb_context_request_t request;
+    if (kb_context_request_parse(&request, KB_FRONT_E2B, req->body.data, req->body.len, &err)
+        != 0) {
+        kb_http_reply_error(req, &err);
+        return;
+    }
+    json_t *ctx = kb_service_context_create(req->server->service, &request.opts, &err);
+    kb_context_request_clear(&request);
     if (!ctx) {
         kb_http_reply_error(req, &err);
-        goto done;
+        return;
     }
     kb_http_reply_json(req, MHD_HTTP_OK, context_json(ctx));
     json_decref(ctx);
-done:
-    json_decref(body);
 }
 
-static void route_context_restart(kb_request_t *req)
+/*  The service's id for the path's context id, or NULL with a 404 queued. */
+static const char *path_context_id(kb_http_req_t *req)
 {
-    const char *id = context_id(req, req->id);
+    kb_error_t err = { KB_OK, "" };
+    const char *id = kb_request_e2b_context_id(req->id, &err);
+    if (!id)
+        kb_http_reply_error(req, &err);
+    return id;
+}
+
+static void route_context_restart(kb_http_req_t *req)
+{
+    const char *id = path_context_id(req);
     if (!id)
         return;
     kb_error_t err = { KB_OK, "" };
@@ -182,9 +138,9 @@ static void route_context_restart(kb_request_t *req)
     kb_http_reply_json(req, MHD_HTTP_OK, json_null());
 }
 
-static void route_context_delete(kb_request_t *req)
+static void route_context_delete(kb_http_req_t *req)
 {
-    const char *id = context_id(req, req->id);
+    const char *id = path_context_id(req);
     if (!id)
         return;
     kb_error_t err = { KB_OK, "" };
@@ -203,37 +159,21 @@ typedef struct {
     kb_stream_t *stream;   /* owned */
     int fd;                /* the client's socket, watched for a hang-up */
     char process_id[KB_HTTP_ID_MAX + 1];
-    char *pending; /* rendered lines not yet handed to MHD */
-    size_t len, cap, sent;
-    bool errored; /* an error line went out */
-    bool counted; /* the number_of_executions line went out */
-    bool done;    /* end_of_execution is in pending */
+    kb_buf_t pending; /* rendered lines not yet handed to MHD */
+    size_t sent;      /* bytes of pending already handed over */
+    bool errored;     /* an error line went out */
+    bool counted;     /* the number_of_executions line went out */
+    bool done;        /* end_of_execution is in pending */
 } kb_e2b_exec_t;
 
+/*  Append one line (stolen; NULL: out of memory). 0 or -1. */
 static int exec_append(kb_e2b_exec_t *self, json_t *line)
 {
-    char *text = line ? json_dumps(line, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    kb_buf_status_t status = KB_BUF_NOMEM;
+    if (line && kb_buf_append_json(&self->pending, line, JSON_COMPACT) == KB_BUF_OK)
+        status = kb_buf_putc(&self->pending, '\n');
     json_decref(line);
-    if (!text)
-        return -1;
-    size_t n = strlen(text);
-    if (self->len + n + 1 > self->cap) {
-        size_t cap = self->cap ? self->cap : 4096;
-        while (cap < self->len + n + 1)
-            cap *= 2;
-        char *grown = realloc(self->pending, cap);
-        if (!grown) {
-            free(text);
-            return -1;
-        }
-        self->pending = grown;
-        self->cap = cap;
-    }
-    memcpy(self->pending + self->len, text, n);
-    self->pending[self->len + n] = '\n';
-    self->len += n + 1;
-    free(text);
-    return 0;
+    return status == KB_BUF_OK ? 0 : -1;
 }
 
 /*  Which field of E2B's result a MIME type fills; NULL: it goes to extra. */
@@ -294,30 +234,28 @@ static json_t *result_line(json_t *entry)
     traceback joined into one string. */
 static json_t *error_line(json_t *error)
 {
-    size_t total = 0, i;
+    kb_buf_t joined = KB_BUF_INIT;
+    size_t i;
     json_t *item;
-    json_t *traceback = json_object_get(error, "traceback");
-    json_array_foreach(traceback, i, item) total += json_string_length(item) + 1;
-    char *joined = malloc(total + 1);
-    if (!joined)
-        return NULL;
-    size_t at = 0;
-    json_array_foreach(traceback, i, item)
+    json_array_foreach(json_object_get(error, "traceback"), i, item)
     {
         if (!json_is_string(item))
             continue;
-        if (at > 0)
-            joined[at++] = '\n';
-        memcpy(joined + at, json_string_value(item), json_string_length(item));
-        at += json_string_length(item);
+        if (joined.len > 0)
+            kb_buf_putc(&joined, '\n');
+        kb_buf_append(&joined, json_string_value(item), json_string_length(item));
     }
+    size_t len;
+    char *text = kb_buf_take(&joined, &len);
+    if (!text)
+        return NULL;
     json_t *name = json_object_get(error, "name");
     json_t *value = json_object_get(error, "value");
     json_t *line
         = json_pack("{s:s, s:s, s:s, s:s%}", "type", "error", "name",
                     json_is_string(name) ? json_string_value(name) : "Error", "value",
-                    json_is_string(value) ? json_string_value(value) : "", "traceback", joined, at);
-    free(joined);
+                    json_is_string(value) ? json_string_value(value) : "", "traceback", text, len);
+    free(text);
     return line;
 }
 
@@ -420,11 +358,11 @@ static int exec_fill(kb_e2b_exec_t *self, size_t max)
             kb_event_destroy(&event);
             if (rc < 0)
                 return -1;
-            if (self->done || self->len >= max)
+            if (self->done || self->pending.len >= max)
                 break;
             event = kb_stream_next(self->stream, 0);
         }
-        if (self->len > 0)
+        if (self->pending.len > 0)
             return 0;
         if (kb_stream_ended(self->stream)) {
             /* Cannot happen (RESULT ends every run), but never leave a
@@ -439,23 +377,20 @@ static ssize_t exec_read(void *cls, uint64_t pos, char *out, size_t max)
 {
     (void)pos;
     kb_e2b_exec_t *self = cls;
-    if (self->sent == self->len) {
-        self->sent = self->len = 0;
+    if (self->sent == self->pending.len) {
+        /* All handed over: a burst goes back to small first. */
+        kb_buf_trim(&self->pending, KB_E2B_KEEP);
+        self->sent = 0;
         if (self->done)
             return MHD_CONTENT_READER_END_OF_STREAM;
         if (exec_fill(self, max) < 0)
             return MHD_CONTENT_READER_END_WITH_ERROR;
     }
-    size_t n = self->len - self->sent;
+    size_t n = self->pending.len - self->sent;
     if (n > max)
         n = max;
-    memcpy(out, self->pending + self->sent, n);
+    memcpy(out, self->pending.data + self->sent, n);
     self->sent += n;
-    if (self->sent == self->len && self->cap > (1u << 20)) {
-        free(self->pending);
-        self->pending = NULL;
-        self->cap = self->len = self->sent = 0;
-    }
     return (ssize_t)n;
 }
 
@@ -466,39 +401,18 @@ static void exec_free(void *cls)
     kb_e2b_exec_t *self = cls;
     exec_interrupt(self, "the client went away during an execution");
     kb_stream_destroy(&self->stream);
-    free(self->pending);
+    kb_buf_free(&self->pending);
     free(self);
 }
 
-static void route_execute(kb_request_t *req)
+static void route_execute(kb_http_req_t *req)
 {
-    json_t *body = kb_http_body_object(req, false);
-    if (!body)
+    kb_error_t err = { KB_OK, "" };
+    kb_run_request_t request;
+    if (kb_run_request_parse(&request, KB_FRONT_E2B, req->body.data, req->body.len, &err) != 0) {
+        kb_http_reply_error(req, &err);
         return;
-    kb_run_opts_t opts = { 0 };
-    const char *language = NULL, *id = NULL;
-    char buf[KB_E2B_LANGUAGE_MAX + 1];
-    int has_code = kb_http_field_string(req, body, "code", &opts.code);
-    if (has_code < 0)
-        goto done;
-    if (has_code == 0) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field code is required");
-        goto done;
     }
-    if (kb_http_field_string(req, body, "context_id", &id) < 0
-        || kb_http_field_string(req, body, "language", &language) < 0
-        || kb_http_field_env(req, body, "env_vars", &opts.env) < 0)
-        goto done;
-    if (id && language) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
-                             "Only one of context_id or language can be provided");
-        goto done;
-    }
-    if (id && !(opts.context_id = context_id(req, id)))
-        goto done;
-    if (!id && !(opts.language = normalize_language(req, language, buf, sizeof buf)))
-        goto done;
-
     kb_e2b_exec_t *exec = calloc(1, sizeof *exec);
     if (!exec) {
         kb_http_reply_errorf(req, KB_ERR_INTERNAL, "out of memory");
@@ -507,8 +421,7 @@ static void route_execute(kb_request_t *req)
     exec->server = req->server;
     exec->service = req->server->service;
     exec->fd = -1;
-    kb_error_t err = { KB_OK, "" };
-    exec->stream = kb_service_run_start(req->server->service, &opts, &err);
+    exec->stream = kb_service_run_start(req->server->service, &request.opts, &err);
     if (!exec->stream) {
         free(exec);
         kb_http_reply_error(req, &err);
@@ -541,12 +454,12 @@ static void route_execute(kb_request_t *req)
     kb_http_reply_response(req, MHD_HTTP_OK, response);
     MHD_destroy_response(response);
 done:
-    json_decref(body);
+    kb_run_request_clear(&request);
 }
 
 /* ---- Routing ------------------------------------------------------------- */
 
-kb_code_t kb_e2b_match(kb_request_t *req)
+kb_code_t kb_e2b_match(kb_http_req_t *req)
 {
     const char *path = req->path;
     const char *m = req->method;

@@ -3,6 +3,7 @@
     stream, Bearer token checks and the one-line-per-request log. It knows
     no route and makes no service call except reading streams it is given. */
 #include "server/kb_http.h"
+#include "service/kb_request.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -18,6 +19,9 @@
 /*  A stream reader waits for events in slices this long, so that it notices
     a server that stops without waiting a whole keep-alive period. */
 #define KB_SSE_SLICE_MS 1000
+/*  A stream's rendered-events buffer keeps at most this much memory
+    between bursts (MHD asks for up to 64 KiB at a time). */
+#define KB_SSE_KEEP (64u << 10)
 
 /* ---- Time ---------------------------------------------------------------- */
 
@@ -79,54 +83,9 @@ void kb_http_text(char *dst, size_t size, const char *src, bool printable)
     dst[i] = '\0';
 }
 
-/* ---- Growable byte buffer, also a jansson dump target -------------------- */
-
-typedef struct {
-    char *data; /* owned */
-    size_t len;
-    size_t cap;
-} kb_buf_t;
-
-static int buf_reserve(kb_buf_t *buf, size_t more)
-{
-    if (buf->len + more <= buf->cap)
-        return 0;
-    size_t cap = buf->cap ? buf->cap : 4096;
-    while (cap < buf->len + more)
-        cap *= 2;
-    char *data = realloc(buf->data, cap);
-    if (!data)
-        return -1;
-    buf->data = data;
-    buf->cap = cap;
-    return 0;
-}
-
-static int buf_append(kb_buf_t *buf, const char *data, size_t size)
-{
-    if (buf_reserve(buf, size) < 0)
-        return -1;
-    memcpy(buf->data + buf->len, data, size);
-    buf->len += size;
-    return 0;
-}
-
-static int buf_dump_cb(const char *data, size_t size, void *arg)
-{
-    return buf_append(arg, data, size);
-}
-
-/*  Append the compact JSON of value (null for NULL). */
-static int buf_append_json(kb_buf_t *buf, const json_t *value)
-{
-    if (!value)
-        return buf_append(buf, "null", 4);
-    return json_dump_callback(value, buf_dump_cb, buf, JSON_COMPACT | JSON_ENCODE_ANY);
-}
-
 /* ---- Auth ---------------------------------------------------------------- */
 
-bool kb_http_authorized(kb_request_t *req)
+bool kb_http_authorized(kb_http_req_t *req)
 {
     kb_server_t *server = req->server;
     if (server->token_len == 0)
@@ -157,31 +116,18 @@ bool kb_http_authorized(kb_request_t *req)
 
 /* ---- Body ---------------------------------------------------------------- */
 
-void kb_http_body_append(kb_request_t *req, const char *data, size_t size)
+void kb_http_body_append(kb_http_req_t *req, const char *data, size_t size)
 {
-    if (req->body_too_large)
+    if (req->body_status != KB_BUF_OK)
         return;
-    if (size > req->server->max_body - req->body_len) {
-        req->body_too_large = true;
-        req->body_len = 0;
-        return;
-    }
-    kb_buf_t buf = { req->body, req->body_len, req->body_cap };
-    /* One spare byte for the terminating NUL added before parsing. */
-    if (buf_reserve(&buf, size + 1) < 0) {
-        req->body_too_large = true; /* answered as 413: we could not hold it */
-        req->body_len = 0;
-        return;
-    }
-    memcpy(buf.data + buf.len, data, size);
-    req->body = buf.data;
-    req->body_cap = buf.cap;
-    req->body_len += size;
+    req->body_status = kb_buf_append(&req->body, data, size);
+    if (req->body_status != KB_BUF_OK)
+        kb_buf_reset(&req->body);
 }
 
 /* ---- Responses ----------------------------------------------------------- */
 
-static void queue(kb_request_t *req, unsigned status, struct MHD_Response *response)
+static void queue(kb_http_req_t *req, unsigned status, struct MHD_Response *response)
 {
     if (MHD_queue_response(req->connection, status, response) == MHD_YES)
         req->status = status;
@@ -190,17 +136,20 @@ static void queue(kb_request_t *req, unsigned status, struct MHD_Response *respo
                       status, req->method, req->path);
 }
 
-/*  Queue buf as the body (taken over) with a content type; on failure to
-    build the response the connection is simply closed by MHD. */
-static void queue_buffer(kb_request_t *req, unsigned status, kb_buf_t *buf, const char *type)
+/*  Queue what buf holds as the body (taken over) with a content type; on
+    failure to build the response the connection is simply closed by MHD. */
+static void queue_buffer(kb_http_req_t *req, unsigned status, kb_buf_t *buf, const char *type)
 {
+    size_t len;
+    char *data = kb_buf_take(buf, &len);
+    if (!data)
+        return;
     struct MHD_Response *response
-        = MHD_create_response_from_buffer(buf->len, buf->data, MHD_RESPMEM_MUST_FREE);
+        = MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE);
     if (!response) {
-        free(buf->data);
+        free(data);
         return;
     }
-    buf->data = NULL;
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (status == MHD_HTTP_UNAUTHORIZED)
         MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
@@ -210,13 +159,13 @@ static void queue_buffer(kb_request_t *req, unsigned status, kb_buf_t *buf, cons
     MHD_destroy_response(response);
 }
 
-void kb_http_reply_json(kb_request_t *req, unsigned status, json_t *body)
+void kb_http_reply_json(kb_http_req_t *req, unsigned status, json_t *body)
 {
-    kb_buf_t buf = { 0 };
-    int rc = body ? buf_append_json(&buf, body) : -1;
+    kb_buf_t buf = KB_BUF_INIT;
+    kb_buf_status_t rc = body ? kb_buf_append_json(&buf, body, JSON_COMPACT) : KB_BUF_NOMEM;
     json_decref(body);
-    if (rc < 0) {
-        free(buf.data);
+    if (rc != KB_BUF_OK) {
+        kb_buf_free(&buf);
         kb_http_reply_errorf(req, KB_ERR_INTERNAL, "cannot render the response of %s %s",
                              req->method, req->path);
         return;
@@ -224,27 +173,24 @@ void kb_http_reply_json(kb_request_t *req, unsigned status, json_t *body)
     queue_buffer(req, status, &buf, "application/json");
 }
 
-void kb_http_reply_empty(kb_request_t *req, unsigned status)
+void kb_http_reply_empty(kb_http_req_t *req, unsigned status)
 {
     queue(req, status, req->server->empty);
 }
 
-void kb_http_reply_text(kb_request_t *req, unsigned status, const char *text)
+void kb_http_reply_text(kb_http_req_t *req, unsigned status, const char *text)
 {
-    kb_buf_t buf = { 0 };
-    if (buf_append(&buf, text, strlen(text)) < 0) {
-        free(buf.data);
-        return;
-    }
+    kb_buf_t buf = KB_BUF_INIT;
+    kb_buf_puts(&buf, text); /* a failure is seen by kb_buf_take */
     queue_buffer(req, status, &buf, "text/plain; charset=utf-8");
 }
 
-void kb_http_reply_response(kb_request_t *req, unsigned status, struct MHD_Response *response)
+void kb_http_reply_response(kb_http_req_t *req, unsigned status, struct MHD_Response *response)
 {
     queue(req, status, response);
 }
 
-void kb_http_reply_error(kb_request_t *req, const kb_error_t *err)
+void kb_http_reply_error(kb_http_req_t *req, const kb_error_t *err)
 {
     kb_code_t code = err->code == KB_OK ? KB_ERR_INTERNAL : err->code;
     unsigned status = (unsigned)kb_code_http_status(code);
@@ -261,24 +207,18 @@ void kb_http_reply_error(kb_request_t *req, const kb_error_t *err)
     json_t *body = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s}", "code", kb_code_name(code),
                              "message", message, "status_code", (int)status, "path", path, "method",
                              req->method, "timestamp", stamp);
-    kb_buf_t buf = { 0 };
-    if (!body || buf_append_json(&buf, body) < 0) {
+    kb_buf_t buf = KB_BUF_INIT;
+    if (!body || kb_buf_append_json(&buf, body, JSON_COMPACT) != KB_BUF_OK) {
         /* Out of memory: say so plainly. */
-        free(buf.data);
-        buf = (kb_buf_t){ 0 };
-        static const char fallback[]
-            = "{\"code\":\"INTERNAL_ERROR\",\"message\":\"out of memory\"}";
-        if (buf_append(&buf, fallback, sizeof fallback - 1) < 0) {
-            json_decref(body);
-            return;
-        }
+        kb_buf_free(&buf);
+        kb_buf_puts(&buf, "{\"code\":\"INTERNAL_ERROR\",\"message\":\"out of memory\"}");
         status = MHD_HTTP_INTERNAL_SERVER_ERROR;
     }
     json_decref(body);
     queue_buffer(req, status, &buf, "application/json");
 }
 
-void kb_http_reply_errorf(kb_request_t *req, kb_code_t code, const char *fmt, ...)
+void kb_http_reply_errorf(kb_http_req_t *req, kb_code_t code, const char *fmt, ...)
 {
     kb_error_t err = { .code = code };
     va_list args;
@@ -304,22 +244,16 @@ static int sse_append_event(kb_sse_t *sse, const kb_event_t *event)
     kb_buf_t *buf = &sse->pending;
     if (event->type == KB_EVENT_INPUT)
         return 0; /* not an event of SPEC's stream */
-    const char *name = kb_event_type_name(event->type);
-    char head[96];
-    int n = snprintf(head, sizeof head, "event: %s\n", name);
-    if (buf_append(buf, head, (size_t)n) < 0)
-        return -1;
+    kb_buf_printf(buf, "event: %s\n", kb_event_type_name(event->type));
     if (sse->id_field && event->type == KB_EVENT_LOG) {
         json_t *cursor = json_object_get(event->data, "cursor");
-        if (json_is_integer(cursor)) {
-            n = snprintf(head, sizeof head, "id: %lld\n", (long long)json_integer_value(cursor));
-            if (buf_append(buf, head, (size_t)n) < 0)
-                return -1;
-        }
+        if (json_is_integer(cursor))
+            kb_buf_printf(buf, "id: %lld\n", (long long)json_integer_value(cursor));
     }
     /* Compact JSON has no raw newline, so one data line carries it. */
-    if (buf_append(buf, "data: ", 6) < 0 || buf_append_json(buf, event->data) < 0
-        || buf_append(buf, "\n\n", 2) < 0)
+    kb_buf_puts(buf, "data: ");
+    kb_buf_append_json(buf, event->data, JSON_COMPACT);
+    if (kb_buf_puts(buf, "\n\n") != KB_BUF_OK) /* failures are sticky: one check */
         return -1;
     if (event->type == KB_EVENT_RESULT || event->type == KB_EVENT_END)
         sse->done = true;
@@ -339,8 +273,7 @@ static int sse_fill(kb_sse_t *sse, size_t max)
             return -1;
         double left_ms = (deadline - kb_http_now()) * 1000.0;
         if (left_ms <= 0) {
-            static const char comment[] = ": keep-alive\n\n";
-            return buf_append(&sse->pending, comment, sizeof comment - 1);
+            return kb_buf_puts(&sse->pending, ": keep-alive\n\n") == KB_BUF_OK ? 0 : -1;
         }
         int slice = left_ms < KB_SSE_SLICE_MS ? (int)left_ms + 1 : KB_SSE_SLICE_MS;
         event = kb_stream_next(sse->stream, slice);
@@ -368,7 +301,10 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max)
 {
     kb_sse_t *sse = cls;
     if (sse->sent == sse->pending.len) {
-        sse->sent = sse->pending.len = 0;
+        /* All handed over: a burst (say the 20 MiB result) goes back to
+           small before the next events are rendered. */
+        kb_buf_trim(&sse->pending, KB_SSE_KEEP);
+        sse->sent = 0;
         if (sse->done)
             return MHD_CONTENT_READER_END_OF_STREAM;
         if (sse_fill(sse, max) < 0)
@@ -381,12 +317,6 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max)
         n = max;
     memcpy(out, sse->pending.data + sse->sent, n);
     sse->sent += n;
-    /* Let a burst of output (say the 20 MiB result) go back to small. */
-    if (sse->sent == sse->pending.len && sse->pending.cap > (1u << 20)) {
-        free(sse->pending.data);
-        sse->pending = (kb_buf_t){ 0 };
-        sse->sent = 0;
-    }
     return (ssize_t)n;
 }
 
@@ -396,11 +326,11 @@ static void sse_free(void *cls)
 {
     kb_sse_t *sse = cls;
     kb_stream_destroy(&sse->stream);
-    free(sse->pending.data);
+    kb_buf_free(&sse->pending);
     free(sse);
 }
 
-void kb_http_reply_stream(kb_request_t *req, kb_stream_t *stream, bool id_field)
+void kb_http_reply_stream(kb_http_req_t *req, kb_stream_t *stream, bool id_field)
 {
     kb_sse_t *sse = calloc(1, sizeof *sse);
     if (!sse) {
@@ -443,10 +373,11 @@ static void write_line(const char *line, size_t len)
 
 static void write_json_line(json_t *line)
 {
-    kb_buf_t buf = { 0 };
-    if (line && buf_append_json(&buf, line) == 0 && buf_append(&buf, "\n", 1) == 0)
+    kb_buf_t buf = KB_BUF_INIT;
+    if (line && kb_buf_append_json(&buf, line, JSON_COMPACT) == KB_BUF_OK
+        && kb_buf_putc(&buf, '\n') == KB_BUF_OK)
         write_line(buf.data, buf.len);
-    free(buf.data);
+    kb_buf_free(&buf);
     json_decref(line);
 }
 
@@ -495,7 +426,7 @@ static const char *termination_note(enum MHD_RequestTerminationCode toe)
     }
 }
 
-void kb_http_log_request(kb_request_t *req, enum MHD_RequestTerminationCode toe)
+void kb_http_log_request(kb_http_req_t *req, enum MHD_RequestTerminationCode toe)
 {
     char stamp[40], path[512];
     kb_http_timestamp(stamp, sizeof stamp);
@@ -519,87 +450,22 @@ void kb_http_log_request(kb_request_t *req, enum MHD_RequestTerminationCode toe)
     write_text_line(line, sizeof line, n);
 }
 
-/* ---- request bodies ------------------------------------------------------------ */
+/* ---- Request bodies -------------------------------------------------------- */
 
-/*  The body as a JSON object (caller owns; an empty body is {} when
-    empty_ok), or NULL with the reply queued:
-    INVALID_REQUEST_BODY when it is not JSON, BAD_REQUEST when it is JSON
-    but not an object. */
-json_t *kb_http_body_object(kb_request_t *req, bool empty_ok)
+json_t *kb_http_body_object(kb_http_req_t *req, bool empty_ok)
 {
-    if (req->body_len == 0) {
-        if (empty_ok)
-            return json_object();
-        kb_http_reply_errorf(req, KB_ERR_INVALID_REQUEST_BODY,
-                             "the request body is empty; a JSON object is expected");
-        return NULL;
-    }
-    json_error_t jerr;
-    /* NUL is allowed through the parser so that a string holding one is
-       refused by name below as BAD_REQUEST, not as malformed JSON. */
-    json_t *body = json_loadb(req->body, req->body_len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
-    if (!body) {
-        kb_http_reply_errorf(req, KB_ERR_INVALID_REQUEST_BODY,
-                             "malformed JSON at line %d, column %d: %s", jerr.line, jerr.column,
-                             jerr.text);
-        return NULL;
-    }
-    if (!json_is_object(body)) {
-        json_decref(body);
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "the request body must be a JSON object");
-        return NULL;
-    }
+    kb_error_t err = { KB_OK, "" };
+    json_t *body = kb_request_body(req->body.data, req->body.len, empty_ok, &err);
+    if (!body)
+        kb_http_reply_error(req, &err);
     return body;
 }
 
-/*  Fields: 1 present, 0 absent (JSON null counts as absent), -1 invalid
-    with a 400 queued. Strings are borrowed from body. */
-int kb_http_field_string(kb_request_t *req, json_t *body, const char *key, const char **out)
+int kb_http_field_string(kb_http_req_t *req, json_t *body, const char *key, const char **out)
 {
-    json_t *value = json_object_get(body, key);
-    if (!value || json_is_null(value))
-        return 0;
-    if (!json_is_string(value)) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must be a string", key);
-        return -1;
-    }
-    if (strlen(json_string_value(value)) != json_string_length(value)) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must not contain NUL characters",
-                             key);
-        return -1;
-    }
-    *out = json_string_value(value);
-    return 1;
-}
-
-/*  env: an object whose keys are variable names (non-empty, no '=' or NUL)
-    and whose values are strings without NUL. */
-int kb_http_field_env(kb_request_t *req, json_t *body, const char *key, json_t **out)
-{
-    json_t *value = json_object_get(body, key);
-    if (!value || json_is_null(value))
-        return 0;
-    if (!json_is_object(value)) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must be an object of strings", key);
-        return -1;
-    }
-    for (void *it = json_object_iter(value); it; it = json_object_iter_next(value, it)) {
-        const char *name = json_object_iter_key(it);
-        size_t name_len = json_object_iter_key_len(it);
-        json_t *item = json_object_iter_value(it);
-        if (name_len == 0 || strlen(name) != name_len || strchr(name, '=')) {
-            kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
-                                 "field %s: variable names must be non-empty, without '=' or NUL",
-                                 key);
-            return -1;
-        }
-        if (!json_is_string(item) || strlen(json_string_value(item)) != json_string_length(item)) {
-            kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
-                                 "field %s: the value of %.100s must be a string without NUL", key,
-                                 name);
-            return -1;
-        }
-    }
-    *out = value;
-    return 1;
+    kb_error_t err = { KB_OK, "" };
+    int rc = kb_request_string(body, key, out, &err);
+    if (rc < 0)
+        kb_http_reply_error(req, &err);
+    return rc;
 }

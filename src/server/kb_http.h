@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "server/kb_server.h"
+#include "util/kb_buf.h"
 
 /*  Longest path id (context or process) a route accepts; longer ones cannot
     exist and are answered as not found. */
@@ -38,31 +39,30 @@ struct kb_server {
     struct MHD_Response *empty; /* shared, for 202/204 */
 };
 
-typedef struct kb_request kb_request_t;
-typedef void(kb_route_fn)(kb_request_t *req);
+typedef struct kb_http_req kb_http_req_t;
+typedef void(kb_route_fn)(kb_http_req_t *req);
 
-/*  One request. Lives in its connection (allocated when the connection
-    opens, reset per request) so a kept-alive connection costs no
-    allocation per request; the body buffer is kept when small. */
-struct kb_request {
+/*  One HTTP request on a connection, from its headers to its response.
+    Lives in its connection (allocated when the connection opens, reset per
+    request) so a kept-alive connection costs no allocation per request;
+    the body buffer is kept when small. */
+struct kb_http_req {
     kb_server_t *server; /* borrowed */
     struct MHD_Connection *connection;
-    const char *method;   /* borrowed from MHD, valid until completion */
-    const char *path;     /* idem; decoded path without the query */
-    kb_route_fn *handler; /* the matched route, NULL when none */
-    const char *allow;    /* Allow header of the matched path (405) */
-    bool open;            /* the route needs no token (GET /health) */
-    bool wants_body;      /* the route parses a JSON body */
-    bool body_too_large;
+    const char *method;          /* borrowed from MHD, valid until completion */
+    const char *path;            /* idem; decoded path without the query */
+    kb_route_fn *handler;        /* the matched route, NULL when none */
+    const char *allow;           /* Allow header of the matched path (405) */
+    bool open;                   /* the route needs no token (GET /health) */
+    bool wants_body;             /* the route parses a JSON body */
     bool counted;                /* in server->in_flight */
     char id[KB_HTTP_ID_MAX + 1]; /* the path's {id}, or "" */
     bool id_too_long;
-    char *body; /* owned; NUL terminated after receipt */
-    size_t body_len;
-    size_t body_cap;
-    size_t received; /* body bytes read, kept or not */
-    unsigned status; /* queued status, 0 before */
-    double started;  /* monotonic seconds */
+    kb_buf_t body;               /* capped at max_body; NUL terminated */
+    kb_buf_status_t body_status; /* why the body was dropped: over the cap, or no memory */
+    size_t received;             /* body bytes read, kept or not */
+    unsigned status;             /* queued status, 0 before */
+    double started;              /* monotonic seconds */
 };
 
 /*  Seconds on the monotonic clock. */
@@ -79,59 +79,57 @@ void kb_http_text(char *dst, size_t size, const char *src, bool printable);
 /*  True when the request carries the configured Bearer token, or when no
     token is configured. Constant time in the token's contents. An E2B
     server also takes the token from X-Access-Token. */
-bool kb_http_authorized(kb_request_t *req);
+bool kb_http_authorized(kb_http_req_t *req);
 
-/*  Append upload data to the body, bounded by max_body: beyond it the body
-    is dropped and body_too_large set. */
-void kb_http_body_append(kb_request_t *req, const char *data, size_t size);
+/*  Append upload data to the body, bounded by max_body: beyond it, or
+    when it cannot be held, the body is dropped and body_status says why. */
+void kb_http_body_append(kb_http_req_t *req, const char *data, size_t size);
 
 /*  Queue a JSON response; body is stolen. */
-void kb_http_reply_json(kb_request_t *req, unsigned status, json_t *body);
+void kb_http_reply_json(kb_http_req_t *req, unsigned status, json_t *body);
 
 /*  Queue an empty response (202, 204). */
-void kb_http_reply_empty(kb_request_t *req, unsigned status);
+void kb_http_reply_empty(kb_http_req_t *req, unsigned status);
 
 /*  Queue a plain-text response (text/plain; charset=utf-8). */
-void kb_http_reply_text(kb_request_t *req, unsigned status, const char *text);
+void kb_http_reply_text(kb_http_req_t *req, unsigned status, const char *text);
 
 /*  Queue a response built by the caller (who keeps its reference). */
-void kb_http_reply_response(kb_request_t *req, unsigned status, struct MHD_Response *response);
+void kb_http_reply_response(kb_http_req_t *req, unsigned status, struct MHD_Response *response);
 
 /*  Queue the JSON error body {code, message, status_code, path, method,
     timestamp} with the code's status; an E2B server answers the message as
     plain text instead, as E2B's server does. err is borrowed. */
-void kb_http_reply_error(kb_request_t *req, const kb_error_t *err);
+void kb_http_reply_error(kb_http_req_t *req, const kb_error_t *err);
 
 /*  Shorthand: an error of code with a printf message. */
-void kb_http_reply_errorf(kb_request_t *req, kb_code_t code, const char *fmt, ...)
+void kb_http_reply_errorf(kb_http_req_t *req, kb_code_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /*  Queue a Server-Sent Events response fed by stream; stream is stolen and
     destroyed when the response ends (or the client goes). id_field: emit
     "id: <cursor>" lines for LOG events (resumable with Last-Event-ID). */
-void kb_http_reply_stream(kb_request_t *req, kb_stream_t *stream, bool id_field);
+void kb_http_reply_stream(kb_http_req_t *req, kb_stream_t *stream, bool id_field);
 
 /*  The request log line for a finished request (status 0: no response). */
-void kb_http_log_request(kb_request_t *req, enum MHD_RequestTerminationCode toe);
+void kb_http_log_request(kb_http_req_t *req, enum MHD_RequestTerminationCode toe);
 
 /*  Route the request by method and path: sets handler, open, wants_body
     and id. Returns KB_OK, KB_ERR_NOT_FOUND (no such path) or
     KB_ERR_METHOD_NOT_ALLOWED (path known, method not; allow is set). */
-kb_code_t kb_routes_match(kb_request_t *req);
+kb_code_t kb_routes_match(kb_http_req_t *req);
 
 /*  The same for the routes of an E2B server (src/server/kb_e2b.c). */
-kb_code_t kb_e2b_match(kb_request_t *req);
+kb_code_t kb_e2b_match(kb_http_req_t *req);
 
-/*  The request body as a JSON object (caller owns); an empty body is {}
-    when empty_ok. NULL with the reply queued: INVALID_REQUEST_BODY when it
-    is not JSON, BAD_REQUEST when it is JSON but not an object. */
-json_t *kb_http_body_object(kb_request_t *req, bool empty_ok);
+/*  The request body as a JSON object (caller owns; kb_request_body's
+    rules: an empty body is {} when empty_ok). NULL with the reply queued:
+    INVALID_REQUEST_BODY when it is not JSON, BAD_REQUEST when it is JSON
+    but not an object. */
+json_t *kb_http_body_object(kb_http_req_t *req, bool empty_ok);
 
-/*  Body fields: 1 present, 0 absent (or null), -1 invalid with a 400
-    queued. A string without NUL (borrowed); an object of environment
-    variables (names non-empty without '=' or NUL, string values without
-    NUL; borrowed). */
-int kb_http_field_string(kb_request_t *req, json_t *body, const char *key, const char **out);
-int kb_http_field_env(kb_request_t *req, json_t *body, const char *key, json_t **out);
+/*  A string field without NUL (kb_request_string, borrowed): 1 present, 0
+    absent (or null), -1 invalid with a 400 queued. */
+int kb_http_field_string(kb_http_req_t *req, json_t *body, const char *key, const char **out);
 
 #endif

@@ -1,9 +1,10 @@
-/*  kb_routes.c - the routes of SPEC section 5, one function each: check
-    what is HTTP-shaped (the body is a JSON object, fields have the right
-    types, query parameters are numbers), call one kb_service_* function and
-    render what it returns. Every rule about contexts, runs and processes is
-    the service's; nothing here keeps state between requests. */
+/*  kb_routes.c - the routes of SPEC section 5, one function each: read the
+    request (query parameters here; bodies with kb_request's parser), call
+    one kb_service_* function and render what it returns. Every rule about
+    contexts, runs and processes is the service's; nothing here keeps
+    state between requests. */
 #include "server/kb_http.h"
+#include "service/kb_request.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -12,11 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KB_CONTEXT_ID_MAX 64
-
 /* ---- Query parameters ---------------------------------------------------- */
 
-static const char *query(kb_request_t *req, const char *key)
+static const char *query(kb_http_req_t *req, const char *key)
 {
     return MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, key);
 }
@@ -24,7 +23,7 @@ static const char *query(kb_request_t *req, const char *key)
 /*  The following parsers return 1 (present), 0 (absent) or -1 (invalid; the
     BAD_REQUEST reply is queued). */
 
-static int query_bool(kb_request_t *req, const char *key, bool *out)
+static int query_bool(kb_http_req_t *req, const char *key, bool *out)
 {
     const char *value = query(req, key);
     if (!value || !*value)
@@ -41,7 +40,7 @@ static int query_bool(kb_request_t *req, const char *key, bool *out)
     return -1;
 }
 
-static int query_count(kb_request_t *req, const char *key, long long *out)
+static int query_count(kb_http_req_t *req, const char *key, long long *out)
 {
     const char *value = query(req, key);
     if (!value || !*value)
@@ -58,7 +57,7 @@ static int query_count(kb_request_t *req, const char *key, long long *out)
     return 1;
 }
 
-static int query_seconds(kb_request_t *req, const char *key, double *out)
+static int query_seconds(kb_http_req_t *req, const char *key, double *out)
 {
     const char *value = query(req, key);
     if (!value || !*value)
@@ -74,62 +73,9 @@ static int query_seconds(kb_request_t *req, const char *key, double *out)
     return 1;
 }
 
-/* ---- JSON body fields ---------------------------------------------------- */
-
-/*  The fields parsers share the 1 / 0 / -1 convention of the query ones;
-    JSON null counts as absent. Strings are borrowed from body. */
-
-static int field_bool(kb_request_t *req, json_t *body, const char *key, bool *out)
-{
-    json_t *value = json_object_get(body, key);
-    if (!value || json_is_null(value))
-        return 0;
-    if (!json_is_boolean(value)) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field %s must be true or false", key);
-        return -1;
-    }
-    *out = json_is_true(value);
-    return 1;
-}
-
-static int field_seconds(kb_request_t *req, json_t *body, const char *key, double *out)
-{
-    json_t *value = json_object_get(body, key);
-    if (!value || json_is_null(value))
-        return 0;
-    double n = json_is_number(value) ? json_number_value(value) : -1;
-    if (!json_is_number(value) || !isfinite(n) || n < 0) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
-                             "field %s must be a non-negative number of seconds", key);
-        return -1;
-    }
-    *out = n;
-    return 1;
-}
-
-static bool context_id_valid(const char *id)
-{
-    size_t len = strlen(id);
-    if (len == 0 || len > KB_CONTEXT_ID_MAX)
-        return false;
-    return strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == len;
-}
-
-static int field_context_id(kb_request_t *req, json_t *body, const char **out)
-{
-    int rc = kb_http_field_string(req, body, "context_id", out);
-    if (rc == 1 && !context_id_valid(*out)) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
-                             "context_id must be 1-%d characters of A-Z a-z 0-9 . _ -",
-                             KB_CONTEXT_ID_MAX);
-        return -1;
-    }
-    return rc;
-}
-
 /* ---- Replies from service calls ------------------------------------------ */
 
-static void reply_object(kb_request_t *req, unsigned status, json_t *value, const kb_error_t *err)
+static void reply_object(kb_http_req_t *req, unsigned status, json_t *value, const kb_error_t *err)
 {
     if (value)
         kb_http_reply_json(req, status, value);
@@ -137,7 +83,7 @@ static void reply_object(kb_request_t *req, unsigned status, json_t *value, cons
         kb_http_reply_error(req, err);
 }
 
-static void reply_rc(kb_request_t *req, unsigned status, int rc, const kb_error_t *err)
+static void reply_rc(kb_http_req_t *req, unsigned status, int rc, const kb_error_t *err)
 {
     if (rc == 0)
         kb_http_reply_empty(req, status);
@@ -146,7 +92,7 @@ static void reply_rc(kb_request_t *req, unsigned status, int rc, const kb_error_
 }
 
 /*  A path id longer than any id the service hands out names nothing. */
-static bool path_id_ok(kb_request_t *req, kb_code_t not_found)
+static bool path_id_ok(kb_http_req_t *req, kb_code_t not_found)
 {
     if (!req->id_too_long)
         return true;
@@ -154,7 +100,7 @@ static bool path_id_ok(kb_request_t *req, kb_code_t not_found)
     return false;
 }
 
-static bool wants_event_stream(kb_request_t *req)
+static bool wants_event_stream(kb_http_req_t *req)
 {
     const char *accept
         = MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
@@ -163,13 +109,13 @@ static bool wants_event_stream(kb_request_t *req)
 
 /* ---- Routes: service ----------------------------------------------------- */
 
-static void route_health(kb_request_t *req)
+static void route_health(kb_http_req_t *req)
 {
     kb_error_t err = { .code = KB_ERR_INTERNAL, .message = "health unavailable" };
     reply_object(req, MHD_HTTP_OK, kb_service_health(req->server->service), &err);
 }
 
-static void route_kernelspecs(kb_request_t *req)
+static void route_kernelspecs(kb_http_req_t *req)
 {
     kb_error_t err = { .code = KB_ERR_INTERNAL, .message = "kernelspecs unavailable" };
     reply_object(req, MHD_HTTP_OK, kb_service_kernelspecs(req->server->service), &err);
@@ -177,7 +123,7 @@ static void route_kernelspecs(kb_request_t *req)
 
 /* ---- Routes: contexts ---------------------------------------------------- */
 
-static void route_contexts_list(kb_request_t *req)
+static void route_contexts_list(kb_http_req_t *req)
 {
     bool all = false;
     if (query_bool(req, "all", &all) < 0)
@@ -186,30 +132,21 @@ static void route_contexts_list(kb_request_t *req)
     reply_object(req, MHD_HTTP_OK, kb_service_context_list(req->server->service, all, &err), &err);
 }
 
-static void route_contexts_create(kb_request_t *req)
+static void route_contexts_create(kb_http_req_t *req)
 {
-    json_t *body = kb_http_body_object(req, false);
-    if (!body)
-        return;
-    kb_context_opts_t opts = { 0 };
-    if (kb_http_field_string(req, body, "language", &opts.language) < 0
-        || kb_http_field_string(req, body, "kernel_name", &opts.kernel_name) < 0
-        || field_context_id(req, body, &opts.context_id) < 0
-        || kb_http_field_string(req, body, "cwd", &opts.cwd) < 0
-        || kb_http_field_env(req, body, "env", &opts.env) < 0)
-        goto done;
-    if (!opts.language && !opts.kernel_name) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "one of language or kernel_name is required");
-        goto done;
-    }
     kb_error_t err = { KB_OK, "" };
-    json_t *context = kb_service_context_create(req->server->service, &opts, &err);
+    kb_context_request_t request;
+    if (kb_context_request_parse(&request, KB_FRONT_NATIVE, req->body.data, req->body.len, &err)
+        != 0) {
+        kb_http_reply_error(req, &err);
+        return;
+    }
+    json_t *context = kb_service_context_create(req->server->service, &request.opts, &err);
     reply_object(req, MHD_HTTP_CREATED, context, &err);
-done:
-    json_decref(body);
+    kb_context_request_clear(&request);
 }
 
-static void route_context_get(kb_request_t *req)
+static void route_context_get(kb_http_req_t *req)
 {
     if (!path_id_ok(req, KB_ERR_SESSION_NOT_FOUND))
         return;
@@ -218,7 +155,7 @@ static void route_context_get(kb_request_t *req)
                  &err);
 }
 
-static void route_context_delete(kb_request_t *req)
+static void route_context_delete(kb_http_req_t *req)
 {
     if (!path_id_ok(req, KB_ERR_SESSION_NOT_FOUND))
         return;
@@ -227,7 +164,7 @@ static void route_context_delete(kb_request_t *req)
     reply_rc(req, MHD_HTTP_NO_CONTENT, rc, &err);
 }
 
-static void route_context_restart(kb_request_t *req)
+static void route_context_restart(kb_http_req_t *req)
 {
     if (!path_id_ok(req, KB_ERR_SESSION_NOT_FOUND))
         return;
@@ -236,7 +173,7 @@ static void route_context_restart(kb_request_t *req)
     reply_object(req, MHD_HTTP_OK, context, &err);
 }
 
-static void route_context_interrupt(kb_request_t *req)
+static void route_context_interrupt(kb_http_req_t *req)
 {
     if (!path_id_ok(req, KB_ERR_SESSION_NOT_FOUND))
         return;
@@ -247,62 +184,35 @@ static void route_context_interrupt(kb_request_t *req)
 
 /* ---- Routes: runs -------------------------------------------------------- */
 
-static void route_run(kb_request_t *req)
+static void route_run(kb_http_req_t *req)
 {
-    json_t *body = kb_http_body_object(req, false);
-    if (!body)
-        return;
-    kb_run_opts_t opts = { 0 };
-    int has_code = kb_http_field_string(req, body, "code", &opts.code);
-    if (has_code < 0)
-        goto done;
-    if (has_code == 0) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field code is required");
-        goto done;
-    }
-    if (kb_http_field_string(req, body, "language", &opts.language) < 0
-        || kb_http_field_string(req, body, "kernel_name", &opts.kernel_name) < 0
-        || field_context_id(req, body, &opts.context_id) < 0
-        || field_bool(req, body, "isolated", &opts.isolated) < 0
-        || field_seconds(req, body, "timeout", &opts.timeout) < 0
-        || kb_http_field_string(req, body, "cwd", &opts.cwd) < 0
-        || kb_http_field_env(req, body, "env", &opts.env) < 0
-        || field_bool(req, body, "strip_ansi", &opts.strip_ansi) < 0)
-        goto done;
-    if (opts.isolated && opts.context_id) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
-                             "isolated runs use a fresh kernel; they cannot name a context_id");
-        goto done;
-    }
     kb_error_t err = { KB_OK, "" };
-    kb_stream_t *stream = kb_service_run_start(req->server->service, &opts, &err);
+    kb_run_request_t request;
+    if (kb_run_request_parse(&request, KB_FRONT_NATIVE, req->body.data, req->body.len, &err) != 0) {
+        kb_http_reply_error(req, &err);
+        return;
+    }
+    /* The values (code, context_id, timeout, env...) are checked by the
+       service, for every caller alike. */
+    if (!wants_event_stream(req)) {
+        /* Plain JSON: the result alone; this thread wakes once. */
+        json_t *result = kb_service_run_json(req->server->service, &request.opts, &err);
+        reply_object(req, MHD_HTTP_OK, result, &err);
+        goto done;
+    }
+    kb_stream_t *stream = kb_service_run_start(req->server->service, &request.opts, &err);
     if (!stream) {
         kb_http_reply_error(req, &err);
         goto done;
     }
-    if (wants_event_stream(req)) {
-        kb_http_reply_stream(req, stream, false);
-        goto done;
-    }
-    /* Plain JSON: the RESULT event already is the InterpreterResult, so
-       take it rather than rebuild it from a kb_result_t. */
-    json_t *result = NULL;
-    kb_event_t *event;
-    while ((event = kb_stream_next(stream, -1))) {
-        if (event->type == KB_EVENT_RESULT)
-            result = json_incref(event->data);
-        kb_event_destroy(&event);
-    }
-    kb_stream_destroy(&stream);
-    err = (kb_error_t){ KB_ERR_INTERNAL, "the run ended without a result" };
-    reply_object(req, MHD_HTTP_OK, result, &err);
+    kb_http_reply_stream(req, stream, false);
 done:
-    json_decref(body);
+    kb_run_request_clear(&request);
 }
 
 /* ---- Routes: processes --------------------------------------------------- */
 
-static void route_processes_list(kb_request_t *req)
+static void route_processes_list(kb_http_req_t *req)
 {
     const char *state = query(req, "state");
     const char *context_id = query(req, "context_id");
@@ -320,7 +230,7 @@ static void route_processes_list(kb_request_t *req)
     reply_object(req, MHD_HTTP_OK, list, &err);
 }
 
-static void route_process_get(kb_request_t *req)
+static void route_process_get(kb_http_req_t *req)
 {
     if (!path_id_ok(req, KB_ERR_PROCESS_NOT_FOUND))
         return;
@@ -329,7 +239,7 @@ static void route_process_get(kb_request_t *req)
                  &err);
 }
 
-static void route_process_delete(kb_request_t *req)
+static void route_process_delete(kb_http_req_t *req)
 {
     if (!path_id_ok(req, KB_ERR_PROCESS_NOT_FOUND))
         return;
@@ -338,7 +248,7 @@ static void route_process_delete(kb_request_t *req)
     reply_rc(req, MHD_HTTP_NO_CONTENT, rc, &err);
 }
 
-static void route_process_result(kb_request_t *req)
+static void route_process_result(kb_http_req_t *req)
 {
     if (!path_id_ok(req, KB_ERR_PROCESS_NOT_FOUND))
         return;
@@ -349,7 +259,7 @@ static void route_process_result(kb_request_t *req)
 
 /*  The cursor to resume an event stream from: the id of the last event the
     client saw (Last-Event-ID), plus one. */
-static int last_event_cursor(kb_request_t *req, long long *cursor)
+static int last_event_cursor(kb_http_req_t *req, long long *cursor)
 {
     const char *value
         = MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, "Last-Event-ID");
@@ -366,7 +276,7 @@ static int last_event_cursor(kb_request_t *req, long long *cursor)
     return 1;
 }
 
-static void route_process_logs(kb_request_t *req)
+static void route_process_logs(kb_http_req_t *req)
 {
     if (!path_id_ok(req, KB_ERR_PROCESS_NOT_FOUND))
         return;
@@ -393,7 +303,7 @@ static void route_process_logs(kb_request_t *req)
     reply_object(req, MHD_HTTP_OK, logs, &err);
 }
 
-static void route_process_wait(kb_request_t *req)
+static void route_process_wait(kb_http_req_t *req)
 {
     if (!path_id_ok(req, KB_ERR_PROCESS_NOT_FOUND))
         return;
@@ -405,7 +315,7 @@ static void route_process_wait(kb_request_t *req)
     reply_object(req, MHD_HTTP_OK, state, &err);
 }
 
-static void route_process_signal(kb_request_t *req)
+static void route_process_signal(kb_http_req_t *req)
 {
     if (!path_id_ok(req, KB_ERR_PROCESS_NOT_FOUND))
         return;
@@ -489,7 +399,7 @@ static bool segment_is(const char *segment, size_t len, const char *name)
     return name && strlen(name) == len && memcmp(segment, name, len) == 0;
 }
 
-kb_code_t kb_routes_match(kb_request_t *req)
+kb_code_t kb_routes_match(kb_http_req_t *req)
 {
     /* Split "/a/b/c" into at most three non-empty segments. */
     const char *path = req->path;

@@ -24,7 +24,7 @@
 #define KB_DEFAULT_SSE_KEEPALIVE_MS 15000
 /*  How long destroy lets responses in flight finish before closing. */
 #define KB_DRAIN_GRACE_S 5.0
-/*  A body buffer bigger than this is freed after its request, so that an
+/*  A body buffer keeps at most this much after its request, so that an
     idle kept-alive connection holds little memory. */
 #define KB_BODY_KEEP 65536
 /*  An over-limit chunked body is read and dropped (to answer 413) for at
@@ -106,10 +106,11 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
                           enum MHD_ConnectionNotificationCode code)
 {
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        kb_request_t *req = calloc(1, sizeof *req);
+        kb_http_req_t *req = calloc(1, sizeof *req);
         if (req) {
             req->server = cls;
             req->connection = connection;
+            kb_buf_init(&req->body, req->server->max_body);
         }
         *socket_context = req; /* NULL: the access callback closes it */
         /* Small responses go out at once: no Nagle delay on kept-alive
@@ -122,9 +123,9 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
         }
         return;
     }
-    kb_request_t *req = *socket_context;
+    kb_http_req_t *req = *socket_context;
     if (req) {
-        free(req->body);
+        kb_buf_free(&req->body);
         free(req);
     }
     *socket_context = NULL;
@@ -134,15 +135,11 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
                          enum MHD_RequestTerminationCode toe)
 {
     kb_server_t *self = cls;
-    kb_request_t *req = *con_cls;
+    kb_http_req_t *req = *con_cls;
     if (!req)
         return;
     kb_http_log_request(req, toe);
-    if (req->body_cap > KB_BODY_KEEP) {
-        free(req->body);
-        req->body = NULL;
-        req->body_cap = 0;
-    }
+    kb_buf_trim(&req->body, KB_BODY_KEEP);
     if (req->counted) {
         pthread_mutex_lock(&self->lock);
         if (--self->in_flight == 0)
@@ -154,7 +151,8 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
 
 /*  Headers are in: gate, route, authorize and bound the request before a
     byte of body is read, so that refusals cost no upload. */
-static void request_begin(kb_server_t *self, kb_request_t *req, const char *method, const char *url)
+static void request_begin(kb_server_t *self, kb_http_req_t *req, const char *method,
+                          const char *url)
 {
     req->method = method;
     req->path = url;
@@ -162,11 +160,11 @@ static void request_begin(kb_server_t *self, kb_request_t *req, const char *meth
     req->allow = NULL;
     req->open = false;
     req->wants_body = false;
-    req->body_too_large = false;
     req->counted = false;
     req->id[0] = '\0';
     req->id_too_long = false;
-    req->body_len = 0;
+    kb_buf_reset(&req->body);
+    req->body_status = KB_BUF_OK;
     req->received = 0;
     req->status = 0;
     req->started = kb_http_now();
@@ -215,15 +213,18 @@ static void request_begin(kb_server_t *self, kb_request_t *req, const char *meth
 }
 
 /*  The whole body is in: answer. */
-static void request_dispatch(kb_server_t *self, kb_request_t *req)
+static void request_dispatch(kb_server_t *self, kb_http_req_t *req)
 {
-    if (req->body_too_large) {
+    if (req->body_status == KB_BUF_OVER_CAP) {
         kb_http_reply_errorf(req, KB_ERR_PAYLOAD_TOO_LARGE,
                              "the request body is over the limit of %zu bytes", self->max_body);
         return;
     }
-    if (req->body)
-        req->body[req->body_len] = '\0';
+    if (req->body_status != KB_BUF_OK) {
+        kb_http_reply_errorf(req, kb_buf_code(req->body_status),
+                             "no memory for a request body of %zu bytes", req->received);
+        return;
+    }
     /* No service call starts once draining began: the service may be
        going away under us. */
     pthread_mutex_lock(&self->lock);
@@ -241,7 +242,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                                  size_t *upload_data_size, void **con_cls)
 {
     kb_server_t *self = cls;
-    kb_request_t *req = *con_cls;
+    kb_http_req_t *req = *con_cls;
     if (!req) {
         const union MHD_ConnectionInfo *info
             = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
@@ -264,11 +265,13 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
             return MHD_YES;
         if (req->wants_body)
             kb_http_body_append(req, upload_data, size);
-        else
-            req->body_too_large |= req->received > self->max_body;
+        else if (req->received > self->max_body)
+            req->body_status = KB_BUF_OVER_CAP;
         /* A chunked upload that goes on and on is cut off. */
         size_t slack = self->max_body > KB_BODY_SLACK ? self->max_body : KB_BODY_SLACK;
-        return req->received - self->max_body > slack && req->body_too_large ? MHD_NO : MHD_YES;
+        return req->body_status == KB_BUF_OVER_CAP && req->received - self->max_body > slack
+                   ? MHD_NO
+                   : MHD_YES;
     }
     if (req->status == 0)
         request_dispatch(self, req);

@@ -6,37 +6,17 @@
     namespace (a stack on Python's os module, R's options, a global of the
     JavaScript runtime under a registered symbol, Octave's appdata of the root object, a shell array
     with a reserved name, a Julia global in Main with a reserved name).
+    kb_adapter_apply_code returns NULL when out of memory.
 */
-#include "service/kb_engine.h"
+#include "service/kb_adapter.h"
+#include "util/kb_buf.h"
 
+#include <jansson.h>
+
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-/*  A growing string. */
-typedef struct {
-    char *text;
-    size_t len, cap;
-} kb_buf_t;
-
-static void s_put(kb_buf_t *buf, const char *text, size_t len)
-{
-    if (buf->len + len + 1 > buf->cap) {
-        size_t cap = (buf->cap ? buf->cap * 2 : 256) + len;
-        char *grown = realloc(buf->text, cap);
-        assert(grown);
-        buf->text = grown;
-        buf->cap = cap;
-    }
-    memcpy(buf->text + buf->len, text, len);
-    buf->len += len;
-    buf->text[buf->len] = 0;
-}
-
-static void s_puts(kb_buf_t *buf, const char *text)
-{
-    s_put(buf, text, strlen(text));
-}
 
 /*  A double-quoted literal with C-style escapes, valid in Python, R,
     JavaScript, Octave (double quotes) and Julia (which also needs '$'
@@ -44,35 +24,35 @@ static void s_puts(kb_buf_t *buf, const char *text)
     are dropped (environment values and paths do not carry them). */
 static void s_quoted(kb_buf_t *buf, const char *text, bool escape_dollar)
 {
-    s_puts(buf, "\"");
+    kb_buf_puts(buf, "\"");
     for (const char *p = text; *p; p++) {
         char c = *p;
         if (c == '"' || c == '\\' || (c == '$' && escape_dollar)) {
             char pair[3] = { '\\', c, 0 };
-            s_puts(buf, pair);
+            kb_buf_puts(buf, pair);
         } else if (c == '\n')
-            s_puts(buf, "\\n");
+            kb_buf_puts(buf, "\\n");
         else if (c == '\t')
-            s_puts(buf, "\\t");
+            kb_buf_puts(buf, "\\t");
         else if (c == '\r')
-            s_puts(buf, "\\r");
+            kb_buf_puts(buf, "\\r");
         else if ((unsigned char)c >= 0x20)
-            s_put(buf, &c, 1);
+            kb_buf_putc(buf, c);
     }
-    s_puts(buf, "\"");
+    kb_buf_puts(buf, "\"");
 }
 
 /*  A single-quoted shell word: ' becomes '\''. */
 static void s_shell_quoted(kb_buf_t *buf, const char *text)
 {
-    s_puts(buf, "'");
+    kb_buf_puts(buf, "'");
     for (const char *p = text; *p; p++) {
         if (*p == '\'')
-            s_puts(buf, "'\\''");
+            kb_buf_puts(buf, "'\\''");
         else
-            s_put(buf, p, 1);
+            kb_buf_putc(buf, *p);
     }
-    s_puts(buf, "'");
+    kb_buf_puts(buf, "'");
 }
 
 /*  "a", "b", ... : the names (keys) or values of env, quoted. */
@@ -84,7 +64,7 @@ static void s_list(kb_buf_t *buf, const json_t *env, bool values, bool escape_do
     json_object_foreach((json_t *)env, key, value)
     {
         if (!first)
-            s_puts(buf, ", ");
+            kb_buf_puts(buf, ", ");
         first = false;
         s_quoted(buf, values ? json_string_value(value) : key, escape_dollar);
     }
@@ -95,23 +75,23 @@ static void s_cwd_or(kb_buf_t *buf, const char *cwd, const char *none, bool esca
     if (cwd)
         s_quoted(buf, cwd, escape_dollar);
     else
-        s_puts(buf, none);
+        kb_buf_puts(buf, none);
 }
 
 /* ---- Python --------------------------------------------------------------- */
 
 static void s_python_apply(kb_buf_t *b, const char *cwd, const json_t *env)
 {
-    s_puts(b, "(lambda o, c, k, v: (o.__dict__.setdefault('_kb_saved', []).append("
-              "(o.getcwd(), {n: o.environ.get(n) for n in k})), "
-              "o.environ.update(dict(zip(k, v))), "
-              "o.chdir(c) if c is not None else None))(__import__('os'), ");
+    kb_buf_puts(b, "(lambda o, c, k, v: (o.__dict__.setdefault('_kb_saved', []).append("
+                   "(o.getcwd(), {n: o.environ.get(n) for n in k})), "
+                   "o.environ.update(dict(zip(k, v))), "
+                   "o.chdir(c) if c is not None else None))(__import__('os'), ");
     s_cwd_or(b, cwd, "None", false);
-    s_puts(b, ", [");
+    kb_buf_puts(b, ", [");
     s_list(b, env, false, false);
-    s_puts(b, "], [");
+    kb_buf_puts(b, "], [");
     s_list(b, env, true, false);
-    s_puts(b, "])");
+    kb_buf_puts(b, "])");
 }
 
 static const char s_python_restore[]
@@ -127,20 +107,20 @@ static void s_r_apply(kb_buf_t *b, const char *cwd, const json_t *env)
         but an interrupt condition makes the reply "abort": a cwd that does
         not exist is refused that way, before anything is saved or changed,
         so that the code is not run. (Without IRkernel's handler, stop().) */
-    s_puts(b, "local({ c <- ");
+    kb_buf_puts(b, "local({ c <- ");
     s_cwd_or(b, cwd, "NULL", false);
-    s_puts(b, "; if (!is.null(c) && !dir.exists(c)) { m <- paste(\"cannot change working "
-              "directory: no such directory:\", c); signalCondition(structure(class = "
-              "c(\"interrupt\", \"condition\"), list(message = m, call = NULL))); stop(m) }; "
-              "k <- as.character(c(");
+    kb_buf_puts(b, "; if (!is.null(c) && !dir.exists(c)) { m <- paste(\"cannot change working "
+                   "directory: no such directory:\", c); signalCondition(structure(class = "
+                   "c(\"interrupt\", \"condition\"), list(message = m, call = NULL))); stop(m) }; "
+                   "k <- as.character(c(");
     s_list(b, env, false, false);
-    s_puts(b, ")); v <- as.character(c(");
+    kb_buf_puts(b, ")); v <- as.character(c(");
     s_list(b, env, true, false);
-    s_puts(b, ")); s <- getOption(\"kb.saved\", list()); "
-              "s[[length(s) + 1]] <- list(getwd(), Sys.getenv(k, unset = NA, names = TRUE)); "
-              "options(kb.saved = s); "
-              "if (length(k)) do.call(Sys.setenv, as.list(setNames(v, k))); "
-              "if (!is.null(c)) setwd(c); invisible(NULL) })");
+    kb_buf_puts(b, ")); s <- getOption(\"kb.saved\", list()); "
+                   "s[[length(s) + 1]] <- list(getwd(), Sys.getenv(k, unset = NA, names = TRUE)); "
+                   "options(kb.saved = s); "
+                   "if (length(k)) do.call(Sys.setenv, as.list(setNames(v, k))); "
+                   "if (!is.null(c)) setwd(c); invisible(NULL) })");
 }
 
 static const char s_r_restore[]
@@ -156,20 +136,20 @@ static void s_js_apply(kb_buf_t *b, const char *cwd, const json_t *env)
     /*  Plain JavaScript (also valid TypeScript) for Deno and Node runtimes.
         The saved stack is keyed by a registered symbol, so that it is not
         among the enumerable names of the global object. */
-    s_puts(b, "((c, k, v) => { const g = globalThis; const D = g.Deno; const P = g.process; "
-              "const K = Symbol.for(\"kernelbridge.saved\"); "
-              "const get = (n) => D ? D.env.get(n) : P.env[n]; "
-              "const set = (n, x) => { if (D) D.env.set(n, x); else P.env[n] = x; }; "
-              "const cwd = () => D ? D.cwd() : P.cwd(); "
-              "const chdir = (d) => { if (D) D.chdir(d); else P.chdir(d); }; "
-              "(g[K] = g[K] || []).push([cwd(), k.map((n) => [n, get(n)])]); "
-              "k.forEach((n, i) => set(n, v[i])); if (c !== null) chdir(c); })(");
+    kb_buf_puts(b, "((c, k, v) => { const g = globalThis; const D = g.Deno; const P = g.process; "
+                   "const K = Symbol.for(\"kernelbridge.saved\"); "
+                   "const get = (n) => D ? D.env.get(n) : P.env[n]; "
+                   "const set = (n, x) => { if (D) D.env.set(n, x); else P.env[n] = x; }; "
+                   "const cwd = () => D ? D.cwd() : P.cwd(); "
+                   "const chdir = (d) => { if (D) D.chdir(d); else P.chdir(d); }; "
+                   "(g[K] = g[K] || []).push([cwd(), k.map((n) => [n, get(n)])]); "
+                   "k.forEach((n, i) => set(n, v[i])); if (c !== null) chdir(c); })(");
     s_cwd_or(b, cwd, "null", false);
-    s_puts(b, ", [");
+    kb_buf_puts(b, ", [");
     s_list(b, env, false, false);
-    s_puts(b, "], [");
+    kb_buf_puts(b, "], [");
     s_list(b, env, true, false);
-    s_puts(b, "]);");
+    kb_buf_puts(b, "]);");
 }
 
 static const char s_js_restore[]
@@ -189,21 +169,21 @@ static void s_octave_apply(kb_buf_t *b, const char *cwd, const json_t *env)
         status "ok", Octave errors and interrupts included, so a failure here
         cannot fail the run: a cwd that does not exist is checked first and
         then nothing is applied (the code runs as if no cwd/env were given). */
-    s_puts(b, "kb__c = ");
+    kb_buf_puts(b, "kb__c = ");
     s_cwd_or(b, cwd, "''", false);
-    s_puts(b, "; if ~isempty(kb__c) && ~isfolder(kb__c), clear kb__c; "
-              "error('cannot change working directory: no such directory'); end; "
-              "kb__k = {");
+    kb_buf_puts(b, "; if ~isempty(kb__c) && ~isfolder(kb__c), clear kb__c; "
+                   "error('cannot change working directory: no such directory'); end; "
+                   "kb__k = {");
     s_list(b, env, false, false);
-    s_puts(b, "}; kb__v = {");
+    kb_buf_puts(b, "}; kb__v = {");
     s_list(b, env, true, false);
-    s_puts(b, "}; kb__o = cellfun(@getenv, kb__k, 'UniformOutput', false); "
-              "kb__s = getappdata(0, 'kb_saved'); if isempty(kb__s) kb__s = {}; end; "
-              "kb__s{end + 1} = {pwd(), kb__k, kb__o}; setappdata(0, 'kb_saved', kb__s); "
-              "for kb__i = 1:numel(kb__k) setenv(kb__k{kb__i}, kb__v{kb__i}); end; "
-              "clear kb__k kb__v kb__o kb__s kb__i; "
-              "if ~isempty(kb__c) kb__d = kb__c; clear kb__c; cd(kb__d); clear kb__d; "
-              "else clear kb__c; end");
+    kb_buf_puts(b, "}; kb__o = cellfun(@getenv, kb__k, 'UniformOutput', false); "
+                   "kb__s = getappdata(0, 'kb_saved'); if isempty(kb__s) kb__s = {}; end; "
+                   "kb__s{end + 1} = {pwd(), kb__k, kb__o}; setappdata(0, 'kb_saved', kb__s); "
+                   "for kb__i = 1:numel(kb__k) setenv(kb__k{kb__i}, kb__v{kb__i}); end; "
+                   "clear kb__k kb__v kb__o kb__s kb__i; "
+                   "if ~isempty(kb__c) kb__d = kb__c; clear kb__c; cd(kb__d); clear kb__d; "
+                   "else clear kb__c; end");
 }
 
 static const char s_octave_restore[]
@@ -218,30 +198,30 @@ static const char s_octave_restore[]
 static void s_bash_apply(kb_buf_t *b, const char *cwd, const json_t *env)
 {
     /*  Saved as lines "name<TAB>set|unset<TAB>value" in an array. */
-    s_puts(b, "__kb_saved+=(\"$(pwd)\"); __kb_names=(");
+    kb_buf_puts(b, "__kb_saved+=(\"$(pwd)\"); __kb_names=(");
     const char *key;
     json_t *value;
     json_object_foreach((json_t *)env, key, value)
     {
         s_shell_quoted(b, key);
-        s_puts(b, " ");
+        kb_buf_puts(b, " ");
     }
-    s_puts(b, "); __kb_saved_env+=(\"$(for __kb_n in \"${__kb_names[@]}\"; do "
-              "if [ -n \"${!__kb_n+x}\" ]; then printf 'export %q=%q; ' \"$__kb_n\" "
-              "\"${!__kb_n}\"; else printf 'unset %q; ' \"$__kb_n\"; fi; done)\"); ");
+    kb_buf_puts(b, "); __kb_saved_env+=(\"$(for __kb_n in \"${__kb_names[@]}\"; do "
+                   "if [ -n \"${!__kb_n+x}\" ]; then printf 'export %q=%q; ' \"$__kb_n\" "
+                   "\"${!__kb_n}\"; else printf 'unset %q; ' \"$__kb_n\"; fi; done)\"); ");
     json_object_foreach((json_t *)env, key, value)
     {
-        s_puts(b, "export ");
-        s_puts(b, key);
-        s_puts(b, "=");
+        kb_buf_puts(b, "export ");
+        kb_buf_puts(b, key);
+        kb_buf_puts(b, "=");
         s_shell_quoted(b, json_string_value(value));
-        s_puts(b, "; ");
+        kb_buf_puts(b, "; ");
     }
     if (cwd) {
-        s_puts(b, "cd ");
+        kb_buf_puts(b, "cd ");
         s_shell_quoted(b, cwd);
     } else
-        s_puts(b, "true");
+        kb_buf_puts(b, "true");
 }
 
 static const char s_bash_restore[]
@@ -252,15 +232,16 @@ static const char s_bash_restore[]
 
 static void s_julia_apply(kb_buf_t *b, const char *cwd, const json_t *env)
 {
-    s_puts(b, "let k = String[");
+    kb_buf_puts(b, "let k = String[");
     s_list(b, env, false, true);
-    s_puts(b, "], v = String[");
+    kb_buf_puts(b, "], v = String[");
     s_list(b, env, true, true);
-    s_puts(b, "], c = ");
+    kb_buf_puts(b, "], c = ");
     s_cwd_or(b, cwd, "nothing", true);
-    s_puts(b, "; isdefined(Main, :__kb_saved) || Core.eval(Main, :(const __kb_saved = Any[])); "
-              "push!(Main.__kb_saved, (pwd(), [(n, get(ENV, n, nothing)) for n in k])); "
-              "for (n, x) in zip(k, v); ENV[n] = x; end; c === nothing || cd(c); nothing end");
+    kb_buf_puts(b,
+                "; isdefined(Main, :__kb_saved) || Core.eval(Main, :(const __kb_saved = Any[])); "
+                "push!(Main.__kb_saved, (pwd(), [(n, get(ENV, n, nothing)) for n in k])); "
+                "for (n, x) in zip(k, v); ENV[n] = x; end; c === nothing || cd(c); nothing end");
 }
 
 static const char s_julia_restore[]
@@ -300,11 +281,14 @@ char *kb_adapter_apply_code(const char *language, const char *cwd, const json_t 
 {
     const kb_adapter_t *adapter = s_find(language);
     assert(adapter);
-    json_t *empty = json_object();
-    kb_buf_t buf = { 0 };
+    json_t *empty = env ? NULL : json_object();
+    if (!env && !empty)
+        return NULL;
+    /* The appends fail sticky: one check, in kb_buf_take, for the lot. */
+    kb_buf_t buf = KB_BUF_INIT;
     adapter->apply(&buf, cwd, env ? env : empty);
     json_decref(empty);
-    return buf.text;
+    return kb_buf_take(&buf, NULL);
 }
 
 char *kb_adapter_restore_code(const char *language)

@@ -1,144 +1,57 @@
-/*  kb_engine.c - contexts: creation, readiness, deletion, restart, vanishing,
-    and the dispatch of every request to its handler. Runs on the engine
-    thread only. Runs and process records are in kb_proc.c.
+/*  kb_engine.c - the engine's making and unmaking: its settings, state dir
+    and sandbox id; the launcher of kernels for contexts and the pool; the
+    kernels being shut down and those freed at the end of a loop turn;
+    stopping. What each call does is in kb_dispatch.c. Engine thread only,
+    but for kb_engine_new and kb_engine_destroy.
 */
 #include "service/kb_engine.h"
 
-#include <ctype.h>
+#include <assert.h>
+#include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "util/kb_stamp.h"
 
 extern char **environ;
 
-#define KB_VANISHED_KEPT 1000
+void kb_dispatch_context_gone(kb_context_t *ctx, const char *why, bool vanished, void *arg);
 
-static void s_on_ready(kb_kernel_t *kernel, void *arg);
-static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg);
-static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg);
-static void s_on_exited(kb_kernel_t *kernel, void *arg);
-static void s_on_setup_reply(kb_context_t *ctx, const kb_msg_t *msg);
+/* ---- kernels: the launcher -------------------------------------------------- */
 
-static const kb_kernel_callbacks_t s_context_callbacks = {
-    .ready = s_on_ready,
-    .start_failed = s_on_start_failed,
-    .message = s_on_message,
-    .exited = s_on_exited,
-};
-
-/* ---- identity and JSON --------------------------------------------------- */
-
-static bool s_valid_context_id(const char *id)
+/*  End of the loop turn: free the kernels that left this turn. */
+static void s_reap(void *arg)
 {
-    size_t len = strlen(id);
-    if (len < 1 || len > 64)
-        return false;
-    for (size_t i = 0; i < len; i++)
-        if (!isalnum((unsigned char)id[i]) && id[i] != '.' && id[i] != '_' && id[i] != '-')
-            return false;
-    return true;
+    kb_engine_t *self = arg;
+    kb_kernel_t *kernel;
+    while ((kernel = zlistx_detach(self->reap, NULL)))
+        kb_kernel_destroy(&kernel);
+    self->reap_scheduled = false;
 }
 
-static char *s_lower(const char *text)
+static const kb_kernel_callbacks_t s_no_callbacks = { 0 };
+
+/*  Free a kernel at the end of this loop turn, never inside its own
+    callbacks; it calls back no more. */
+static void s_reap_kernel(kb_engine_t *self, kb_kernel_t *kernel)
 {
-    char *copy = strdup(text);
-    for (char *p = copy; *p; p++)
-        *p = (char)tolower((unsigned char)*p);
-    return copy;
+    kb_kernel_set_callbacks(kernel, &s_no_callbacks, NULL);
+    zlistx_add_end(self->reap, kernel);
+    if (!self->reap_scheduled && kb_loop_defer(self->loop, s_reap, self) == 0)
+        self->reap_scheduled = true;
 }
-
-json_t *kb_context_identity(kb_context_t *ctx)
-{
-    return json_pack("{s:s, s:s, s:s}", "sandbox_id", ctx->engine->sandbox_id, "context_id",
-                     ctx->id, "language", ctx->language);
-}
-
-static const char *s_context_state(kb_context_t *ctx)
-{
-    if (!ctx->kernel)
-        return "dead";
-    kb_kernel_state_t state = kb_kernel_state(ctx->kernel);
-    if (state == KB_KERNEL_STARTING)
-        return "starting";
-    if (state == KB_KERNEL_DEAD || state == KB_KERNEL_DYING)
-        return "dead";
-    return ctx->running ? "busy" : "idle";
-}
-
-static json_t *s_context_json(kb_context_t *ctx)
-{
-    char created[40], active[40];
-    kb_iso_time(ctx->created_at, created, sizeof created);
-    kb_iso_time(ctx->last_activity_at, active, sizeof active);
-    json_t *json = kb_context_identity(ctx);
-    json_object_set_new(json, "kernel_name", json_string(ctx->kernel_name));
-    json_object_set_new(json, "dropped_messages",
-                        json_integer(ctx->kernel ? (json_int_t)kb_kernel_dropped(ctx->kernel) : 0));
-    json_object_set_new(json, "cwd", ctx->cwd ? json_string(ctx->cwd) : json_null());
-    json_object_set_new(json, "state", json_string(s_context_state(ctx)));
-    json_object_set_new(json, "created_at", json_string(created));
-    json_object_set_new(json, "last_activity_at", json_string(active));
-    json_object_set_new(json, "execution_count", json_integer(ctx->execution_count));
-    json_object_set_new(json, "pid",
-                        ctx->kernel ? json_integer(kb_kernel_pid(ctx->kernel)) : json_null());
-    json_object_set_new(json, "default", json_boolean(ctx->is_default));
-    json_object_set_new(
-        json, "heartbeat",
-        json_string(ctx->kernel && kb_kernel_heartbeat_misses(ctx->kernel) > 1 ? "late" : "ok"));
-    return json;
-}
-
-/* ---- vanished contexts ---------------------------------------------------- */
-
-static void s_remember_vanished(kb_engine_t *self, const char *id, const char *why)
-{
-    char when[40];
-    kb_iso_time(kb_now(), when, sizeof when);
-    char *message = zsys_sprintf("context %s vanished at %s: %s", id, when, why);
-    if (!zhashx_lookup(self->vanished, id))
-        zlistx_add_end(self->vanished_order, (void *)id);
-    zhashx_update(self->vanished, id, message);
-    zstr_free(&message);
-    while (zlistx_size(self->vanished_order) > KB_VANISHED_KEPT) {
-        char *oldest = zlistx_first(self->vanished_order);
-        zhashx_delete(self->vanished, oldest);
-        zlistx_delete(self->vanished_order, zlistx_cursor(self->vanished_order));
-    }
-}
-
-static void s_forget_vanished(kb_engine_t *self, const char *id)
-{
-    if (!zhashx_lookup(self->vanished, id))
-        return;
-    zhashx_delete(self->vanished, id);
-    void *handle = zlistx_find(self->vanished_order, (void *)id);
-    if (handle)
-        zlistx_delete(self->vanished_order, handle);
-}
-
-static kb_context_t *s_lookup(kb_engine_t *self, const char *id, kb_request_t *request)
-{
-    kb_context_t *ctx = id ? zhashx_lookup(self->contexts, id) : NULL;
-    if (ctx && !ctx->isolated)
-        return ctx;
-    const char *message = id ? zhashx_lookup(self->vanished, id) : NULL;
-    if (message)
-        kb_request_fail(request, KB_ERR_SESSION_NOT_FOUND, "%s", message);
-    else
-        kb_request_fail(request, KB_ERR_SESSION_NOT_FOUND, "no context %s", id ? id : "(none)");
-    return NULL;
-}
-
-/* ---- kernels ---------------------------------------------------------------- */
 
 static void s_on_dying_exited(kb_kernel_t *kernel, void *arg)
 {
     kb_engine_t *self = arg;
     void *handle = zlistx_find(self->dying, kernel);
     if (handle)
-        zlistx_delete(self->dying, handle);
-    kb_kernel_destroy(&kernel);
+        zlistx_detach(self->dying, handle);
+    s_reap_kernel(self, kernel);
 }
 
 static void s_on_dying_start_failed(kb_kernel_t *kernel, const char *why, void *arg)
@@ -151,12 +64,13 @@ static const kb_kernel_callbacks_t s_dying_callbacks = {
     .exited = s_on_dying_exited,
 };
 
-/*  Hand a kernel over to the reaper: it is shut down (or killed) and
-    destroyed once its process has gone. */
-void kb_engine_retire_kernel(kb_engine_t *self, kb_kernel_t *kernel, bool kill_now)
+/*  Take a kernel back: shut down (or killed), freed once its process has
+    gone. */
+static void s_retire(void *impl, kb_kernel_t *kernel, bool kill_now)
 {
+    kb_engine_t *self = impl;
     if (kb_kernel_state(kernel) == KB_KERNEL_DEAD) {
-        kb_kernel_destroy(&kernel);
+        s_reap_kernel(self, kernel);
         return;
     }
     kb_kernel_set_callbacks(kernel, &s_dying_callbacks, self);
@@ -170,10 +84,10 @@ void kb_engine_retire_kernel(kb_engine_t *self, kb_kernel_t *kernel, bool kill_n
 
 /*  Kernelspecs as discovered at most 2 s ago: a context create should not
     pay for a directory scan, and a kernel installed now shows up soon. */
-static const kb_kernelspecs_t *s_specs(kb_engine_t *self)
+const kb_kernelspecs_t *kb_engine_specs(kb_engine_t *self, bool fresh)
 {
     int64_t now = zclock_mono();
-    if (!self->specs || now - self->specs_at_ms > 2000) {
+    if (fresh || !self->specs || now - self->specs_at_ms > 2000) {
         kb_kernelspecs_destroy(&self->specs);
         self->specs = kb_kernelspecs_discover(NULL, NULL);
         self->specs_at_ms = now;
@@ -181,10 +95,11 @@ static const kb_kernelspecs_t *s_specs(kb_engine_t *self)
     return self->specs;
 }
 
-kb_kernelspec_t *kb_engine_find_spec(kb_engine_t *self, const char *language,
-                                     const char *kernel_name, kb_error_t *err)
+static kb_kernelspec_t *s_find_spec(void *impl, const char *language, const char *kernel_name,
+                                    kb_error_t *err)
 {
-    const kb_kernelspecs_t *specs = s_specs(self);
+    kb_engine_t *self = impl;
+    const kb_kernelspecs_t *specs = kb_engine_specs(self, false);
     const kb_kernelspec_t *spec
         = kernel_name
               ? kb_kernelspecs_find(specs, kernel_name)
@@ -200,10 +115,11 @@ kb_kernelspec_t *kb_engine_find_spec(kb_engine_t *self, const char *language,
     return copy;
 }
 
-kb_kernel_t *kb_engine_launch(kb_engine_t *self, const kb_kernelspec_t *spec, const char *cwd,
-                              const json_t *env, const kb_kernel_callbacks_t *callbacks, void *arg,
-                              kb_error_t *err)
+static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char *cwd,
+                             const json_t *env, const kb_kernel_callbacks_t *callbacks, void *arg,
+                             kb_error_t *err)
 {
+    kb_engine_t *self = impl;
     const char *drop[] = { "KB_", NULL };
     char **envp = kb_kernelspec_build_env(spec, environ, drop, env);
     /* Deno's kernel, for one, cannot use ipc endpoints */
@@ -227,505 +143,239 @@ kb_kernel_t *kb_engine_launch(kb_engine_t *self, const kb_kernelspec_t *spec, co
     return kernel;
 }
 
-static int s_start_kernel(kb_context_t *ctx, const kb_kernelspec_t *spec, kb_error_t *err)
+static kb_kernel_t *s_take_pooled(void *impl, const char *spec_name)
 {
-    ctx->ready = false;
-    ctx->kernel
-        = kb_engine_launch(ctx->engine, spec, ctx->cwd, ctx->env, &s_context_callbacks, ctx, err);
-    return ctx->kernel ? 0 : -1;
-}
-
-/*  Take a warm kernel for a new context. Its cwd/env, when the context has
-    them, are applied through the language's adapter before it counts as
-    ready; a language with no adapter starts cold instead. */
-static bool s_take_pooled(kb_context_t *ctx, const kb_kernelspec_t *spec)
-{
-    bool has_env = ctx->env && json_object_size(ctx->env) > 0;
-    bool setup = ctx->cwd || has_env;
-    if (setup && !kb_adapter_supported(ctx->language))
-        return false;
-    kb_kernel_t *kernel = kb_pool_take(ctx->engine, spec->name);
-    if (!kernel)
-        return false;
-    kb_kernel_set_callbacks(kernel, &s_context_callbacks, ctx);
-    ctx->kernel = kernel;
-    if (!setup) {
-        ctx->ready = true;
-        return true;
-    }
-    char *code = kb_adapter_apply_code(ctx->language, ctx->cwd, ctx->env);
-    int rc = kb_kernel_execute(kernel, code, true, ctx->setup_msg_id, sizeof ctx->setup_msg_id);
-    free(code);
-    kb_execution_opts_t opts = { 0 };
-    ctx->setup = rc == 0 ? kb_execution_new(ctx->setup_msg_id, &opts, NULL, NULL) : NULL;
-    ctx->ready = false;
-    return true; /* a failed send means a dead kernel: its exit is reported */
+    kb_engine_t *self = impl;
+    return kb_pool_take(self->pool, spec_name);
 }
 
 size_t kb_engine_kernel_count(kb_engine_t *self)
 {
-    return zhashx_size(self->contexts) + kb_pool_size(self);
+    return zhashx_size(self->contexts) + kb_pool_size(self->pool);
 }
 
-static void s_context_free(kb_context_t **ctx_p)
+static bool s_has_room(void *impl)
 {
-    kb_context_t *ctx = *ctx_p;
-    if (!ctx)
-        return;
-    *ctx_p = NULL;
-    assert(!ctx->kernel);
-    zlistx_destroy(&ctx->queue);
-    zlistx_destroy(&ctx->pending);
-    kb_execution_destroy(&ctx->setup);
-    json_decref(ctx->env);
-    free(ctx->id);
-    free(ctx->language);
-    free(ctx->kernel_name);
-    free(ctx->cwd);
-    free(ctx);
+    kb_engine_t *self = impl;
+    return kb_engine_kernel_count(self) < self->config.max_contexts;
 }
 
-/*  A new context with its kernel starting. NULL with err set. */
-static kb_context_t *s_context_new(kb_engine_t *self, const char *id, const char *language,
-                                   const char *kernel_name, const char *cwd, json_t *env,
-                                   bool is_default, bool isolated, kb_error_t *err)
+size_t kb_engine_dying(const kb_engine_t *self)
 {
-    kb_kernelspec_t *spec = kb_engine_find_spec(self, language, kernel_name, err);
-    if (!spec)
-        return NULL;
-    /*  At the limit, a pooled kernel makes room: taken if it fits, else
-        given up for this one. */
-    if (kb_engine_kernel_count(self) >= self->config.max_contexts && !kb_pool_has(self, spec->name)
-        && !kb_pool_evict(self)) {
-        kb_error_set(err, KB_ERR_TOO_MANY_CONTEXTS, "%zu kernels are running, the limit",
-                     kb_engine_kernel_count(self));
-        kb_kernelspec_destroy(&spec);
-        return NULL;
+    return zlistx_size(self->dying);
+}
+
+/* ---- making and unmaking --------------------------------------------------------- */
+
+static char *s_make_state_dir(const char *given, bool *own, kb_error_t *err)
+{
+    if (given) {
+        if (mkdir(given, 0700) != 0 && errno != EEXIST) {
+            kb_error_set(err, KB_ERR_BAD_REQUEST, "cannot create state dir %s: %s", given,
+                         strerror(errno));
+            return NULL;
+        }
+        chmod(given, 0700);
+        *own = false;
+        return strdup(given);
     }
-    kb_context_t *ctx = calloc(1, sizeof *ctx);
-    ctx->engine = self;
-    ctx->id = strdup(id);
-    ctx->language = s_lower(language ? language : spec->language);
-    ctx->kernel_name = strdup(spec->name);
-    ctx->cwd = cwd ? strdup(cwd) : NULL;
-    ctx->env = env ? json_deep_copy(env) : NULL;
-    ctx->is_default = is_default;
-    ctx->isolated = isolated;
-    ctx->created_at = ctx->last_activity_at = kb_now();
-    ctx->queue = zlistx_new();
-    ctx->pending = zlistx_new();
-    if (!s_take_pooled(ctx, spec) && s_start_kernel(ctx, spec, err) != 0) {
-        kb_kernelspec_destroy(&spec);
-        s_context_free(&ctx);
+    const char *base = getenv("XDG_RUNTIME_DIR");
+    if (!base || access(base, W_OK) != 0)
+        base = getenv("TMPDIR");
+    if (!base || !*base)
+        base = "/tmp";
+    char *path = zsys_sprintf("%s/kernelbridge-XXXXXX", base);
+    if (!mkdtemp(path)) {
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot create a state dir under %s: %s", base,
+                     strerror(errno));
+        free(path);
         return NULL;
     }
-    kb_kernelspec_destroy(&spec);
-    zhashx_insert(self->contexts, ctx->id, ctx);
-    s_forget_vanished(self, ctx->id);
-    return ctx;
+    *own = true;
+    return path;
 }
 
-/*  Take the context out of the table for good; its kernel goes to the
-    reaper, its queued runs end with the given reason. */
-void kb_engine_remove_context(kb_engine_t *self, kb_context_t *ctx, const char *why)
+/*  sandbox id: configured, else KB_SANDBOX_ID, else kept in the state dir. */
+static char *s_sandbox_id(const char *configured, const char *state_dir, bool own)
 {
-    zhashx_delete(self->contexts, ctx->id);
-    kb_request_t *request;
-    while ((request = zlistx_detach(ctx->pending, NULL)))
-        kb_request_fail(request, KB_ERR_KERNEL_START_FAILED, "%s", why);
-    kb_proc_t *proc;
-    while ((proc = zlistx_detach(ctx->queue, NULL)))
-        kb_proc_end(proc, KB_REASON_FAILED, -1, NULL, "KernelDied",
-                    "the context went away before the run started", why);
-    if (ctx->kernel)
-        kb_engine_retire_kernel(self, ctx->kernel, true);
-    ctx->kernel = NULL;
-    s_context_free(&ctx);
-    kb_pool_poke(self);
-}
-
-void kb_context_vanish(kb_context_t *ctx, const char *why)
-{
-    kb_engine_t *self = ctx->engine;
-    if (!ctx->isolated)
-        s_remember_vanished(self, ctx->id, why);
-    kb_engine_remove_context(self, ctx, why);
-}
-
-/* ---- kernel callbacks --------------------------------------------------------- */
-
-static void s_on_ready(kb_kernel_t *kernel, void *arg)
-{
-    kb_context_t *ctx = arg;
-    ctx->ready = true;
-    kb_request_t *request;
-    while ((request = zlistx_detach(ctx->pending, NULL))) {
-        request->result = s_context_json(ctx);
-        request->rc = 0;
-        kb_request_answer(request);
+    if (configured && *configured)
+        return strdup(configured);
+    const char *env = getenv("KB_SANDBOX_ID");
+    if (env && *env)
+        return strdup(env);
+    char *path = zsys_sprintf("%s/sandbox_id", state_dir);
+    char line[128] = "";
+    FILE *file = own ? NULL : fopen(path, "r");
+    if (file) {
+        if (!fgets(line, sizeof line, file))
+            line[0] = 0;
+        fclose(file);
+        line[strcspn(line, "\r\n")] = 0;
     }
-    for (kb_proc_t *proc = zlistx_first(ctx->queue); proc; proc = zlistx_next(ctx->queue))
-        kb_proc_answer_start(proc);
-    kb_context_pump(ctx);
-}
-
-static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg)
-{
-    kb_context_t *ctx = arg;
-    zsys_warning("context %s: kernel %s failed to start: %s", ctx->id, kb_kernel_spec(kernel)->name,
-                 why);
-    kb_request_t *request;
-    while ((request = zlistx_detach(ctx->pending, NULL)))
-        kb_request_fail(request, KB_ERR_KERNEL_START_FAILED, "kernel %s failed to start: %s",
-                        kb_kernel_spec(kernel)->name, why);
-    kb_proc_t *proc;
-    while ((proc = zlistx_detach(ctx->queue, NULL)))
-        kb_proc_start_failed(proc, why);
-    /*  Not "vanished": it never lived. The kernel is reaped later. */
-    kb_engine_retire_kernel(ctx->engine, ctx->kernel, true);
-    ctx->kernel = NULL;
-    zhashx_delete(ctx->engine->contexts, ctx->id);
-    s_context_free(&ctx);
-}
-
-/*  The reply to the cwd/env snippet sent to a kernel taken from the pool:
-    the context is ready, or it failed as a start would have. */
-static void s_on_setup_reply(kb_context_t *ctx, const kb_msg_t *msg)
-{
-    kb_execution_fold_shell(ctx->setup, msg);
-    kb_result_t *applied = kb_execution_finish(ctx->setup, KB_REASON_EXITED, 0, NULL, NULL);
-    kb_execution_destroy(&ctx->setup);
-    if (applied->error) {
-        char why[600];
-        snprintf(why, sizeof why, "cannot apply the context's cwd/env: %s: %s",
-                 applied->error->name, applied->error->value);
-        kb_result_destroy(&applied);
-        s_on_start_failed(ctx->kernel, why, ctx);
-        return;
+    char *id = line[0] ? strdup(line) : kb_random_id("sb_");
+    if (!line[0] && !own && (file = fopen(path, "w"))) {
+        fprintf(file, "%s\n", id);
+        fclose(file);
     }
-    kb_result_destroy(&applied);
-    s_on_ready(ctx->kernel, ctx);
+    free(path);
+    return id;
 }
 
-static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg)
+static void s_default_config(kb_service_config_t *c)
 {
-    kb_context_t *ctx = arg;
-    if (ctx->setup) {
-        if (channel == KB_CHANNEL_SHELL && strcmp(msg->parent_msg_id, ctx->setup_msg_id) == 0)
-            s_on_setup_reply(ctx, msg);
-        return;
+    c->state_dir = c->sandbox_id = c->transport = c->system_python = NULL;
+    c->kernel_map = c->pool = NULL;
+    if (c->interrupt_grace <= 0)
+        c->interrupt_grace = 2.0;
+    if (c->start_timeout <= 0)
+        c->start_timeout = 60;
+    if (c->completion_grace <= 0)
+        c->completion_grace = 3.0;
+    if (!c->max_contexts)
+        c->max_contexts = 64;
+    if (!c->max_code_bytes)
+        c->max_code_bytes = 8 << 20;
+    if (!c->max_output_bytes)
+        c->max_output_bytes = 64 << 20;
+    if (!c->max_processes)
+        c->max_processes = 1000;
+    if (!c->max_process_bytes)
+        c->max_process_bytes = (size_t)256 << 20;
+}
+
+kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
+{
+    kb_engine_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        return NULL;
     }
-    if (ctx->running && kb_proc_owns_message(ctx->running, msg))
-        kb_proc_on_message(ctx->running, channel, msg);
-}
-
-static void s_on_exited(kb_kernel_t *kernel, void *arg)
-{
-    kb_context_t *ctx = arg;
-    char why[200];
-    snprintf(why, sizeof why, "%s", kb_kernel_exit_text(kernel));
-    ctx->kernel = NULL;
-    kb_proc_t *running = ctx->running;
-    ctx->running = NULL;
-    if (running)
-        kb_proc_on_kernel_exit(running, kernel);
-    kb_kernel_destroy(&kernel);
-    kb_context_vanish(ctx, why);
-}
-
-/* ---- the run queue ------------------------------------------------------------ */
-
-void kb_context_pump(kb_context_t *ctx)
-{
-    if (!ctx->ready || ctx->running || !ctx->kernel)
-        return;
-    kb_proc_t *proc = zlistx_detach(ctx->queue, NULL);
-    if (!proc)
-        return;
-    ctx->running = proc;
-    ctx->last_activity_at = kb_now();
-    kb_proc_start(proc);
-}
-
-/*  The context a run goes to, created when it is a default or isolated
-    one; NULL after failing the request. */
-/*  The default context of a language (or kernelspec), started if it is not
-    there; NULL with err set. */
-static kb_context_t *s_default_context(kb_engine_t *self, const char *language,
-                                       const char *kernel_name, kb_error_t *err)
-{
-    char *lower = s_lower(kernel_name ? kernel_name : language);
-    char *id = zsys_sprintf("default-%s", lower);
-    kb_context_t *ctx = zhashx_lookup(self->contexts, id);
-    if (!ctx)
-        ctx = s_context_new(self, id, kernel_name ? NULL : lower, kernel_name, NULL, NULL, true,
-                            false, err);
-    free(id);
-    free(lower);
-    return ctx;
-}
-
-kb_context_t *kb_engine_context_for_run(kb_engine_t *self, kb_request_t *request)
-{
-    const kb_run_opts_t *opts = request->run_opts;
-    kb_error_t err;
-    if (opts->context_id)
-        return s_lookup(self, opts->context_id, request);
-    const char *language = opts->language ? opts->language : "python";
-    if (opts->isolated) {
-        char *id = kb_random_id("iso_");
-        kb_context_t *ctx
-            = s_context_new(self, id, opts->kernel_name ? NULL : language, opts->kernel_name,
-                            opts->cwd, opts->env, false, true, &err);
-        free(id);
-        if (!ctx)
-            kb_request_fail(request, err.code, "%s", err.message);
-        return ctx;
+    self->config = *config;
+    s_default_config(&self->config);
+    self->config.transport
+        = config->transport && strcmp(config->transport, "tcp") == 0 ? "tcp" : "ipc";
+    self->system_python = strdup(config->system_python ? config->system_python : KB_SYSTEM_PYTHON);
+    size_t maps = 0;
+    while (config->kernel_map && config->kernel_map[maps])
+        maps++;
+    self->kernel_map = calloc(maps + 1, sizeof(char *));
+    for (size_t i = 0; i < maps; i++)
+        self->kernel_map[i] = strdup(config->kernel_map[i]);
+    kb_timer_init(&self->stop_timer);
+    self->contexts = zhashx_new();
+    self->gone = zlistx_new();
+    self->vanished = zhashx_new();
+    zhashx_set_destructor(self->vanished, (zhashx_destructor_fn *)zstr_free);
+    zhashx_set_duplicator(self->vanished, (zhashx_duplicator_fn *)strdup);
+    self->vanished_order = zlistx_new();
+    zlistx_set_destructor(self->vanished_order, (zlistx_destructor_fn *)zstr_free);
+    zlistx_set_duplicator(self->vanished_order, (zlistx_duplicator_fn *)strdup);
+    self->dying = zlistx_new();
+    self->reap = zlistx_new();
+    self->loop = kb_loop_new();
+    if (!self->loop) {
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot create an epoll set: %s", strerror(errno));
+        goto fail;
     }
-    kb_context_t *ctx
-        = s_default_context(self, opts->kernel_name ? NULL : language, opts->kernel_name, &err);
-    if (!ctx)
-        kb_request_fail(request, err.code, "%s", err.message);
-    return ctx;
-}
 
-/* ---- request handlers ------------------------------------------------------------ */
-
-static void s_answer_json(kb_request_t *request, json_t *json)
-{
-    request->result = json;
-    request->rc = 0;
-    kb_request_answer(request);
-}
-
-static void s_handle_create(kb_engine_t *self, kb_request_t *request)
-{
-    const kb_context_opts_t *opts = request->context_opts;
-    if (!opts || (!opts->language && !opts->kernel_name)) {
-        kb_request_fail(request, KB_ERR_BAD_REQUEST, "language or kernel_name is required");
-        return;
-    }
-    if (opts->env && !json_is_object(opts->env)) {
-        kb_request_fail(request, KB_ERR_BAD_REQUEST, "env must be an object of strings");
-        return;
-    }
-    char *id = opts->context_id ? strdup(opts->context_id) : kb_random_id("ctx_");
-    if (!s_valid_context_id(id)) {
-        kb_request_fail(request, KB_ERR_BAD_REQUEST,
-                        "context_id must be 1-64 characters of [A-Za-z0-9._-]");
-        free(id);
-        return;
-    }
-    if (zhashx_lookup(self->contexts, id)) {
-        kb_request_fail(request, KB_ERR_CONTEXT_EXISTS, "context %s already exists", id);
-        free(id);
-        return;
-    }
-    kb_error_t err;
-    kb_context_t *ctx
-        = s_context_new(self, id, opts->kernel_name ? NULL : opts->language, opts->kernel_name,
-                        opts->cwd, opts->env, strncmp(id, "default-", 8) == 0, false, &err);
-    free(id);
-    if (!ctx) {
-        kb_request_fail(request, err.code, "%s", err.message);
-        return;
-    }
-    if (ctx->ready)
-        s_answer_json(request, s_context_json(ctx));
-    else
-        zlistx_add_end(ctx->pending, request);
-}
-
-static void s_handle_list(kb_engine_t *self, kb_request_t *request)
-{
-    json_t *list = json_array();
-    zlistx_t *all = zhashx_values(self->contexts);
-    kb_context_t *ctx;
-    size_t n = zlistx_size(all), i = 0;
-    kb_context_t **items = calloc(n + 1, sizeof *items);
-    for (ctx = zlistx_first(all); ctx; ctx = zlistx_next(all))
-        if (!ctx->isolated && (!ctx->is_default || request->all))
-            items[i++] = ctx;
-    for (size_t a = 1; a < i; a++)
-        for (size_t b = a; b > 0 && items[b - 1]->created_at > items[b]->created_at; b--) {
-            kb_context_t *t = items[b];
-            items[b] = items[b - 1];
-            items[b - 1] = t;
+    self->state_dir = s_make_state_dir(config->state_dir, &self->own_state_dir, err);
+    if (!self->state_dir)
+        goto fail;
+    if (strcmp(self->config.transport, "ipc") == 0) {
+        /*  Short on purpose: xeus-based kernels refuse ipc endpoints longer
+            than 31 characters, and a state dir can be any length. */
+        self->ipc_dir = strdup("/tmp/kbXXXXXX");
+        if (!mkdtemp(self->ipc_dir)) {
+            kb_error_set(err, KB_ERR_INTERNAL, "cannot create a socket dir in /tmp: %s",
+                         strerror(errno));
+            free(self->ipc_dir);
+            self->ipc_dir = NULL;
+            goto fail;
         }
-    for (size_t a = 0; a < i; a++)
-        json_array_append_new(list, s_context_json(items[a])); /* oldest first */
-    free(items);
-    zlistx_destroy(&all);
-    s_answer_json(request, json_pack("{s:o}", "contexts", list));
-}
-
-static void s_handle_delete(kb_engine_t *self, kb_request_t *request)
-{
-    kb_context_t *ctx = s_lookup(self, request->id, request);
-    if (!ctx)
-        return;
-    if (ctx->is_default) {
-        kb_request_fail(request, KB_ERR_PROTECTED_CONTEXT,
-                        "%s is a default context; it can be restarted, not deleted", ctx->id);
-        return;
     }
-    char why[200];
-    snprintf(why, sizeof why, "deleted by a client");
-    kb_proc_t *running = ctx->running;
-    ctx->running = NULL;
-    if (running)
-        kb_proc_end(running, KB_REASON_SIGNALED, -1, "SIGKILL", "KernelKilled",
-                    "the context was deleted during the run", why);
-    s_remember_vanished(self, ctx->id, why);
-    if (ctx->kernel && ctx->ready && !running) {
-        kb_engine_retire_kernel(self, ctx->kernel, false); /* graceful */
-        ctx->kernel = NULL;
-    }
-    kb_engine_remove_context(self, ctx, why);
-    s_answer_json(request, NULL);
+    self->sandbox_id = s_sandbox_id(config->sandbox_id, self->state_dir, self->own_state_dir);
+    self->started_at = kb_now();
+
+    self->launcher = (kb_launcher_t){ .impl = self,
+                                      .launch = s_launch,
+                                      .retire = s_retire,
+                                      .take_pooled = s_take_pooled,
+                                      .find_spec = s_find_spec,
+                                      .has_room = s_has_room };
+    self->pool_launcher = self->launcher;
+    self->pool_launcher.take_pooled = NULL;
+    self->run_settings = (kb_run_settings_t){
+        .loop = self->loop,
+        .sandbox_id = self->sandbox_id,
+        .interrupt_grace = self->config.interrupt_grace,
+        .completion_grace = self->config.completion_grace,
+        .max_output_bytes = self->config.max_output_bytes,
+    };
+    self->context_env = (kb_context_env_t){ .launcher = &self->launcher,
+                                            .run_settings = &self->run_settings,
+                                            .sandbox_id = self->sandbox_id,
+                                            .gone = kb_dispatch_context_gone,
+                                            .gone_arg = self };
+    self->procs
+        = kb_procstore_new(self->loop, self->config.max_processes, self->config.max_process_bytes);
+    self->pool = kb_pool_new(config->pool, &self->pool_launcher, self->loop, err);
+    if (!self->procs || !self->pool)
+        goto fail;
+    return self;
+fail:
+    kb_engine_destroy(&self);
+    return NULL;
 }
 
-static void s_handle_restart(kb_engine_t *self, kb_request_t *request)
+void kb_engine_destroy(kb_engine_t **self_p)
 {
-    kb_context_t *ctx = s_lookup(self, request->id, request);
-    if (!ctx)
+    if (!self_p || !*self_p)
         return;
-    kb_kernelspec_t *spec = ctx->kernel ? kb_kernelspec_dup(kb_kernel_spec(ctx->kernel)) : NULL;
-    kb_error_t err;
-    if (!spec && !(spec = kb_engine_find_spec(self, NULL, ctx->kernel_name, &err))) {
-        kb_request_fail(request, err.code, "%s", err.message);
-        return;
-    }
-    kb_proc_t *running = ctx->running;
-    ctx->running = NULL;
-    if (running)
-        kb_proc_end(running, KB_REASON_SIGNALED, -1, "SIGKILL", "KernelKilled",
-                    "the context was restarted during the run", "restarted by a client");
-    if (ctx->kernel)
-        kb_engine_retire_kernel(self, ctx->kernel, true);
-    ctx->kernel = NULL;
-    ctx->execution_count = 0;
-    ctx->last_activity_at = kb_now();
-    if (s_start_kernel(ctx, spec, &err) != 0) {
-        kb_kernelspec_destroy(&spec);
-        kb_request_fail(request, err.code, "%s", err.message);
-        kb_context_vanish(ctx, "its restart failed");
-        return;
-    }
-    kb_kernelspec_destroy(&spec);
-    zlistx_add_end(ctx->pending, request);
+    kb_engine_t *self = *self_p;
+    *self_p = NULL;
+    assert(!self->contexts || zhashx_size(self->contexts) == 0);
+    zhashx_destroy(&self->contexts);
+    zlistx_destroy(&self->gone);
+    zhashx_destroy(&self->vanished);
+    zlistx_destroy(&self->vanished_order);
+    zlistx_destroy(&self->dying);
+    zlistx_destroy(&self->reap);
+    kb_procstore_destroy(&self->procs);
+    kb_pool_destroy(&self->pool);
+    kb_kernelspecs_destroy(&self->specs);
+    kb_loop_destroy(&self->loop);
+    if (self->own_state_dir && self->state_dir)
+        rmdir(self->state_dir);
+    if (self->ipc_dir)
+        rmdir(self->ipc_dir);
+    free(self->ipc_dir);
+    free(self->state_dir);
+    free(self->sandbox_id);
+    free(self->system_python);
+    kb_strv_free(self->kernel_map);
+    free(self);
 }
 
-static void s_handle_interrupt(kb_engine_t *self, kb_request_t *request)
+/* ---- starting and stopping ------------------------------------------------------- */
+
+void kb_engine_start(kb_engine_t *self)
 {
-    kb_context_t *ctx = s_lookup(self, request->id, request);
-    if (!ctx)
-        return;
-    if (ctx->kernel && ctx->ready)
-        kb_kernel_interrupt(ctx->kernel);
-    s_answer_json(request, NULL);
+    kb_pool_start(self->pool);
 }
 
-static void s_handle_health(kb_engine_t *self, kb_request_t *request)
-{
-    size_t count = 0;
-    kb_context_t *ctx;
-    for (ctx = zhashx_first(self->contexts); ctx; ctx = zhashx_next(self->contexts))
-        if (!ctx->isolated)
-            count++;
-    s_answer_json(request,
-                  json_pack("{s:s, s:s, s:s, s:I, s:f, s:o}", "status", "ok", "version", KB_VERSION,
-                            "sandbox_id", self->sandbox_id, "contexts", (json_int_t)count,
-                            "uptime_s", kb_now() - self->started_at, "pool", kb_pool_json(self)));
-}
-
-void kb_engine_handle(kb_engine_t *self, kb_request_t *request)
-{
-    switch (request->type) {
-        case KB_REQ_HEALTH:
-            s_handle_health(self, request);
-            break;
-        case KB_REQ_KERNELSPECS:
-            self->specs_at_ms = 0; /* always as installed now */
-            s_answer_json(request, kb_kernelspecs_to_json(s_specs(self)));
-            break;
-        case KB_REQ_CTX_CREATE:
-            s_handle_create(self, request);
-            break;
-        case KB_REQ_CTX_DEFAULT: {
-            const kb_context_opts_t *opts = request->context_opts;
-            kb_error_t err;
-            kb_context_t *ctx
-                = opts && (opts->language || opts->kernel_name) ? s_default_context(
-                      self, opts->kernel_name ? NULL : opts->language, opts->kernel_name, &err)
-                                                                : NULL;
-            if (!opts || (!opts->language && !opts->kernel_name))
-                kb_request_fail(request, KB_ERR_BAD_REQUEST, "language or kernel_name is required");
-            else if (!ctx)
-                kb_request_fail(request, err.code, "%s", err.message);
-            else if (ctx->ready)
-                s_answer_json(request, s_context_json(ctx));
-            else
-                zlistx_add_end(ctx->pending, request);
-            break;
-        }
-        case KB_REQ_CTX_GET: {
-            kb_context_t *ctx = s_lookup(self, request->id, request);
-            if (ctx)
-                s_answer_json(request, s_context_json(ctx));
-            break;
-        }
-        case KB_REQ_CTX_LIST:
-            s_handle_list(self, request);
-            break;
-        case KB_REQ_CTX_DELETE:
-            s_handle_delete(self, request);
-            break;
-        case KB_REQ_CTX_RESTART:
-            s_handle_restart(self, request);
-            break;
-        case KB_REQ_CTX_INTERRUPT:
-            s_handle_interrupt(self, request);
-            break;
-        default:
-            kb_proc_handle(self, request);
-            break;
-    }
-}
-
-/* ---- stopping ------------------------------------------------------------------- */
-
-/*  Runs end as sandbox_stopped; kernels are asked to shut down. */
 void kb_engine_stop_begin(kb_engine_t *self)
 {
     self->stopping = true;
-    kb_pool_stop(self);
+    kb_pool_stop(self->pool);
     zlistx_t *all = zhashx_values(self->contexts);
-    kb_context_t *ctx;
-    for (ctx = zlistx_first(all); ctx; ctx = zlistx_next(all)) {
-        kb_proc_t *running = ctx->running;
-        ctx->running = NULL;
-        if (running)
-            kb_proc_end(running, KB_REASON_SANDBOX_STOPPED, -1, NULL, "SandboxStopped",
-                        "the service stopped during the run", "the service stopped");
-        kb_proc_t *proc;
-        while ((proc = zlistx_detach(ctx->queue, NULL)))
-            kb_proc_end(proc, KB_REASON_SANDBOX_STOPPED, -1, NULL, "SandboxStopped",
-                        "the service stopped before the run started", "the service stopped");
-        kb_request_t *request;
-        while ((request = zlistx_detach(ctx->pending, NULL)))
-            kb_request_fail(request, KB_ERR_UNAVAILABLE, "the service is stopping");
-        if (ctx->kernel) {
-            kb_engine_retire_kernel(self, ctx->kernel, !ctx->ready);
-            ctx->kernel = NULL;
-        }
-        zhashx_delete(self->contexts, ctx->id);
-        s_context_free(&ctx);
+    for (kb_context_t *ctx = zlistx_first(all); ctx; ctx = zlistx_next(all)) {
+        kb_context_stop(ctx);
+        zhashx_delete(self->contexts, kb_context_id(ctx));
+        zlistx_add_end(self->gone, ctx);
     }
     zlistx_destroy(&all);
 }
 
-/*  On the way out of the loop: kill and reap whatever is left. */
 void kb_engine_destroy_all(kb_engine_t *self)
 {
     if (!self->stopping)
@@ -733,6 +383,9 @@ void kb_engine_destroy_all(kb_engine_t *self)
     kb_kernel_t *kernel;
     while ((kernel = zlistx_detach(self->dying, NULL)))
         kb_kernel_destroy(&kernel);
-    kb_proc_destroy_all(self);
-    kb_kernelspecs_destroy(&self->specs);
+    kb_loop_flush(self->loop); /* what was deferred: freeing runs, contexts, kernels */
+    s_reap(self);
+    kb_context_t *ctx;
+    while ((ctx = zlistx_detach(self->gone, NULL)))
+        kb_context_destroy(&ctx);
 }

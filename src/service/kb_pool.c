@@ -9,8 +9,11 @@
     that dies or fails to start is replaced, after a pause that grows with
     repeated failures. Engine thread only.
 */
-#include "service/kb_engine.h"
+#include "service/kb_pool.h"
 
+#include <czmq.h>
+
+#include <assert.h>
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +21,22 @@
 #define KB_POOL_RETRY_MS 1000   /* first pause after a failed start */
 #define KB_POOL_RETRY_MAX 30000 /* longest pause */
 
+typedef struct kb_pool_slot kb_pool_slot_t;
+
 struct kb_pool_slot {
-    kb_engine_t *engine;
+    kb_pool_t *pool;
     char *key; /* language or kernelspec name, as configured */
     size_t target;
     unsigned failures; /* starts in a row that failed */
-    int refill_timer;
+    kb_timer_t refill_timer;
+};
+
+struct kb_pool {
+    const kb_launcher_t *launcher;
+    kb_loop_t *loop;
+    bool stopping;
+    kb_pool_slot_t **slots; /* NULL-terminated, one per configured entry */
+    zlistx_t *pooled;       /* kb_pooled_t *, warm kernels */
 };
 
 typedef struct {
@@ -43,7 +56,7 @@ static void s_pooled_free(kb_pooled_t **pooled_p)
     free(pooled);
 }
 
-static void s_forget(kb_engine_t *self, kb_pooled_t *pooled)
+static void s_forget(kb_pool_t *self, kb_pooled_t *pooled)
 {
     void *handle = zlistx_find(self->pooled, pooled);
     if (handle)
@@ -69,10 +82,10 @@ static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg)
 {
     kb_pooled_t *pooled = arg;
     kb_pool_slot_t *slot = pooled->slot;
-    kb_engine_t *self = slot->engine;
+    kb_pool_t *self = slot->pool;
     zsys_warning("pool %s: a kernel failed to start: %s", slot->key, why);
     s_forget(self, pooled);
-    kb_engine_retire_kernel(self, pooled->kernel, true);
+    self->launcher->retire(self->launcher->impl, pooled->kernel, true);
     s_pooled_free(&pooled);
     slot->failures++;
     s_schedule_refill(slot, s_retry_delay(slot));
@@ -82,12 +95,12 @@ static void s_on_exited(kb_kernel_t *kernel, void *arg)
 {
     kb_pooled_t *pooled = arg;
     kb_pool_slot_t *slot = pooled->slot;
-    kb_engine_t *self = slot->engine;
+    kb_pool_t *self = slot->pool;
     zsys_info("pool %s: a ready kernel went away (%s); replacing it", slot->key,
               kb_kernel_exit_text(kernel));
     s_forget(self, pooled);
     s_pooled_free(&pooled);
-    kb_kernel_destroy(&kernel); /* allowed: `exited` is the kernel's last call */
+    self->launcher->retire(self->launcher->impl, kernel, true);
     slot->failures++;
     s_schedule_refill(slot, slot->failures > 1 ? s_retry_delay(slot) : 1);
 }
@@ -104,7 +117,7 @@ static const kb_kernel_callbacks_t s_pooled_callbacks = {
     .exited = s_on_exited,
 };
 
-static size_t s_count(kb_engine_t *self, const kb_pool_slot_t *slot, bool ready_only)
+static size_t s_count(kb_pool_t *self, const kb_pool_slot_t *slot, bool ready_only)
 {
     size_t count = 0;
     for (kb_pooled_t *p = zlistx_first(self->pooled); p; p = zlistx_next(self->pooled))
@@ -113,7 +126,7 @@ static size_t s_count(kb_engine_t *self, const kb_pool_slot_t *slot, bool ready_
     return count;
 }
 
-size_t kb_pool_size(kb_engine_t *self)
+size_t kb_pool_size(kb_pool_t *self)
 {
     return self->pooled ? zlistx_size(self->pooled) : 0;
 }
@@ -121,16 +134,17 @@ size_t kb_pool_size(kb_engine_t *self)
 /*  Start kernels until the slot has its count, within max_contexts. */
 static void s_fill(kb_pool_slot_t *slot)
 {
-    kb_engine_t *self = slot->engine;
+    kb_pool_t *self = slot->pool;
     if (self->stopping)
         return;
     while (s_count(self, slot, false) < slot->target
-           && kb_engine_kernel_count(self) < self->config.max_contexts) {
+           && self->launcher->has_room(self->launcher->impl)) {
         kb_error_t err;
-        kb_kernelspec_t *spec = kb_engine_find_spec(self, slot->key, NULL, &err);
+        kb_kernelspec_t *spec
+            = self->launcher->find_spec(self->launcher->impl, slot->key, NULL, &err);
         if (!spec) {
             /* maybe it is a kernelspec name rather than a language */
-            spec = kb_engine_find_spec(self, NULL, slot->key, &err);
+            spec = self->launcher->find_spec(self->launcher->impl, NULL, slot->key, &err);
             if (!spec) {
                 zsys_warning("pool %s: %s", slot->key, err.message);
                 slot->failures++;
@@ -141,8 +155,8 @@ static void s_fill(kb_pool_slot_t *slot)
         kb_pooled_t *pooled = calloc(1, sizeof *pooled);
         pooled->slot = slot;
         pooled->spec_name = strdup(spec->name);
-        pooled->kernel
-            = kb_engine_launch(self, spec, NULL, NULL, &s_pooled_callbacks, pooled, &err);
+        pooled->kernel = self->launcher->launch(self->launcher->impl, spec, NULL, NULL,
+                                                &s_pooled_callbacks, pooled, &err);
         kb_kernelspec_destroy(&spec);
         if (!pooled->kernel) {
             zsys_warning("pool %s: %s", slot->key, err.message);
@@ -155,56 +169,63 @@ static void s_fill(kb_pool_slot_t *slot)
     }
 }
 
-static int s_on_refill(zloop_t *loop, int timer_id, void *arg)
+static void s_on_refill(kb_timer_t *timer, void *arg)
 {
-    kb_pool_slot_t *slot = arg;
-    slot->refill_timer = -1;
-    s_fill(slot);
-    return 0;
+    s_fill(arg);
 }
 
 static void s_schedule_refill(kb_pool_slot_t *slot, size_t delay_ms)
 {
-    if (slot->refill_timer >= 0 || slot->engine->stopping)
+    if (kb_timer_active(&slot->refill_timer) || slot->pool->stopping)
         return;
-    slot->refill_timer = zloop_timer(slot->engine->loop, delay_ms, 1, s_on_refill, slot);
+    kb_timer_start(slot->pool->loop, &slot->refill_timer, delay_ms, 0, s_on_refill, slot);
 }
 
-int kb_pool_configure(kb_engine_t *self, const char *const *entries, kb_error_t *err)
+kb_pool_t *kb_pool_new(const char *const *entries, const kb_launcher_t *launcher, kb_loop_t *loop,
+                       kb_error_t *err)
 {
     size_t count = 0;
     while (entries && entries[count])
         count++;
-    self->pool_slots = calloc(count + 1, sizeof(kb_pool_slot_t *));
+    kb_pool_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    self->launcher = launcher;
+    self->loop = loop;
+    self->slots = calloc(count + 1, sizeof(kb_pool_slot_t *));
     self->pooled = zlistx_new();
     for (size_t i = 0; i < count; i++) {
         const char *entry = entries[i];
         const char *eq = strchr(entry, '=');
         char *end = NULL;
         long target = eq ? strtol(eq + 1, &end, 10) : -1;
-        if (!eq || eq == entry || !end || *end || end == eq + 1 || target < 0 || target > 64)
-            return kb_error_set(err, KB_ERR_BAD_REQUEST,
-                                "pool entry '%s' must be LANGUAGE=COUNT with a count of 0-64",
-                                entry);
+        if (!eq || eq == entry || !end || *end || end == eq + 1 || target < 0 || target > 64) {
+            kb_error_set(err, KB_ERR_BAD_REQUEST,
+                         "pool entry '%s' must be LANGUAGE=COUNT with a count of 0-64", entry);
+            kb_pool_destroy(&self);
+            return NULL;
+        }
         kb_pool_slot_t *slot = calloc(1, sizeof *slot);
-        slot->engine = self;
+        slot->pool = self;
         slot->key = strndup(entry, (size_t)(eq - entry));
         for (char *p = slot->key; *p; p++)
             *p = (char)tolower((unsigned char)*p);
         slot->target = (size_t)target;
-        slot->refill_timer = -1;
-        self->pool_slots[i] = slot;
+        kb_timer_init(&slot->refill_timer);
+        self->slots[i] = slot;
     }
-    return 0;
+    return self;
 }
 
-void kb_pool_start(kb_engine_t *self)
+void kb_pool_start(kb_pool_t *self)
 {
-    for (size_t i = 0; self->pool_slots && self->pool_slots[i]; i++)
-        s_fill(self->pool_slots[i]);
+    for (size_t i = 0; self->slots && self->slots[i]; i++)
+        s_fill(self->slots[i]);
 }
 
-kb_kernel_t *kb_pool_take(kb_engine_t *self, const char *spec_name)
+kb_kernel_t *kb_pool_take(kb_pool_t *self, const char *spec_name)
 {
     if (!self->pooled)
         return NULL;
@@ -223,16 +244,16 @@ kb_kernel_t *kb_pool_take(kb_engine_t *self, const char *spec_name)
     return NULL;
 }
 
-void kb_pool_poke(kb_engine_t *self)
+void kb_pool_poke(kb_pool_t *self)
 {
-    for (size_t i = 0; self->pool_slots && self->pool_slots[i]; i++) {
-        kb_pool_slot_t *slot = self->pool_slots[i];
+    for (size_t i = 0; self->slots && self->slots[i]; i++) {
+        kb_pool_slot_t *slot = self->slots[i];
         if (s_count(self, slot, false) < slot->target && !slot->failures)
             s_schedule_refill(slot, 1);
     }
 }
 
-bool kb_pool_has(kb_engine_t *self, const char *spec_name)
+bool kb_pool_has(kb_pool_t *self, const char *spec_name)
 {
     for (kb_pooled_t *p = self->pooled ? zlistx_first(self->pooled) : NULL; p;
          p = zlistx_next(self->pooled))
@@ -241,7 +262,7 @@ bool kb_pool_has(kb_engine_t *self, const char *spec_name)
     return false;
 }
 
-bool kb_pool_evict(kb_engine_t *self)
+bool kb_pool_evict(kb_pool_t *self)
 {
     kb_pooled_t *victim = NULL;
     for (kb_pooled_t *p = self->pooled ? zlistx_first(self->pooled) : NULL; p;
@@ -251,16 +272,16 @@ bool kb_pool_evict(kb_engine_t *self)
     if (!victim)
         return false;
     s_forget(self, victim);
-    kb_engine_retire_kernel(self, victim->kernel, true);
+    self->launcher->retire(self->launcher->impl, victim->kernel, true);
     s_pooled_free(&victim);
     return true;
 }
 
-json_t *kb_pool_json(kb_engine_t *self)
+json_t *kb_pool_json(kb_pool_t *self)
 {
     json_t *pool = json_object();
-    for (size_t i = 0; self->pool_slots && self->pool_slots[i]; i++) {
-        kb_pool_slot_t *slot = self->pool_slots[i];
+    for (size_t i = 0; self->slots && self->slots[i]; i++) {
+        kb_pool_slot_t *slot = self->slots[i];
         json_t *pids = json_array();
         const char *spec_name = NULL;
         for (kb_pooled_t *p = zlistx_first(self->pooled); p; p = zlistx_next(self->pooled))
@@ -281,28 +302,33 @@ json_t *kb_pool_json(kb_engine_t *self)
     return pool;
 }
 
-void kb_pool_stop(kb_engine_t *self)
+void kb_pool_stop(kb_pool_t *self)
 {
-    for (size_t i = 0; self->pool_slots && self->pool_slots[i]; i++) {
-        kb_pool_slot_t *slot = self->pool_slots[i];
-        if (slot->refill_timer >= 0)
-            zloop_timer_end(self->loop, slot->refill_timer);
-        slot->refill_timer = -1;
+    self->stopping = true;
+    for (size_t i = 0; self->slots && self->slots[i]; i++) {
+        kb_pool_slot_t *slot = self->slots[i];
+        kb_timer_stop(&slot->refill_timer);
     }
     kb_pooled_t *pooled;
     while (self->pooled && (pooled = zlistx_detach(self->pooled, NULL))) {
-        kb_engine_retire_kernel(self, pooled->kernel, !pooled->ready);
+        self->launcher->retire(self->launcher->impl, pooled->kernel, !pooled->ready);
         s_pooled_free(&pooled);
     }
 }
 
-void kb_pool_destroy(kb_engine_t *self)
+void kb_pool_destroy(kb_pool_t **self_p)
 {
-    for (size_t i = 0; self->pool_slots && self->pool_slots[i]; i++) {
-        free(self->pool_slots[i]->key);
-        free(self->pool_slots[i]);
+    if (!self_p || !*self_p)
+        return;
+    kb_pool_t *self = *self_p;
+    *self_p = NULL;
+    for (size_t i = 0; self->slots && self->slots[i]; i++) {
+        assert(!kb_timer_active(&self->slots[i]->refill_timer));
+        free(self->slots[i]->key);
+        free(self->slots[i]);
     }
-    free(self->pool_slots);
-    self->pool_slots = NULL;
+    free(self->slots);
+    assert(!self->pooled || zlistx_size(self->pooled) == 0);
     zlistx_destroy(&self->pooled);
+    free(self);
 }

@@ -4,21 +4,38 @@
 #include "kb_result_internal.h"
 
 #include <assert.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/*  The smallest power of two >= n (1 for 0); n itself when that would
-    overflow, so that a huge request fails in realloc rather than wraps. */
-static size_t pow2_ceil(size_t n)
+#include "util/kb_buf.h"
+#include "util/kb_vec.h"
+
+/*  What a result is built in. The public struct comes first, so that a
+    kb_result_t * made by kb_result_new is one of these; its logs and
+    outputs fields mirror the buffers below, which only this file grows. */
+typedef struct {
+    kb_result_t pub;
+    kb_buf_t logs[2]; /* stdout, stderr: pub.*_text and *_len */
+    kb_vec_t outputs; /* of kb_output_t: pub.outputs and outputs_len */
+} kb_result_build_t;
+
+/*  A cleared log keeps at most this much memory. */
+#define KB_RESULT_LOG_KEEP 64
+
+static kb_result_build_t *s_build(kb_result_t *self)
 {
-    size_t p = 1;
-    while (p < n) {
-        if (p > SIZE_MAX / 2)
-            return n;
-        p <<= 1;
-    }
-    return p;
+    return (kb_result_build_t *)self;
+}
+
+/*  Point the public fields at the buffers again after they changed. */
+static void s_mirror(kb_result_build_t *build)
+{
+    build->pub.stdout_text = build->logs[0].data;
+    build->pub.stdout_len = build->logs[0].len;
+    build->pub.stderr_text = build->logs[1].data;
+    build->pub.stderr_len = build->logs[1].len;
+    build->pub.outputs = build->outputs.items;
+    build->pub.outputs_len = build->outputs.len;
 }
 
 const char *kb_reason_name(kb_reason_t reason)
@@ -42,45 +59,34 @@ const char *kb_reason_name(kb_reason_t reason)
 
 kb_result_t *kb_result_new(void)
 {
-    kb_result_t *self = calloc(1, sizeof *self);
-    if (!self)
+    kb_result_build_t *build = calloc(1, sizeof *build);
+    if (!build)
         return NULL;
-    self->stdout_text = calloc(1, 1);
-    self->stderr_text = calloc(1, 1);
-    if (!self->stdout_text || !self->stderr_text)
-        goto fail;
-    self->execution_count = -1;
-    self->reason = KB_REASON_NONE;
-    return self;
-fail:
-    kb_result_destroy(&self);
-    return NULL;
+    kb_vec_init(&build->outputs, sizeof(kb_output_t), 0);
+    /* The logs are never NULL: "" from the start. */
+    if (kb_buf_reserve(&build->logs[0], 0) != KB_BUF_OK
+        || kb_buf_reserve(&build->logs[1], 0) != KB_BUF_OK) {
+        kb_buf_free(&build->logs[0]);
+        kb_buf_free(&build->logs[1]);
+        free(build);
+        return NULL;
+    }
+    s_mirror(build);
+    build->pub.execution_count = -1;
+    build->pub.reason = KB_REASON_NONE;
+    return &build->pub;
 }
 
 int kb_result_append_log(kb_result_t *self, bool is_stderr, const char *text, size_t len)
 {
     assert(self);
     assert(text || len == 0);
-    char **buf = is_stderr ? &self->stderr_text : &self->stdout_text;
-    size_t *buf_len = is_stderr ? &self->stderr_len : &self->stdout_len;
-    if (len == 0)
-        return 0;
-    if (len > SIZE_MAX - *buf_len - 1)
-        return -1;
-    size_t new_len = *buf_len + len;
-    /* The buffer holds at least pow2_ceil(len + 1) bytes; grow only when
-       that bound moves, which amortises many small appends. */
-    size_t need = pow2_ceil(new_len + 1);
-    if (need != pow2_ceil(*buf_len + 1)) {
-        char *grown = realloc(*buf, need);
-        if (!grown)
-            return -1;
-        *buf = grown;
-    }
-    memcpy(*buf + *buf_len, text, len);
-    (*buf)[new_len] = '\0';
-    *buf_len = new_len;
-    return 0;
+    kb_result_build_t *build = s_build(self);
+    kb_buf_t *log = &build->logs[is_stderr ? 1 : 0];
+    kb_buf_status_t status = kb_buf_append(log, text, len);
+    kb_buf_recover(log); /* what did not fit is dropped; later text may fit */
+    s_mirror(build);
+    return status == KB_BUF_OK ? 0 : -1;
 }
 
 kb_output_t *kb_result_append_output(kb_result_t *self, json_t *data, json_t *metadata,
@@ -96,23 +102,12 @@ kb_output_t *kb_result_append_output(kb_result_t *self, json_t *data, json_t *me
         goto fail;
     if (display_id && !(id_copy = strdup(display_id)))
         goto fail;
-    /* Slots allocated: pow2_ceil(outputs_len) (none while empty). */
-    size_t len = self->outputs_len;
-    if (len == 0 || pow2_ceil(len) == len) {
-        size_t slots = len == 0 ? 1 : len * 2;
-        if (slots > SIZE_MAX / sizeof(kb_output_t))
-            goto fail;
-        kb_output_t *grown = realloc(self->outputs, slots * sizeof(kb_output_t));
-        if (!grown)
-            goto fail;
-        self->outputs = grown;
-    }
-    kb_output_t *out = &self->outputs[len];
-    out->data = data;
-    out->metadata = metadata;
-    out->display_id = id_copy;
-    out->is_main_result = is_main_result;
-    self->outputs_len = len + 1;
+    kb_result_build_t *build = s_build(self);
+    kb_output_t entry = { data, metadata, id_copy, is_main_result };
+    if (kb_vec_push(&build->outputs, &entry) != KB_BUF_OK)
+        goto fail;
+    s_mirror(build);
+    kb_output_t *out = kb_vec_at(&build->outputs, build->outputs.len - 1);
     return out;
 fail:
     json_decref(data);
@@ -159,29 +154,18 @@ void kb_output_clear(kb_output_t *out)
     memset(out, 0, sizeof *out);
 }
 
-/*  Replace a log buffer with a fresh empty one, so that cleared output
-    gives its memory back; keeps the old buffer (emptied) when out of memory. */
-static void reset_log(char **buf, size_t *len)
-{
-    char *fresh = calloc(1, 1);
-    if (fresh) {
-        free(*buf);
-        *buf = fresh;
-    } else
-        (*buf)[0] = '\0';
-    *len = 0;
-}
-
 void kb_result_clear_outputs(kb_result_t *self)
 {
     assert(self);
+    kb_result_build_t *build = s_build(self);
     for (size_t i = 0; i < self->outputs_len; i++)
         kb_output_clear(&self->outputs[i]);
-    free(self->outputs);
-    self->outputs = NULL;
-    self->outputs_len = 0;
-    reset_log(&self->stdout_text, &self->stdout_len);
-    reset_log(&self->stderr_text, &self->stderr_len);
+    kb_vec_free(&build->outputs);
+    /* Cleared output gives its memory back; the logs stay allocated ("")
+       so that they are never NULL. */
+    kb_buf_trim(&build->logs[0], KB_RESULT_LOG_KEEP);
+    kb_buf_trim(&build->logs[1], KB_RESULT_LOG_KEEP);
+    s_mirror(build);
 }
 
 size_t kb_json_payload_bytes(const json_t *value)
@@ -446,15 +430,16 @@ void kb_result_destroy(kb_result_t **self_p)
     kb_result_t *self = *self_p;
     free(self->process_id);
     free(self->raw_reason);
+    kb_result_build_t *build = s_build(self);
     for (size_t i = 0; i < self->outputs_len; i++)
         kb_output_clear(&self->outputs[i]);
-    free(self->outputs);
-    free(self->stdout_text);
-    free(self->stderr_text);
+    kb_vec_free(&build->outputs);
+    kb_buf_free(&build->logs[0]);
+    kb_buf_free(&build->logs[1]);
     kb_run_error_destroy(&self->error);
     free(self->sandbox_id);
     free(self->context_id);
     free(self->language);
-    free(self);
+    free(build);
     *self_p = NULL;
 }

@@ -2,9 +2,10 @@
     kb_result_t piece by piece (kb_execution.c folds kernel messages with
     them). Not public: the public side of a result is kb_result.h.
 
-    Growth of the outputs array and of the log buffers is amortised without
-    a capacity field: the allocated size is always the next power of two of
-    what is in use, so only these helpers may grow or shrink them. */
+    A result made by kb_result_new keeps its logs and outputs in a kb_buf_t
+    and a kb_vec_t of its own (src/util: amortised growth, a typed failure)
+    that the public fields mirror, so only these helpers may grow or shrink
+    them, and only kb_result_new makes a kb_result_t. */
 #ifndef KB_RESULT_INTERNAL_H_INCLUDED
 #define KB_RESULT_INTERNAL_H_INCLUDED
 

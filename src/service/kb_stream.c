@@ -14,9 +14,10 @@ struct kb_stream {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int refs;
-    bool detached; /* the reader destroyed its handle */
-    bool closed;   /* the last event was pushed */
-    bool drained;  /* the reader took the last event */
+    bool detached;   /* the reader destroyed its handle */
+    bool closed;     /* the last event was pushed */
+    bool drained;    /* the reader took the last event */
+    bool final_only; /* only RESULT and END are queued */
     kb_event_node_t *head, *tail;
     kb_result_t *result;
 };
@@ -102,9 +103,18 @@ void kb_stream_destroy(kb_stream_t **self_p)
     *self_p = NULL;
 }
 
+void kb_stream_keep_final_only(kb_stream_t *self)
+{
+    self->final_only = true;
+}
+
 void kb_stream_push(kb_stream_t *self, kb_event_type_t type, json_t *data)
 {
     kb_event_node_t *node = NULL;
+    if (self->final_only && type != KB_EVENT_RESULT && type != KB_EVENT_END) {
+        json_decref(data); /* set before sharing: read without the lock */
+        return;
+    }
     pthread_mutex_lock(&self->lock);
     if (self->detached || self->closed)
         goto drop;

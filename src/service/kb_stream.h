@@ -10,6 +10,10 @@
 /*  A new stream with one reference, the caller's. */
 kb_stream_t *kb_stream_new(void);
 
+/*  Deliver only the last event (RESULT or END): a reader that wants the
+    result alone wakes once. Call before the stream is shared. */
+void kb_stream_keep_final_only(kb_stream_t *self);
+
 /*  Take one more reference (the engine's). Returns self. */
 kb_stream_t *kb_stream_ref(kb_stream_t *self);
 

@@ -1,8 +1,7 @@
 /*  kb_wire.c - the Jupyter messaging wire codec (see kb_wire.h).
 
-    Sections: frames and messages; the replay history (a bounded ring of
-    signature fingerprints with a hash index); HMAC; UTF-8 repair; the codec
-    object; decode; encode.
+    Sections: frames and messages; the codec object; HMAC; UTF-8 repair;
+    decode; encode. The replay history it consults is kb_replay.c.
 
     Not for: sockets, clocks, randomness or globals. Everything lives in
     one kb_wire_t. */
@@ -11,7 +10,6 @@
 #include <assert.h>
 #include <stdarg.h>
 #include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,12 +21,13 @@
 #include <openssl/evp.h>
 #include <openssl/params.h>
 
+#include "util/kb_buf.h"
+#include "wire/kb_replay.h"
+
 #define KB_WIRE_DEFAULT_MAX_FRAMES 1024
 #define KB_WIRE_DEFAULT_MAX_FRAME_BYTES ((size_t)256 << 20)
 #define KB_WIRE_DEFAULT_MAX_TOTAL_BYTES ((size_t)512 << 20)
 #define KB_WIRE_DEFAULT_REPLAY_WINDOW 65536
-/* Ring indexes are stored as uint32_t in the hash index. */
-#define KB_WIRE_MAX_REPLAY_WINDOW ((size_t)1 << 30)
 #define KB_WIRE_ERRSTR_SIZE 256
 #define KB_WIRE_DELIMITER_LEN (sizeof KB_WIRE_DELIMITER - 1)
 /* Frames after the delimiter: signature, header, parent, metadata, content. */
@@ -92,148 +91,6 @@ void kb_msg_destroy(kb_msg_t **self_p)
     json_decref(self->content);
     free(self);
     *self_p = NULL;
-}
-
-/*  ---------------------------------------------------------------------
-    Replay history: the fingerprints of the last `window` accepted
-    signatures, in a ring (oldest overwritten first) indexed by an
-    open-addressing hash table with linear probing. A fingerprint is the
-    first 16 bytes of the HMAC: only verified HMACs are stored, which an
-    attacker cannot choose, so they also serve as the hash directly. Memory
-    grows with use, up to about 24 bytes per remembered signature. */
-
-#define KB_FINGERPRINT_SIZE 16
-
-typedef struct {
-    unsigned char (*ring)[KB_FINGERPRINT_SIZE];
-    size_t ring_cap; /* entries allocated */
-    size_t len;      /* entries in use */
-    size_t oldest;   /* next entry to overwrite once len == window */
-    size_t window;
-    uint32_t *slots; /* ring index + 1; 0 is an empty slot */
-    size_t slots_mask;
-} kb_replay_t;
-
-static void replay_free(kb_replay_t *replay)
-{
-    free(replay->ring);
-    free(replay->slots);
-    memset(replay, 0, sizeof *replay);
-}
-
-static size_t replay_home(const kb_replay_t *replay, const unsigned char *fingerprint)
-{
-    uint64_t hash;
-    memcpy(&hash, fingerprint, sizeof hash);
-    return (size_t)hash & replay->slots_mask;
-}
-
-static bool replay_contains(const kb_replay_t *replay, const unsigned char *fingerprint)
-{
-    if (!replay->slots)
-        return false;
-    for (size_t i = replay_home(replay, fingerprint);; i = (i + 1) & replay->slots_mask) {
-        uint32_t slot = replay->slots[i];
-        if (slot == 0)
-            return false;
-        if (memcmp(replay->ring[slot - 1], fingerprint, KB_FINGERPRINT_SIZE) == 0)
-            return true;
-    }
-}
-
-static void replay_index(kb_replay_t *replay, size_t ring_index)
-{
-    size_t i = replay_home(replay, replay->ring[ring_index]);
-    while (replay->slots[i] != 0)
-        i = (i + 1) & replay->slots_mask;
-    replay->slots[i] = (uint32_t)(ring_index + 1);
-}
-
-/*  Remove ring_index from the table by backward-shift deletion, which keeps
-    every probe chain unbroken without tombstones. */
-static void replay_unindex(kb_replay_t *replay, size_t ring_index)
-{
-    size_t mask = replay->slots_mask;
-    size_t i = replay_home(replay, replay->ring[ring_index]);
-    while (replay->slots[i] != ring_index + 1)
-        i = (i + 1) & mask;
-    for (size_t j = i;;) {
-        j = (j + 1) & mask;
-        if (replay->slots[j] == 0)
-            break;
-        size_t home = replay_home(replay, replay->ring[replay->slots[j] - 1]);
-        bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
-        if (stays)
-            continue;
-        replay->slots[i] = replay->slots[j];
-        i = j;
-    }
-    replay->slots[i] = 0;
-}
-
-/*  Make room for one more entry below the window. Returns false when memory
-    is short; the caller then recycles the oldest entry instead. */
-static bool replay_grow(kb_replay_t *replay)
-{
-    size_t ring_cap = replay->ring_cap ? replay->ring_cap * 2 : 64;
-    if (ring_cap > replay->window)
-        ring_cap = replay->window;
-    size_t slots_size = 1;
-    while (slots_size < ring_cap * 2)
-        slots_size <<= 1;
-    uint32_t *slots = calloc(slots_size, sizeof *slots);
-    if (!slots)
-        return false;
-    void *ring = realloc(replay->ring, ring_cap * sizeof *replay->ring);
-    if (!ring) {
-        free(slots);
-        return false;
-    }
-    replay->ring = ring;
-    replay->ring_cap = ring_cap;
-    free(replay->slots);
-    replay->slots = slots;
-    replay->slots_mask = slots_size - 1;
-    for (size_t k = 0; k < replay->len; k++)
-        replay_index(replay, k);
-    return true;
-}
-
-/*  Remember a fingerprint not yet in the history (window must be > 0). */
-static void replay_insert(kb_replay_t *replay, const unsigned char *fingerprint)
-{
-    assert(replay->window > 0);
-    if (replay->len < replay->window && replay->len == replay->ring_cap && !replay_grow(replay)) {
-        if (replay->len == 0)
-            return;                   /* no memory for even one entry: nothing to remember */
-        replay->window = replay->len; /* short of memory: make do with what is there */
-    }
-    size_t index;
-    if (replay->len < replay->window) {
-        index = replay->len++;
-    } else {
-        index = replay->oldest;
-        replay_unindex(replay, index);
-        replay->oldest = (replay->oldest + 1) % replay->window;
-    }
-    memcpy(replay->ring[index], fingerprint, KB_FINGERPRINT_SIZE);
-    replay_index(replay, index);
-}
-
-/*  Change the window, keeping the newest entries that still fit. */
-static void replay_set_window(kb_replay_t *replay, size_t window)
-{
-    if (window == replay->window)
-        return;
-    kb_replay_t fresh = { .window = window };
-    size_t keep = replay->len < window ? replay->len : window;
-    /* Entries oldest first: from `oldest` round the ring (len == window when
-       the ring has wrapped; otherwise oldest is 0). */
-    size_t start = (replay->oldest + (replay->len - keep)) % (replay->len ? replay->len : 1);
-    for (size_t k = 0; k < keep; k++)
-        replay_insert(&fresh, replay->ring[(start + k) % replay->len]);
-    replay_free(replay);
-    *replay = fresh;
 }
 
 /*  ---------------------------------------------------------------------
@@ -374,7 +231,7 @@ void kb_wire_destroy(kb_wire_t **self_p)
     if (!self)
         return;
     EVP_MAC_CTX_free(self->mac);
-    replay_free(&self->replay);
+    kb_replay_free(&self->replay);
     free(self->scheme);
     free(self->session);
     free(self->username);
@@ -394,10 +251,10 @@ void kb_wire_set_limits(kb_wire_t *self, const kb_wire_limits_t *limits)
         next.max_total_bytes = KB_WIRE_DEFAULT_MAX_TOTAL_BYTES;
     if (next.replay_window == 0)
         next.replay_window = KB_WIRE_DEFAULT_REPLAY_WINDOW;
-    if (next.replay_window > KB_WIRE_MAX_REPLAY_WINDOW)
-        next.replay_window = KB_WIRE_MAX_REPLAY_WINDOW;
+    if (next.replay_window > KB_REPLAY_MAX_WINDOW)
+        next.replay_window = KB_REPLAY_MAX_WINDOW;
     self->limits = next;
-    replay_set_window(&self->replay, next.replay_window);
+    kb_replay_set_window(&self->replay, next.replay_window);
 }
 
 size_t kb_wire_rejected(const kb_wire_t *self, kb_wire_status_t status)
@@ -652,7 +509,7 @@ kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_
     const kb_frame_t *parts = &frames[delimiter + 2]; /* header, parent, metadata, content */
 
     /* Authenticate before parsing anything an unauthenticated peer sent. */
-    unsigned char fingerprint[KB_FINGERPRINT_SIZE] = { 0 };
+    unsigned char fingerprint[KB_REPLAY_FINGERPRINT_SIZE] = { 0 };
     if (self->mac) {
         unsigned char claimed[EVP_MAX_MD_SIZE], expected[EVP_MAX_MD_SIZE];
         if (signature->size == 0)
@@ -675,7 +532,7 @@ kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_
             return reject(self, KB_WIRE_BAD_SIGNATURE, err, errlen, "signature mismatch");
         memcpy(fingerprint, expected,
                self->digest_size < sizeof fingerprint ? self->digest_size : sizeof fingerprint);
-        if (replay_contains(&self->replay, fingerprint))
+        if (kb_replay_contains(&self->replay, fingerprint))
             return reject(self, KB_WIRE_REPLAYED, err, errlen, "replayed signature");
     }
 
@@ -724,7 +581,7 @@ kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_
     msg->buffers_len = parts_len - KB_WIRE_MIN_PARTS;
 
     if (self->mac)
-        replay_insert(&self->replay, fingerprint);
+        kb_replay_insert(&self->replay, fingerprint);
     self->accepted++;
     copy_error(err, errlen, "");
     *msg_out = msg;
@@ -738,43 +595,13 @@ malformed:
 /*  ---------------------------------------------------------------------
     Encode */
 
-typedef struct {
-    unsigned char *data;
-    size_t size, cap;
-} dump_buffer_t;
-
-static int dump_append(const char *chunk, size_t size, void *data)
-{
-    dump_buffer_t *buffer = data;
-    if (size > buffer->cap - buffer->size) {
-        size_t cap = buffer->cap ? buffer->cap : 256;
-        while (size > cap - buffer->size) {
-            if (cap > SIZE_MAX / 2)
-                return -1;
-            cap *= 2;
-        }
-        unsigned char *grown = realloc(buffer->data, cap);
-        if (!grown)
-            return -1;
-        buffer->data = grown;
-        buffer->cap = cap;
-    }
-    memcpy(buffer->data + buffer->size, chunk, size);
-    buffer->size += size;
-    return 0;
-}
-
 /*  Dump value compactly into frame (data never NULL). */
 static int dump_frame(const json_t *value, kb_frame_t *frame)
 {
-    dump_buffer_t buffer = { 0 };
-    if (json_dump_callback(value, dump_append, &buffer, JSON_COMPACT) != 0 || !buffer.data) {
-        free(buffer.data);
-        return -1;
-    }
-    frame->data = buffer.data;
-    frame->size = buffer.size;
-    return 0;
+    kb_buf_t buffer = KB_BUF_INIT;
+    kb_buf_append_json(&buffer, value, JSON_COMPACT);
+    frame->data = (unsigned char *)kb_buf_take(&buffer, &frame->size);
+    return frame->data ? 0 : -1;
 }
 
 static int encode_fail(kb_wire_t *self, const char *format, ...)

@@ -68,6 +68,14 @@ def test_run_from_stdin_with_env_and_cwd(tmp_path):
     assert done.stdout == f"{tmp_path}\nhi there\n"
 
 
+def test_run_code_that_is_not_utf8_is_refused():
+    # A kernel cannot be sent it; refused up front rather than left waiting.
+    done = subprocess.run([BINARY, "run", "-"], input=b"print(1)\n'\xff'\n", capture_output=True,
+                          timeout=60)
+    assert done.returncode == 2
+    assert b"BAD_REQUEST" in done.stderr and b"UTF-8" in done.stderr
+
+
 def test_run_timeout_exit_3():
     done = kb("run", "--timeout", "1", "import time; time.sleep(30)")
     assert done.returncode == 3

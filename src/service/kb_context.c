@@ -1,0 +1,440 @@
+/*  kb_context.c - a context's kernel, its readiness and its run queue.
+    Engine thread only.
+*/
+#include "service/kb_context.h"
+
+#include <assert.h>
+#include <ctype.h>
+#include <czmq.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/kb_adapter.h"
+#include "service/kb_execution.h"
+#include "util/kb_stamp.h"
+
+struct kb_context {
+    const kb_context_env_t *env;
+    kb_kernelspec_t *spec; /* what its kernels are started from */
+    char *id;
+    char *language;
+    char *cwd;
+    json_t *kernel_env;
+    bool is_default;
+    bool isolated;
+    bool ready; /* the kernel answered and its cwd/env (from the pool) are applied */
+    bool over;  /* gone was called */
+    kb_kernel_t *kernel;
+    double created_at;
+    double last_activity_at;
+    long long execution_count;
+    zlistx_t *queue; /* kb_run_t * waiting, FIFO */
+    kb_run_t *running;
+    zlistx_t *held;        /* kb_call_t * answered when the kernel is ready */
+    kb_execution_t *setup; /* applying cwd/env to a kernel taken from the pool */
+    char setup_msg_id[96];
+};
+
+static void s_on_ready(kb_kernel_t *kernel, void *arg);
+static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg);
+static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg);
+static void s_on_exited(kb_kernel_t *kernel, void *arg);
+
+static const kb_kernel_callbacks_t s_kernel_callbacks = {
+    .ready = s_on_ready,
+    .start_failed = s_on_start_failed,
+    .message = s_on_message,
+    .exited = s_on_exited,
+};
+
+/* ---- identity ------------------------------------------------------------------ */
+
+const char *kb_context_id(const kb_context_t *self)
+{
+    return self->id;
+}
+
+const char *kb_context_language(const kb_context_t *self)
+{
+    return self->language;
+}
+
+const char *kb_context_kernel_name(const kb_context_t *self)
+{
+    return self->spec->name;
+}
+
+bool kb_context_is_default(const kb_context_t *self)
+{
+    return self->is_default;
+}
+
+bool kb_context_isolated(const kb_context_t *self)
+{
+    return self->isolated;
+}
+
+bool kb_context_ready(const kb_context_t *self)
+{
+    return self->ready;
+}
+
+double kb_context_created_at(const kb_context_t *self)
+{
+    return self->created_at;
+}
+
+json_t *kb_context_identity(const kb_context_t *self)
+{
+    return json_pack("{s:s, s:s, s:s}", "sandbox_id", self->env->sandbox_id, "context_id", self->id,
+                     "language", self->language);
+}
+
+static const char *s_state(const kb_context_t *self)
+{
+    if (!self->kernel)
+        return "dead";
+    kb_kernel_state_t state = kb_kernel_state(self->kernel);
+    if (state == KB_KERNEL_STARTING)
+        return "starting";
+    if (state == KB_KERNEL_DEAD || state == KB_KERNEL_DYING)
+        return "dead";
+    return self->running ? "busy" : "idle";
+}
+
+json_t *kb_context_json(const kb_context_t *self)
+{
+    char created[40], active[40];
+    kb_iso_time(self->created_at, created, sizeof created);
+    kb_iso_time(self->last_activity_at, active, sizeof active);
+    kb_kernel_t *kernel = self->kernel;
+    json_t *json = kb_context_identity(self);
+    json_object_set_new(json, "kernel_name", json_string(self->spec->name));
+    json_object_set_new(json, "dropped_messages",
+                        json_integer(kernel ? (json_int_t)kb_kernel_dropped(kernel) : 0));
+    json_object_set_new(json, "cwd", self->cwd ? json_string(self->cwd) : json_null());
+    json_object_set_new(json, "state", json_string(s_state(self)));
+    json_object_set_new(json, "created_at", json_string(created));
+    json_object_set_new(json, "last_activity_at", json_string(active));
+    json_object_set_new(json, "execution_count", json_integer(self->execution_count));
+    json_object_set_new(json, "pid", kernel ? json_integer(kb_kernel_pid(kernel)) : json_null());
+    json_object_set_new(json, "default", json_boolean(self->is_default));
+    json_object_set_new(
+        json, "heartbeat",
+        json_string(kernel && kb_kernel_heartbeat_misses(kernel) > 1 ? "late" : "ok"));
+    return json;
+}
+
+/* ---- the run queue -------------------------------------------------------------- */
+
+static void s_pump(kb_context_t *self)
+{
+    if (!self->ready || self->running || !self->kernel || self->over)
+        return;
+    kb_run_t *run = zlistx_detach(self->queue, NULL);
+    if (!run)
+        return;
+    self->running = run;
+    self->last_activity_at = kb_now();
+    kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_START, .kernel = self->kernel });
+}
+
+static void s_over(kb_context_t *self, const char *why, bool vanished);
+
+static void s_on_run_ended(kb_run_t *run, long long execution_count, void *arg)
+{
+    kb_context_t *self = arg;
+    if (run != self->running) {
+        void *handle = zlistx_find(self->queue, run);
+        if (handle)
+            zlistx_detach(self->queue, handle);
+        return;
+    }
+    self->running = NULL;
+    if (execution_count >= 0)
+        self->execution_count = execution_count;
+    self->last_activity_at = kb_now();
+    if (self->isolated)
+        s_over(self, "isolated run finished", false);
+    else
+        s_pump(self);
+}
+
+void kb_context_enqueue(kb_context_t *self, kb_run_t *run)
+{
+    kb_run_set_owner(run, s_on_run_ended, self);
+    zlistx_add_end(self->queue, run);
+    s_pump(self);
+}
+
+/*  End every queued run with the same event. */
+static void s_end_queued(kb_context_t *self, const kb_run_event_t *event)
+{
+    kb_run_t *run;
+    while ((run = zlistx_detach(self->queue, NULL)))
+        kb_run_apply(run, event);
+}
+
+/*  Take the run in progress off the kernel and end it with event. */
+static void s_end_running(kb_context_t *self, const kb_run_event_t *event)
+{
+    kb_run_t *run = self->running;
+    self->running = NULL;
+    if (run)
+        kb_run_apply(run, event);
+}
+
+static void s_retire_kernel(kb_context_t *self, bool kill_now)
+{
+    if (self->kernel)
+        self->env->launcher->retire(self->env->launcher->impl, self->kernel, kill_now);
+    self->kernel = NULL;
+}
+
+/*  The context is over: held calls fail, queued runs end unstarted, the
+    kernel is killed, and the owner is told. */
+static void s_over(kb_context_t *self, const char *why, bool vanished)
+{
+    assert(!self->over);
+    self->over = true;
+    kb_call_t *call;
+    while ((call = zlistx_detach(self->held, NULL)))
+        kb_call_fail(call, KB_ERR_KERNEL_START_FAILED, "%s", why);
+    s_end_queued(self, &(kb_run_event_t){ .type = KB_RUN_EV_CONTEXT_GONE, .why = why });
+    s_retire_kernel(self, true);
+    self->env->gone(self, why, vanished, self->env->gone_arg);
+}
+
+/* ---- kernel callbacks --------------------------------------------------------- */
+
+static void s_became_ready(kb_context_t *self)
+{
+    self->ready = true;
+    kb_call_t *call;
+    while ((call = zlistx_detach(self->held, NULL))) {
+        call->result = kb_context_json(self);
+        call->rc = 0;
+        kb_call_answer(call);
+    }
+    for (kb_run_t *run = zlistx_first(self->queue); run; run = zlistx_next(self->queue))
+        kb_run_answer_call(run);
+    s_pump(self);
+}
+
+static void s_on_ready(kb_kernel_t *kernel, void *arg)
+{
+    s_became_ready(arg);
+}
+
+static void s_start_failed(kb_context_t *self, const char *why)
+{
+    zsys_warning("context %s: kernel %s failed to start: %s", self->id, self->spec->name, why);
+    self->over = true;
+    kb_call_t *call;
+    while ((call = zlistx_detach(self->held, NULL)))
+        kb_call_fail(call, KB_ERR_KERNEL_START_FAILED, "kernel %s failed to start: %s",
+                     self->spec->name, why);
+    s_end_queued(self, &(kb_run_event_t){ .type = KB_RUN_EV_START_FAILED, .why = why });
+    s_retire_kernel(self, true);
+    self->env->gone(self, why, false, self->env->gone_arg); /* it never lived */
+}
+
+static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg)
+{
+    s_start_failed(arg, why);
+}
+
+/*  The reply to the cwd/env snippet sent to a kernel taken from the pool:
+    the context is ready, or it failed as a start would have. */
+static void s_on_setup_reply(kb_context_t *self, const kb_msg_t *msg)
+{
+    kb_execution_fold_shell(self->setup, msg);
+    kb_result_t *applied = kb_execution_finish(self->setup, KB_REASON_EXITED, 0, NULL, NULL);
+    kb_execution_destroy(&self->setup);
+    if (applied->error) {
+        char why[600];
+        snprintf(why, sizeof why, "cannot apply the context's cwd/env: %s: %s",
+                 applied->error->name, applied->error->value);
+        kb_result_destroy(&applied);
+        s_start_failed(self, why);
+        return;
+    }
+    kb_result_destroy(&applied);
+    s_became_ready(self);
+}
+
+static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg)
+{
+    kb_context_t *self = arg;
+    if (self->setup) {
+        if (channel == KB_CHANNEL_SHELL && strcmp(msg->parent_msg_id, self->setup_msg_id) == 0)
+            s_on_setup_reply(self, msg);
+        return;
+    }
+    if (self->running && kb_run_owns_message(self->running, msg))
+        kb_run_apply(
+            self->running,
+            &(kb_run_event_t){ .type = KB_RUN_EV_MESSAGE, .channel = channel, .msg = msg });
+}
+
+static void s_on_exited(kb_kernel_t *kernel, void *arg)
+{
+    kb_context_t *self = arg;
+    char why[200];
+    snprintf(why, sizeof why, "%s", kb_kernel_exit_text(kernel));
+    s_end_running(self, &(kb_run_event_t){ .type = KB_RUN_EV_KERNEL_EXITED, .kernel = kernel });
+    s_retire_kernel(self, true); /* dead: freed at the end of the turn */
+    s_over(self, why, true);
+}
+
+/* ---- creation ------------------------------------------------------------------ */
+
+/*  Take a warm kernel. Its cwd/env, when the context has them, are applied
+    through the language's adapter before it counts as ready; a language
+    with no adapter starts cold instead. */
+static bool s_take_pooled(kb_context_t *self)
+{
+    bool has_env = self->kernel_env && json_object_size(self->kernel_env) > 0;
+    bool setup = self->cwd || has_env;
+    const kb_launcher_t *launcher = self->env->launcher;
+    if ((setup && !kb_adapter_supported(self->language)) || !launcher->take_pooled)
+        return false;
+    char *code = setup ? kb_adapter_apply_code(self->language, self->cwd, self->kernel_env) : NULL;
+    if (setup && !code)
+        return false; /* out of memory for the snippet: start cold */
+    kb_kernel_t *kernel = launcher->take_pooled(launcher->impl, self->spec->name);
+    if (!kernel) {
+        free(code);
+        return false;
+    }
+    kb_kernel_set_callbacks(kernel, &s_kernel_callbacks, self);
+    self->kernel = kernel;
+    if (!setup) {
+        self->ready = true;
+        return true;
+    }
+    int rc = kb_kernel_execute(kernel, code, true, self->setup_msg_id, sizeof self->setup_msg_id);
+    free(code);
+    kb_execution_opts_t opts = { 0 };
+    self->setup = rc == 0 ? kb_execution_new(self->setup_msg_id, &opts, NULL, NULL) : NULL;
+    return true; /* a failed send means a dead kernel: its exit is reported */
+}
+
+static int s_start_kernel(kb_context_t *self, kb_error_t *err)
+{
+    const kb_launcher_t *launcher = self->env->launcher;
+    self->ready = false;
+    self->kernel = launcher->launch(launcher->impl, self->spec, self->cwd, self->kernel_env,
+                                    &s_kernel_callbacks, self, err);
+    return self->kernel ? 0 : -1;
+}
+
+kb_context_t *kb_context_new(const kb_context_env_t *env, const kb_kernelspec_t *spec,
+                             const kb_context_opts_int_t *opts, kb_error_t *err)
+{
+    kb_context_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    self->env = env;
+    self->spec = kb_kernelspec_dup(spec);
+    self->id = strdup(opts->id);
+    self->language = strdup(opts->language ? opts->language : spec->language);
+    for (char *p = self->language; p && *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+    self->cwd = opts->cwd ? strdup(opts->cwd) : NULL;
+    self->kernel_env = opts->env ? json_deep_copy(opts->env) : NULL;
+    self->is_default = opts->is_default;
+    self->isolated = opts->isolated;
+    self->created_at = self->last_activity_at = kb_now();
+    self->queue = zlistx_new();
+    self->held = zlistx_new();
+    if (!self->spec || !self->id || !self->language || !self->queue || !self->held) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        kb_context_destroy(&self);
+        return NULL;
+    }
+    if (!s_take_pooled(self) && s_start_kernel(self, err) != 0) {
+        kb_context_destroy(&self);
+        return NULL;
+    }
+    return self;
+}
+
+void kb_context_destroy(kb_context_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    kb_context_t *self = *self_p;
+    *self_p = NULL;
+    assert(!self->kernel && !self->running);
+    assert(!self->queue || zlistx_size(self->queue) == 0);
+    zlistx_destroy(&self->queue);
+    zlistx_destroy(&self->held);
+    kb_execution_destroy(&self->setup);
+    kb_kernelspec_destroy(&self->spec);
+    json_decref(self->kernel_env);
+    free(self->id);
+    free(self->language);
+    free(self->cwd);
+    free(self);
+}
+
+/* ---- operations ------------------------------------------------------------------ */
+
+void kb_context_hold_call(kb_context_t *self, kb_call_t *call)
+{
+    if (self->ready) {
+        call->result = kb_context_json(self);
+        call->rc = 0;
+        kb_call_answer(call);
+    } else
+        zlistx_add_end(self->held, call);
+}
+
+void kb_context_interrupt(kb_context_t *self)
+{
+    if (self->kernel && self->ready)
+        kb_kernel_interrupt(self->kernel);
+}
+
+void kb_context_delete(kb_context_t *self)
+{
+    const char *why = "deleted by a client";
+    bool busy = self->running != NULL;
+    s_end_running(self, &(kb_run_event_t){ .type = KB_RUN_EV_CONTEXT_GONE,
+                                           .text = "the context was deleted during the run",
+                                           .why = why });
+    if (self->ready && !busy)
+        s_retire_kernel(self, false); /* graceful: nothing of value is lost */
+    s_over(self, why, true);
+}
+
+int kb_context_restart(kb_context_t *self, kb_error_t *err)
+{
+    s_end_running(self, &(kb_run_event_t){ .type = KB_RUN_EV_CONTEXT_GONE,
+                                           .text = "the context was restarted during the run",
+                                           .why = "restarted by a client" });
+    s_retire_kernel(self, true);
+    kb_execution_destroy(&self->setup);
+    self->execution_count = 0;
+    self->last_activity_at = kb_now();
+    if (s_start_kernel(self, err) != 0) {
+        s_over(self, "its restart failed", true);
+        return -1;
+    }
+    return 0;
+}
+
+void kb_context_stop(kb_context_t *self)
+{
+    self->over = true;
+    s_end_running(self, &(kb_run_event_t){ .type = KB_RUN_EV_SERVICE_STOPS });
+    s_end_queued(self, &(kb_run_event_t){ .type = KB_RUN_EV_SERVICE_STOPS });
+    kb_call_t *call;
+    while ((call = zlistx_detach(self->held, NULL)))
+        kb_call_fail(call, KB_ERR_UNAVAILABLE, "the service is stopping");
+    s_retire_kernel(self, !self->ready);
+}

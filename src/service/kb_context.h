@@ -1,0 +1,96 @@
+/*  kb_context.h - one context: a kernel, its identity, and its FIFO queue
+    of runs (SPEC section 3).
+
+    The context is the only writer of its state: whether its kernel is
+    ready, which run has the kernel, its queue, its execution count and
+    activity. Runs tell it when they end (kb_run.h); its kernel tells it
+    when it is ready, fails to start, sends a message or exits. When the
+    context is over (deleted, its kernel dead, an isolated run done, its
+    start failed) it tells its owner once through `gone`, and the owner
+    takes it out of its table and frees it at the end of the loop turn.
+    Not for: finding contexts by id or remembering vanished ones (the
+    engine). Engine thread only.
+*/
+#ifndef KB_CONTEXT_H_INCLUDED
+#define KB_CONTEXT_H_INCLUDED
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "kernel/kb_kernelspec.h"
+#include "kernelbridge/kb_error.h"
+#include "service/kb_call.h"
+#include "service/kb_launcher.h"
+#include "service/kb_run.h"
+
+typedef struct kb_context kb_context_t;
+
+/*  The context is over. vanished: it had lived (a later call naming it is
+    told when and why it went); false when it never started. why is
+    borrowed. The owner must not free it now. */
+typedef void(kb_context_gone_fn)(kb_context_t *ctx, const char *why, bool vanished, void *arg);
+
+/*  What contexts share; borrowed for the life of every context. */
+typedef struct {
+    const kb_launcher_t *launcher;
+    const kb_run_settings_t *run_settings;
+    const char *sandbox_id;
+    kb_context_gone_fn *gone;
+    void *gone_arg;
+} kb_context_env_t;
+
+typedef struct {
+    const char *id;
+    const char *language; /* lower-cased copy kept; NULL: the kernelspec's */
+    const char *cwd;      /* NULL: the daemon's */
+    const json_t *env;    /* borrowed; NULL for none */
+    bool is_default;
+    bool isolated; /* for one isolated run: over once the run ends */
+} kb_context_opts_int_t;
+
+/*  A context whose kernel is starting (or taken ready from the pool).
+    NULL with err when the kernel cannot even be launched. Caller owns it. */
+kb_context_t *kb_context_new(const kb_context_env_t *env, const kb_kernelspec_t *spec,
+                             const kb_context_opts_int_t *opts, kb_error_t *err);
+
+/*  Free a context that is over or never had a kernel. Safe on NULL. */
+void kb_context_destroy(kb_context_t **self_p);
+
+const char *kb_context_id(const kb_context_t *self);
+const char *kb_context_language(const kb_context_t *self);
+const char *kb_context_kernel_name(const kb_context_t *self);
+bool kb_context_is_default(const kb_context_t *self);
+bool kb_context_isolated(const kb_context_t *self);
+bool kb_context_ready(const kb_context_t *self);
+double kb_context_created_at(const kb_context_t *self);
+
+/*  {sandbox_id, context_id, language}. Caller owns. */
+json_t *kb_context_identity(const kb_context_t *self);
+
+/*  The context object of SPEC section 3. Caller owns. */
+json_t *kb_context_json(const kb_context_t *self);
+
+/*  Answer call with the context object once the kernel is ready (at once
+    when it is), or fail it when the start fails. */
+void kb_context_hold_call(kb_context_t *self, kb_call_t *call);
+
+/*  Queue a run (the context owns it until it ends); it starts when the
+    kernel is ready and free. */
+void kb_context_enqueue(kb_context_t *self, kb_run_t *run);
+
+/*  Interrupt whatever the kernel runs now. */
+void kb_context_interrupt(kb_context_t *self);
+
+/*  A client deleted it: the run in progress ends killed, queued runs end
+    not started, the kernel is shut down; `gone` follows. */
+void kb_context_delete(kb_context_t *self);
+
+/*  A fresh kernel of the same kernelspec, same id; the run in progress
+    ends killed. 0, or -1 with err (the context is then gone). */
+int kb_context_restart(kb_context_t *self, kb_error_t *err);
+
+/*  The service stops: runs end as stopped, held calls fail, the kernel is
+    shut down (killed when not ready). No `gone` call: the owner frees it. */
+void kb_context_stop(kb_context_t *self);
+
+#endif

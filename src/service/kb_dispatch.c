@@ -1,0 +1,364 @@
+/*  kb_dispatch.c - what each call of the public API does on the engine
+    thread: contexts by id (default, isolated, named), the ids of vanished
+    ones, runs handed to their context, signals handed to their run, and
+    the calls on records handed to the process store. Engine thread only.
+*/
+#include <ctype.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "service/kb_adapter.h"
+#include "service/kb_engine.h"
+#include "util/kb_stamp.h"
+
+#define KB_VANISHED_KEPT 1000
+
+const kb_kernelspecs_t *kb_engine_specs(kb_engine_t *self, bool fresh);
+size_t kb_engine_kernel_count(kb_engine_t *self);
+
+/* ---- vanished contexts ---------------------------------------------------- */
+
+static void s_remember_vanished(kb_engine_t *self, const char *id, const char *why)
+{
+    char when[40];
+    kb_iso_time(kb_now(), when, sizeof when);
+    char *message = zsys_sprintf("context %s vanished at %s: %s", id, when, why);
+    if (!zhashx_lookup(self->vanished, id))
+        zlistx_add_end(self->vanished_order, (void *)id);
+    zhashx_update(self->vanished, id, message);
+    zstr_free(&message);
+    while (zlistx_size(self->vanished_order) > KB_VANISHED_KEPT) {
+        char *oldest = zlistx_first(self->vanished_order);
+        zhashx_delete(self->vanished, oldest);
+        zlistx_delete(self->vanished_order, zlistx_cursor(self->vanished_order));
+    }
+}
+
+static void s_forget_vanished(kb_engine_t *self, const char *id)
+{
+    if (!zhashx_lookup(self->vanished, id))
+        return;
+    zhashx_delete(self->vanished, id);
+    void *handle = zlistx_find(self->vanished_order, (void *)id);
+    if (handle)
+        zlistx_delete(self->vanished_order, handle);
+}
+
+static void s_free_gone(void *arg)
+{
+    kb_engine_t *self = arg;
+    kb_context_t *ctx;
+    while ((ctx = zlistx_detach(self->gone, NULL)))
+        kb_context_destroy(&ctx);
+}
+
+/*  A context is over: out of the table now, freed at the end of the turn. */
+void kb_dispatch_context_gone(kb_context_t *ctx, const char *why, bool vanished, void *arg)
+{
+    kb_engine_t *self = arg;
+    if (vanished && !kb_context_isolated(ctx))
+        s_remember_vanished(self, kb_context_id(ctx), why);
+    if (zhashx_lookup(self->contexts, kb_context_id(ctx)) == ctx)
+        zhashx_delete(self->contexts, kb_context_id(ctx));
+    if (zlistx_size(self->gone) == 0)
+        kb_loop_defer(self->loop, s_free_gone, self);
+    zlistx_add_end(self->gone, ctx);
+    kb_pool_poke(self->pool);
+}
+
+static kb_context_t *s_lookup(kb_engine_t *self, const char *id, kb_call_t *call)
+{
+    kb_context_t *ctx = id ? zhashx_lookup(self->contexts, id) : NULL;
+    if (ctx && !kb_context_isolated(ctx))
+        return ctx;
+    const char *message = id ? zhashx_lookup(self->vanished, id) : NULL;
+    if (message)
+        kb_call_fail(call, KB_ERR_SESSION_NOT_FOUND, "%s", message);
+    else
+        kb_call_fail(call, KB_ERR_SESSION_NOT_FOUND, "no context %s", id ? id : "(none)");
+    return NULL;
+}
+
+/* ---- contexts ---------------------------------------------------------------- */
+
+static char *s_lower(const char *text)
+{
+    char *copy = strdup(text);
+    for (char *p = copy; *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+    return copy;
+}
+
+/*  A new context with its kernel starting, in the table. NULL with err. */
+static kb_context_t *s_context_new(kb_engine_t *self, const char *id, const char *language,
+                                   const char *kernel_name, const char *cwd, const json_t *env,
+                                   bool is_default, bool isolated, kb_error_t *err)
+{
+    kb_kernelspec_t *spec
+        = self->launcher.find_spec(self->launcher.impl, language, kernel_name, err);
+    if (!spec)
+        return NULL;
+    /*  At the limit, a pooled kernel makes room: taken if it fits, else
+        given up for this one. */
+    if (kb_engine_kernel_count(self) >= self->config.max_contexts
+        && !kb_pool_has(self->pool, spec->name) && !kb_pool_evict(self->pool)) {
+        kb_error_set(err, KB_ERR_TOO_MANY_CONTEXTS, "%zu kernels are running, the limit",
+                     kb_engine_kernel_count(self));
+        kb_kernelspec_destroy(&spec);
+        return NULL;
+    }
+    kb_context_opts_int_t opts = { .id = id,
+                                   .language = language,
+                                   .cwd = cwd,
+                                   .env = env,
+                                   .is_default = is_default,
+                                   .isolated = isolated };
+    kb_context_t *ctx = kb_context_new(&self->context_env, spec, &opts, err);
+    kb_kernelspec_destroy(&spec);
+    if (!ctx)
+        return NULL;
+    zhashx_insert(self->contexts, kb_context_id(ctx), ctx);
+    s_forget_vanished(self, kb_context_id(ctx));
+    return ctx;
+}
+
+/*  The default context of a language (or kernelspec), started if it is not
+    there; NULL with err set. */
+static kb_context_t *s_default_context(kb_engine_t *self, const char *language,
+                                       const char *kernel_name, kb_error_t *err)
+{
+    char *lower = s_lower(kernel_name ? kernel_name : language);
+    char *id = zsys_sprintf("default-%s", lower);
+    kb_context_t *ctx = zhashx_lookup(self->contexts, id);
+    if (!ctx)
+        ctx = s_context_new(self, id, kernel_name ? NULL : lower, kernel_name, NULL, NULL, true,
+                            false, err);
+    free(id);
+    free(lower);
+    return ctx;
+}
+
+static void s_answer_json(kb_call_t *call, json_t *json)
+{
+    call->result = json;
+    call->rc = 0;
+    kb_call_answer(call);
+}
+
+static void s_handle_create(kb_engine_t *self, kb_call_t *call)
+{
+    const kb_context_opts_t *opts = call->context_opts; /* checked: kb_context_opts_validate */
+    char *id = opts->context_id ? strdup(opts->context_id) : kb_random_id("ctx_");
+    if (zhashx_lookup(self->contexts, id)) {
+        kb_call_fail(call, KB_ERR_CONTEXT_EXISTS, "context %s already exists", id);
+        free(id);
+        return;
+    }
+    kb_error_t err;
+    kb_context_t *ctx
+        = s_context_new(self, id, opts->kernel_name ? NULL : opts->language, opts->kernel_name,
+                        opts->cwd, opts->env, strncmp(id, "default-", 8) == 0, false, &err);
+    free(id);
+    if (!ctx)
+        kb_call_fail(call, err.code, "%s", err.message);
+    else
+        kb_context_hold_call(ctx, call);
+}
+
+static void s_handle_default(kb_engine_t *self, kb_call_t *call)
+{
+    const kb_context_opts_t *opts = call->context_opts; /* checked: kb_context_opts_validate */
+    kb_error_t err;
+    kb_context_t *ctx = s_default_context(self, opts->kernel_name ? NULL : opts->language,
+                                          opts->kernel_name, &err);
+    if (!ctx)
+        kb_call_fail(call, err.code, "%s", err.message);
+    else
+        kb_context_hold_call(ctx, call);
+}
+
+static int s_by_created_at(const void *a, const void *b)
+{
+    double x = kb_context_created_at(*(kb_context_t *const *)a);
+    double y = kb_context_created_at(*(kb_context_t *const *)b);
+    return x < y ? -1 : x > y;
+}
+
+static void s_handle_list(kb_engine_t *self, kb_call_t *call)
+{
+    size_t n = zhashx_size(self->contexts), count = 0;
+    kb_context_t **items = calloc(n + 1, sizeof *items);
+    for (kb_context_t *ctx = zhashx_first(self->contexts); ctx; ctx = zhashx_next(self->contexts))
+        if (!kb_context_isolated(ctx) && (!kb_context_is_default(ctx) || call->all))
+            items[count++] = ctx;
+    qsort(items, count, sizeof *items, s_by_created_at); /* oldest first */
+    json_t *list = json_array();
+    for (size_t i = 0; i < count; i++)
+        json_array_append_new(list, kb_context_json(items[i]));
+    free(items);
+    s_answer_json(call, json_pack("{s:o}", "contexts", list));
+}
+
+static void s_handle_delete(kb_engine_t *self, kb_call_t *call)
+{
+    kb_context_t *ctx = s_lookup(self, call->id, call);
+    if (!ctx)
+        return;
+    if (kb_context_is_default(ctx)) {
+        kb_call_fail(call, KB_ERR_PROTECTED_CONTEXT,
+                     "%s is a default context; it can be restarted, not deleted",
+                     kb_context_id(ctx));
+        return;
+    }
+    kb_context_delete(ctx);
+    s_answer_json(call, NULL);
+}
+
+static void s_handle_restart(kb_engine_t *self, kb_call_t *call)
+{
+    kb_context_t *ctx = s_lookup(self, call->id, call);
+    if (!ctx)
+        return;
+    kb_error_t err;
+    if (kb_context_restart(ctx, &err) != 0)
+        kb_call_fail(call, err.code, "%s", err.message);
+    else
+        kb_context_hold_call(ctx, call);
+}
+
+static void s_handle_health(kb_engine_t *self, kb_call_t *call)
+{
+    size_t count = 0;
+    for (kb_context_t *ctx = zhashx_first(self->contexts); ctx; ctx = zhashx_next(self->contexts))
+        if (!kb_context_isolated(ctx))
+            count++;
+    s_answer_json(call, json_pack("{s:s, s:s, s:s, s:I, s:f, s:o}", "status", "ok", "version",
+                                  KB_VERSION, "sandbox_id", self->sandbox_id, "contexts",
+                                  (json_int_t)count, "uptime_s", kb_now() - self->started_at,
+                                  "pool", kb_pool_json(self->pool)));
+}
+
+/* ---- runs ---------------------------------------------------------------------- */
+
+/*  The context a run goes to, created when it is a default or isolated
+    one; NULL after failing the call. */
+static kb_context_t *s_context_for_run(kb_engine_t *self, kb_call_t *call)
+{
+    const kb_run_opts_t *opts = call->run_opts;
+    kb_error_t err;
+    if (opts->context_id)
+        return s_lookup(self, opts->context_id, call);
+    const char *language = opts->language ? opts->language : "python";
+    kb_context_t *ctx;
+    if (opts->isolated) {
+        char *id = kb_random_id("iso_");
+        ctx = s_context_new(self, id, opts->kernel_name ? NULL : language, opts->kernel_name,
+                            opts->cwd, opts->env, false, true, &err);
+        free(id);
+    } else
+        ctx = s_default_context(self, opts->kernel_name ? NULL : language, opts->kernel_name, &err);
+    if (!ctx)
+        kb_call_fail(call, err.code, "%s", err.message);
+    return ctx;
+}
+
+static void s_handle_run(kb_engine_t *self, kb_call_t *call)
+{
+    const kb_run_opts_t *opts = call->run_opts; /* checked: kb_run_opts_validate */
+    kb_context_t *ctx = s_context_for_run(self, call);
+    if (!ctx)
+        return;
+    bool has_env = opts->env && json_object_size(opts->env) > 0;
+    bool use_adapter = !kb_context_isolated(ctx) && (opts->cwd || has_env);
+    if (use_adapter && !kb_adapter_supported(kb_context_language(ctx))) {
+        kb_call_fail(call, KB_ERR_UNSUPPORTED_OPTION,
+                     "per-run cwd/env is not supported for language %s; give them when "
+                     "creating the context, or run isolated",
+                     kb_context_language(ctx));
+        return;
+    }
+    kb_proc_t *proc = kb_procstore_add(self->procs, kb_context_id(ctx), kb_context_language(ctx));
+    double timeout = opts->timeout > 0 ? opts->timeout : self->config.default_timeout;
+    kb_run_t *run = kb_run_new(&self->run_settings, proc, opts, timeout, kb_context_language(ctx),
+                               kb_context_identity(ctx), use_adapter, call->stream);
+    /*  Answered once the code is with the kernel (or at once, queued
+        behind another run on a ready context). */
+    kb_run_hold_call(run, call);
+    bool ready = kb_context_ready(ctx);
+    kb_context_enqueue(ctx, run); /* the code goes to the kernel first, */
+    if (ready)
+        kb_run_answer_call(run); /* then the caller wakes */
+}
+
+static void s_handle_signal(kb_engine_t *self, kb_call_t *call)
+{
+    kb_proc_t *proc = kb_procstore_find(self->procs, call->id);
+    if (!proc) {
+        kb_call_fail(call, KB_ERR_PROCESS_NOT_FOUND, "no process %s",
+                     call->id ? call->id : "(none)");
+        return;
+    }
+    int sig = !call->signal                          ? 0
+              : strcmp(call->signal, "SIGINT") == 0  ? SIGINT
+              : strcmp(call->signal, "SIGTERM") == 0 ? SIGTERM
+              : strcmp(call->signal, "SIGKILL") == 0 ? SIGKILL
+                                                     : 0;
+    if (!sig) {
+        kb_call_fail(call, KB_ERR_BAD_REQUEST, "signal must be SIGINT, SIGTERM or SIGKILL");
+        return;
+    }
+    kb_run_t *run = kb_proc_owner(proc);
+    if (run)
+        kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_SIGNAL, .signal = sig });
+    s_answer_json(call, NULL);
+}
+
+/* ---- dispatch ------------------------------------------------------------------ */
+
+void kb_engine_handle(kb_engine_t *self, kb_call_t *call)
+{
+    kb_context_t *ctx;
+    switch (call->type) {
+        case KB_CALL_HEALTH:
+            s_handle_health(self, call);
+            break;
+        case KB_CALL_KERNELSPECS:
+            s_answer_json(call, kb_kernelspecs_to_json(kb_engine_specs(self, true)));
+            break;
+        case KB_CALL_CTX_CREATE:
+            s_handle_create(self, call);
+            break;
+        case KB_CALL_CTX_DEFAULT:
+            s_handle_default(self, call);
+            break;
+        case KB_CALL_CTX_GET:
+            if ((ctx = s_lookup(self, call->id, call)))
+                s_answer_json(call, kb_context_json(ctx));
+            break;
+        case KB_CALL_CTX_LIST:
+            s_handle_list(self, call);
+            break;
+        case KB_CALL_CTX_DELETE:
+            s_handle_delete(self, call);
+            break;
+        case KB_CALL_CTX_RESTART:
+            s_handle_restart(self, call);
+            break;
+        case KB_CALL_CTX_INTERRUPT:
+            if ((ctx = s_lookup(self, call->id, call))) {
+                kb_context_interrupt(ctx);
+                s_answer_json(call, NULL);
+            }
+            break;
+        case KB_CALL_RUN:
+            s_handle_run(self, call);
+            break;
+        case KB_CALL_PROC_SIGNAL:
+            s_handle_signal(self, call);
+            break;
+        default:
+            kb_procstore_handle(self->procs, call);
+            break;
+    }
+}

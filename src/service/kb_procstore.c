@@ -1,0 +1,420 @@
+/*  kb_procstore.c - process records: ids, log frames with cursors,
+    followers and waiters, retention of finished records, and the calls
+    clients make on them. Engine thread only.
+*/
+#include "service/kb_procstore.h"
+
+#include <assert.h>
+#include <czmq.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/kb_stamp.h"
+#include "util/kb_vec.h"
+
+typedef struct {
+    long long cursor;
+    kb_log_channel_t channel;
+    char *data;
+    double timestamp;
+} kb_log_frame_t;
+
+struct kb_proc {
+    kb_procstore_t *store;
+    char *id;
+    char *context_id;
+    char *language;
+    bool running;
+    void *owner;
+    double submitted_at, ended_at;
+
+    json_t *result; /* the InterpreterResult, once ended */
+    kb_reason_t reason;
+    int exit_code;
+    const char *signal;
+    char *raw_reason;
+
+    kb_vec_t frames; /* kb_log_frame_t */
+    long long next_cursor;
+    size_t log_bytes;
+
+    zlistx_t *followers; /* kb_stream_t * following the logs */
+    zlistx_t *waiters;   /* kb_call_t * waiting for the end */
+};
+
+struct kb_procstore {
+    kb_loop_t *loop;
+    size_t max_records;
+    size_t max_bytes;
+    zhashx_t *procs;    /* id -> kb_proc_t * */
+    zlistx_t *finished; /* kb_proc_t * finished, oldest first */
+    size_t finished_bytes;
+};
+
+kb_procstore_t *kb_procstore_new(kb_loop_t *loop, size_t max_records, size_t max_bytes)
+{
+    kb_procstore_t *self = calloc(1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->loop = loop;
+    self->max_records = max_records;
+    self->max_bytes = max_bytes;
+    self->procs = zhashx_new();
+    self->finished = zlistx_new();
+    return self;
+}
+
+static kb_log_frame_t *s_frame(const kb_proc_t *proc, size_t i)
+{
+    return kb_vec_at(&proc->frames, i);
+}
+
+static void s_proc_free(kb_proc_t *proc)
+{
+    for (size_t i = 0; i < proc->frames.len; i++)
+        free(s_frame(proc, i)->data);
+    kb_vec_free(&proc->frames);
+    kb_stream_t *stream;
+    while ((stream = zlistx_detach(proc->followers, NULL)))
+        kb_stream_unref(&stream);
+    zlistx_destroy(&proc->followers);
+    zlistx_destroy(&proc->waiters);
+    json_decref(proc->result);
+    free(proc->id);
+    free(proc->context_id);
+    free(proc->language);
+    free(proc->raw_reason);
+    free(proc);
+}
+
+void kb_procstore_destroy(kb_procstore_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    kb_procstore_t *self = *self_p;
+    *self_p = NULL;
+    zlistx_t *all = zhashx_values(self->procs);
+    for (kb_proc_t *proc = zlistx_first(all); proc; proc = zlistx_next(all)) {
+        assert(!proc->running);
+        s_proc_free(proc);
+    }
+    zlistx_destroy(&all);
+    zhashx_destroy(&self->procs);
+    zlistx_destroy(&self->finished);
+    free(self);
+}
+
+kb_proc_t *kb_procstore_add(kb_procstore_t *self, const char *context_id, const char *language)
+{
+    kb_proc_t *proc = calloc(1, sizeof *proc);
+    proc->store = self;
+    proc->id = kb_random_id("prc_");
+    proc->context_id = strdup(context_id);
+    proc->language = strdup(language);
+    proc->running = true;
+    proc->submitted_at = kb_now();
+    proc->exit_code = -1;
+    kb_vec_init(&proc->frames, sizeof(kb_log_frame_t), 0);
+    proc->followers = zlistx_new();
+    proc->waiters = zlistx_new();
+    zhashx_insert(self->procs, proc->id, proc);
+    return proc;
+}
+
+void kb_proc_forget(kb_proc_t *proc)
+{
+    assert(zlistx_size(proc->waiters) == 0);
+    proc->running = false;
+    zhashx_delete(proc->store->procs, proc->id);
+    s_proc_free(proc);
+}
+
+kb_proc_t *kb_procstore_find(kb_procstore_t *self, const char *id)
+{
+    return id ? zhashx_lookup(self->procs, id) : NULL;
+}
+
+const char *kb_proc_id(const kb_proc_t *proc)
+{
+    return proc->id;
+}
+
+bool kb_proc_running(const kb_proc_t *proc)
+{
+    return proc->running;
+}
+
+void *kb_proc_owner(const kb_proc_t *proc)
+{
+    return proc->owner;
+}
+
+void kb_proc_set_owner(kb_proc_t *proc, void *owner)
+{
+    proc->owner = owner;
+}
+
+/* ---- logs -------------------------------------------------------------------- */
+
+static const char *s_channel_name(kb_log_channel_t channel)
+{
+    return channel == KB_LOG_STDOUT ? "stdout" : channel == KB_LOG_STDERR ? "stderr" : "system";
+}
+
+static json_t *s_frame_json(const kb_log_frame_t *frame)
+{
+    char when[40];
+    kb_iso_time(frame->timestamp, when, sizeof when);
+    return json_pack("{s:I, s:s, s:s, s:s}", "cursor", (json_int_t)frame->cursor, "channel",
+                     s_channel_name(frame->channel), "data", frame->data, "timestamp", when);
+}
+
+void kb_proc_log(kb_proc_t *proc, kb_log_channel_t channel, const char *text)
+{
+    kb_log_frame_t item = { proc->next_cursor, channel, strdup(text), kb_now() };
+    if (!item.data || kb_vec_push(&proc->frames, &item) != KB_BUF_OK) {
+        free(item.data); /* out of memory: the frame is lost, its cursor is not used */
+        return;
+    }
+    proc->next_cursor++;
+    const kb_log_frame_t *frame = s_frame(proc, proc->frames.len - 1);
+    proc->log_bytes += strlen(text) + sizeof *frame;
+    for (kb_stream_t *follower = zlistx_first(proc->followers); follower;
+         follower = zlistx_next(proc->followers))
+        kb_stream_push(follower, KB_EVENT_LOG, s_frame_json(frame));
+}
+
+/* ---- records ------------------------------------------------------------------ */
+
+static json_t *s_proc_json(const kb_proc_t *proc)
+{
+    char started[40], ended[40];
+    kb_iso_time(proc->submitted_at, started, sizeof started);
+    kb_iso_time(proc->ended_at, ended, sizeof ended);
+    return json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "process_id", proc->id, "kind",
+        "code", "state", proc->running ? "running" : "terminal", "context_id", proc->context_id,
+        "language", proc->language, "started_at", started, "ended_at",
+        proc->running ? json_null() : json_string(ended), "exit_code",
+        proc->running || proc->exit_code < 0 ? json_null() : json_integer(proc->exit_code),
+        "signal", proc->signal ? json_string(proc->signal) : json_null(), "reason",
+        proc->running ? json_null() : json_string(kb_reason_name(proc->reason)), "raw_reason",
+        proc->raw_reason ? json_string(proc->raw_reason) : json_null());
+}
+
+static json_t *s_wait_json(const kb_proc_t *proc)
+{
+    json_t *json = s_proc_json(proc);
+    json_t *wait = json_pack(
+        "{s:O, s:O, s:O, s:O, s:O}", "state", json_object_get(json, "state"), "exit_code",
+        json_object_get(json, "exit_code"), "signal", json_object_get(json, "signal"), "reason",
+        json_object_get(json, "reason"), "raw_reason", json_object_get(json, "raw_reason"));
+    json_decref(json);
+    return wait;
+}
+
+/*  What a finished record costs: its log bytes, once more for the result's
+    copy of them, and its fixed parts. */
+static size_t s_proc_bytes(const kb_proc_t *proc)
+{
+    return proc->log_bytes * 2 + 1024;
+}
+
+/*  Keep finished records within the configured count and bytes. */
+static void s_enforce_retention(kb_procstore_t *self)
+{
+    while (zlistx_size(self->finished) > self->max_records
+           || (self->finished_bytes > self->max_bytes && zlistx_size(self->finished) > 1)) {
+        kb_proc_t *oldest = zlistx_detach(self->finished, NULL);
+        self->finished_bytes -= s_proc_bytes(oldest);
+        zhashx_delete(self->procs, oldest->id);
+        s_proc_free(oldest);
+    }
+}
+
+void kb_proc_end(kb_proc_t *proc, json_t *result, kb_reason_t reason, int exit_code,
+                 const char *signal, const char *raw_reason)
+{
+    kb_procstore_t *self = proc->store;
+    assert(proc->running);
+    proc->running = false;
+    proc->owner = NULL;
+    proc->result = result;
+    proc->ended_at = kb_now();
+    proc->reason = reason;
+    proc->exit_code = exit_code;
+    proc->signal = signal;
+    proc->raw_reason = raw_reason ? strdup(raw_reason) : NULL;
+    kb_stream_t *follower;
+    while ((follower = zlistx_detach(proc->followers, NULL))) {
+        kb_stream_push(follower, KB_EVENT_END,
+                       json_pack("{s:I}", "cursor", (json_int_t)proc->next_cursor));
+        kb_stream_unref(&follower);
+    }
+    kb_call_t *waiter;
+    while ((waiter = zlistx_detach(proc->waiters, NULL))) {
+        kb_timer_stop(&waiter->timer);
+        waiter->result = s_wait_json(proc);
+        waiter->rc = 0;
+        kb_call_answer(waiter);
+    }
+    zlistx_add_end(self->finished, proc);
+    self->finished_bytes += s_proc_bytes(proc);
+    s_enforce_retention(self);
+}
+
+/* ---- calls ---------------------------------------------------------------------- */
+
+static void s_answer(kb_call_t *call, json_t *json)
+{
+    call->result = json;
+    call->rc = 0;
+    kb_call_answer(call);
+}
+
+static kb_proc_t *s_lookup(kb_procstore_t *self, kb_call_t *call)
+{
+    kb_proc_t *proc = kb_procstore_find(self, call->id);
+    if (!proc)
+        kb_call_fail(call, KB_ERR_PROCESS_NOT_FOUND, "no process %s",
+                     call->id ? call->id : "(none)");
+    return proc;
+}
+
+static void s_handle_list(kb_procstore_t *self, kb_call_t *call)
+{
+    json_t *list = json_array();
+    for (kb_proc_t *proc = zhashx_first(self->procs); proc; proc = zhashx_next(self->procs)) {
+        if (call->filter_state && *call->filter_state
+            && strcmp(call->filter_state, proc->running ? "running" : "terminal") != 0)
+            continue;
+        if (call->filter_context && *call->filter_context
+            && strcmp(call->filter_context, proc->context_id) != 0)
+            continue;
+        json_array_append_new(list, s_proc_json(proc));
+    }
+    s_answer(call, json_pack("{s:o}", "processes", list));
+}
+
+static size_t s_first_index(kb_proc_t *proc, long long cursor)
+{
+    size_t i = 0;
+    if (cursor >= 0)
+        while (i < proc->frames.len && s_frame(proc, i)->cursor < cursor)
+            i++;
+    return i;
+}
+
+static void s_handle_logs(kb_procstore_t *self, kb_call_t *call)
+{
+    kb_proc_t *proc = s_lookup(self, call);
+    if (!proc)
+        return;
+    json_t *frames = json_array();
+    size_t i = s_first_index(proc, call->cursor);
+    long long next = call->cursor >= 0  ? call->cursor
+                     : proc->frames.len ? s_frame(proc, 0)->cursor
+                                        : proc->next_cursor;
+    for (; i < proc->frames.len && (!call->limit || json_array_size(frames) < call->limit); i++) {
+        json_array_append_new(frames, s_frame_json(s_frame(proc, i)));
+        next = s_frame(proc, i)->cursor + 1;
+    }
+    s_answer(call, json_pack("{s:o, s:I, s:b}", "frames", frames, "next_cursor", (json_int_t)next,
+                             "eof", !proc->running && next >= proc->next_cursor));
+}
+
+static void s_handle_follow(kb_procstore_t *self, kb_call_t *call)
+{
+    kb_proc_t *proc = s_lookup(self, call);
+    if (!proc)
+        return;
+    for (size_t i = s_first_index(proc, call->cursor); i < proc->frames.len; i++)
+        kb_stream_push(call->stream, KB_EVENT_LOG, s_frame_json(s_frame(proc, i)));
+    if (proc->running)
+        zlistx_add_end(proc->followers, kb_stream_ref(call->stream));
+    else
+        kb_stream_push(call->stream, KB_EVENT_END,
+                       json_pack("{s:I}", "cursor", (json_int_t)proc->next_cursor));
+    s_answer(call, NULL);
+}
+
+/*  A wait ran out before the run ended: answer "still running". */
+static void s_on_wait_timeout(kb_timer_t *timer, void *arg)
+{
+    kb_call_t *call = arg;
+    kb_proc_t *proc = call->owner;
+    void *handle = zlistx_find(proc->waiters, call);
+    if (handle)
+        zlistx_detach(proc->waiters, handle);
+    s_answer(call, json_pack("{s:s, s:n, s:n, s:n, s:n}", "state", "running", "exit_code", "signal",
+                             "reason", "raw_reason"));
+}
+
+static void s_handle_wait(kb_procstore_t *self, kb_call_t *call)
+{
+    kb_proc_t *proc = s_lookup(self, call);
+    if (!proc)
+        return;
+    if (!proc->running || call->timeout == 0) {
+        s_answer(call, s_wait_json(proc));
+        return;
+    }
+    zlistx_add_end(proc->waiters, call);
+    call->owner = proc;
+    if (kb_loop_delay_ms(call->timeout))
+        kb_timer_start(self->loop, &call->timer, kb_loop_delay_ms(call->timeout), 0,
+                       s_on_wait_timeout, call);
+}
+
+static void s_handle_delete(kb_procstore_t *self, kb_call_t *call)
+{
+    kb_proc_t *proc = s_lookup(self, call);
+    if (!proc)
+        return;
+    if (proc->running) {
+        kb_call_fail(call, KB_ERR_PROCESS_RUNNING, "process %s is still running", proc->id);
+        return;
+    }
+    zlistx_detach(self->finished, zlistx_find(self->finished, proc));
+    self->finished_bytes -= s_proc_bytes(proc);
+    zhashx_delete(self->procs, proc->id);
+    s_proc_free(proc);
+    s_answer(call, NULL);
+}
+
+void kb_procstore_handle(kb_procstore_t *self, kb_call_t *call)
+{
+    kb_proc_t *proc;
+    switch (call->type) {
+        case KB_CALL_PROC_LIST:
+            s_handle_list(self, call);
+            break;
+        case KB_CALL_PROC_GET:
+            if ((proc = s_lookup(self, call)))
+                s_answer(call, s_proc_json(proc));
+            break;
+        case KB_CALL_PROC_RESULT:
+            if (!(proc = s_lookup(self, call)))
+                break;
+            if (proc->running)
+                kb_call_fail(call, KB_ERR_PROCESS_RUNNING, "process %s is still running", proc->id);
+            else
+                s_answer(call, json_incref(proc->result));
+            break;
+        case KB_CALL_PROC_LOGS:
+            s_handle_logs(self, call);
+            break;
+        case KB_CALL_PROC_FOLLOW:
+            s_handle_follow(self, call);
+            break;
+        case KB_CALL_PROC_WAIT:
+            s_handle_wait(self, call);
+            break;
+        case KB_CALL_PROC_DELETE:
+            s_handle_delete(self, call);
+            break;
+        default:
+            kb_call_fail(call, KB_ERR_INTERNAL, "not a call on records: %d", call->type);
+            break;
+    }
+}

@@ -1,0 +1,478 @@
+/*  kb_request.c - the front ends' requests (see kb_request.h): one parser
+    from a JSON body to run or context options, driven by a table of field
+    names per front end, and the value checks of those options. Pure code:
+    no I/O, no service state. */
+#include "service/kb_request.h"
+
+#include <assert.h>
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/*  The id E2B's SDKs use for the default Python context. */
+#define KB_E2B_DEFAULT_ALIAS "default"
+#define KB_E2B_DEFAULT_PYTHON "default-python"
+/*  How much of a bad id an error message shows. */
+#define KB_REQUEST_SHOWN_MAX 80
+
+/* ---- Front ends: which field is called what ------------------------------ */
+
+typedef enum {
+    KB_FIELD_CODE,
+    KB_FIELD_LANGUAGE,
+    KB_FIELD_KERNEL_NAME,
+    KB_FIELD_CONTEXT_ID,
+    KB_FIELD_ISOLATED,
+    KB_FIELD_TIMEOUT,
+    KB_FIELD_CWD,
+    KB_FIELD_ENV,
+    KB_FIELD_STRIP_ANSI,
+} kb_field_id_t;
+
+typedef struct {
+    const char *name; /* in the body */
+    kb_field_id_t id;
+} kb_field_t;
+
+typedef struct {
+    const kb_field_t *run; /* in the order they are checked */
+    size_t run_len;
+    const kb_field_t *context;
+    size_t context_len;
+    bool language_aliases;   /* E2B's language names; none is python */
+    bool context_aliases;    /* kb_request_e2b_context_id */
+    bool exclusive_target;   /* a run names a context_id or a language, not both */
+    bool empty_context_body; /* POST /contexts may come without a body */
+    bool empty_cwd_is_none;  /* "" as a context's cwd is the daemon's */
+} kb_front_spec_t;
+
+static const kb_field_t s_native_run[] = {
+    { "code", KB_FIELD_CODE },
+    { "language", KB_FIELD_LANGUAGE },
+    { "kernel_name", KB_FIELD_KERNEL_NAME },
+    { "context_id", KB_FIELD_CONTEXT_ID },
+    { "isolated", KB_FIELD_ISOLATED },
+    { "timeout", KB_FIELD_TIMEOUT },
+    { "cwd", KB_FIELD_CWD },
+    { "env", KB_FIELD_ENV },
+    { "strip_ansi", KB_FIELD_STRIP_ANSI },
+};
+
+static const kb_field_t s_native_context[] = {
+    { "language", KB_FIELD_LANGUAGE },
+    { "kernel_name", KB_FIELD_KERNEL_NAME },
+    { "context_id", KB_FIELD_CONTEXT_ID },
+    { "cwd", KB_FIELD_CWD },
+    { "env", KB_FIELD_ENV },
+};
+
+static const kb_field_t s_e2b_run[] = {
+    { "code", KB_FIELD_CODE },
+    { "context_id", KB_FIELD_CONTEXT_ID },
+    { "language", KB_FIELD_LANGUAGE },
+    { "env_vars", KB_FIELD_ENV },
+};
+
+static const kb_field_t s_e2b_context[] = {
+    { "language", KB_FIELD_LANGUAGE },
+    { "cwd", KB_FIELD_CWD },
+};
+
+#define KB_COUNT(array) (sizeof(array) / sizeof(array)[0])
+
+static const kb_front_spec_t s_fronts[] = {
+    [KB_FRONT_NATIVE] = { s_native_run, KB_COUNT(s_native_run), s_native_context,
+                          KB_COUNT(s_native_context), false, false, false, false, false },
+    [KB_FRONT_E2B] = { s_e2b_run, KB_COUNT(s_e2b_run), s_e2b_context, KB_COUNT(s_e2b_context), true,
+                       true, true, true, true },
+};
+
+static const kb_front_spec_t *s_front(kb_front_t front)
+{
+    assert(front == KB_FRONT_NATIVE || front == KB_FRONT_E2B);
+    return &s_fronts[front];
+}
+
+/* ---- Fields ---------------------------------------------------------------- */
+
+json_t *kb_request_body(const char *data, size_t len, bool empty_ok, kb_error_t *err)
+{
+    if (len == 0) {
+        if (empty_ok)
+            return json_object();
+        kb_error_set(err, KB_ERR_INVALID_REQUEST_BODY,
+                     "the request body is empty; a JSON object is expected");
+        return NULL;
+    }
+    assert(data);
+    json_error_t jerr;
+    /* NUL is allowed through the parser so that a string holding one is
+       refused by name, as BAD_REQUEST, not as malformed JSON. */
+    json_t *body = json_loadb(data, len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
+    if (!body) {
+        kb_error_set(err, KB_ERR_INVALID_REQUEST_BODY, "malformed JSON at line %d, column %d: %s",
+                     jerr.line, jerr.column, jerr.text);
+        return NULL;
+    }
+    if (!json_is_object(body)) {
+        json_decref(body);
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "the request body must be a JSON object");
+        return NULL;
+    }
+    return body;
+}
+
+/*  The field, or NULL when absent or null (both mean "not given"). */
+static json_t *s_given(const json_t *body, const char *key)
+{
+    json_t *value = json_object_get(body, key);
+    return value && !json_is_null(value) ? value : NULL;
+}
+
+int kb_request_string(const json_t *body, const char *key, const char **out, kb_error_t *err)
+{
+    json_t *value = s_given(body, key);
+    if (!value)
+        return 0;
+    if (!json_is_string(value))
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "field %s must be a string", key);
+    if (strlen(json_string_value(value)) != json_string_length(value))
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "field %s must not contain NUL characters",
+                            key);
+    *out = json_string_value(value);
+    return 1;
+}
+
+static int s_bool(const json_t *body, const char *key, bool *out, kb_error_t *err)
+{
+    json_t *value = s_given(body, key);
+    if (!value)
+        return 0;
+    if (!json_is_boolean(value))
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "field %s must be true or false", key);
+    *out = json_is_true(value);
+    return 1;
+}
+
+static int s_seconds(const json_t *body, const char *key, double *out, kb_error_t *err)
+{
+    json_t *value = s_given(body, key);
+    if (!value)
+        return 0;
+    if (!json_is_number(value))
+        return kb_error_set(err, KB_ERR_BAD_REQUEST,
+                            "field %s must be a non-negative number of seconds", key);
+    *out = json_number_value(value);
+    return 1;
+}
+
+/*  An object (borrowed); what it holds is the validation's to check. */
+static int s_object(const json_t *body, const char *key, json_t **out, kb_error_t *err)
+{
+    json_t *value = s_given(body, key);
+    if (!value)
+        return 0;
+    if (!json_is_object(value))
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "field %s must be an object of strings", key);
+    *out = value;
+    return 1;
+}
+
+/*  E2B's language names, lower-cased and trimmed into buf: none is python,
+    js, ts and typescript are javascript (TypeScript runs on the JavaScript
+    kernel). NULL with BAD_REQUEST when the name does not fit buf. */
+static const char *s_e2b_language(const char *language, char *buf, size_t size, kb_error_t *err)
+{
+    if (!language)
+        return "python";
+    while (isspace((unsigned char)*language))
+        language++;
+    size_t len = strlen(language);
+    while (len > 0 && isspace((unsigned char)language[len - 1]))
+        len--;
+    if (len == 0)
+        return "python";
+    if (len >= size) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "language is longer than %zu characters", size - 1);
+        return NULL;
+    }
+    for (size_t i = 0; i < len; i++)
+        buf[i] = (char)tolower((unsigned char)language[i]);
+    buf[len] = '\0';
+    if (strcmp(buf, "js") == 0 || strcmp(buf, "ts") == 0 || strcmp(buf, "typescript") == 0)
+        return "javascript";
+    return buf;
+}
+
+/*  Copy text (at most size - 1 bytes, cut at a character boundary) into
+    dst with control characters and spaces as '?', for a message. */
+static void s_shown(char *dst, size_t size, const char *text)
+{
+    size_t len = strlen(text);
+    if (len >= size) {
+        len = size - 1;
+        while (len > 0 && ((unsigned char)text[len] & 0xC0) == 0x80)
+            len--;
+    }
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        dst[i] = c <= 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    dst[len] = '\0';
+}
+
+const char *kb_request_e2b_context_id(const char *id, kb_error_t *err)
+{
+    assert(id);
+    if (strcmp(id, KB_E2B_DEFAULT_ALIAS) == 0)
+        return KB_E2B_DEFAULT_PYTHON;
+    if (kb_context_id_valid(id))
+        return id;
+    char shown[KB_REQUEST_SHOWN_MAX];
+    s_shown(shown, sizeof shown, id);
+    kb_error_set(err, KB_ERR_SESSION_NOT_FOUND, "Context %s not found", shown);
+    return NULL;
+}
+
+/* ---- Runs ------------------------------------------------------------------ */
+
+int kb_run_request_parse(kb_run_request_t *self, kb_front_t front, const char *data, size_t len,
+                         kb_error_t *err)
+{
+    assert(self);
+    const kb_front_spec_t *spec = s_front(front);
+    memset(self, 0, sizeof *self);
+    self->body = kb_request_body(data, len, false, err);
+    if (!self->body)
+        return -1;
+    kb_run_opts_t *opts = &self->opts;
+    const char *language = NULL, *context_id = NULL;
+    for (size_t i = 0; i < spec->run_len; i++) {
+        const char *name = spec->run[i].name;
+        int rc = 0;
+        switch (spec->run[i].id) {
+            case KB_FIELD_CODE:
+                rc = kb_request_string(self->body, name, &opts->code, err);
+                break;
+            case KB_FIELD_LANGUAGE:
+                rc = kb_request_string(self->body, name, &language, err);
+                break;
+            case KB_FIELD_KERNEL_NAME:
+                rc = kb_request_string(self->body, name, &opts->kernel_name, err);
+                break;
+            case KB_FIELD_CONTEXT_ID:
+                rc = kb_request_string(self->body, name, &context_id, err);
+                break;
+            case KB_FIELD_ISOLATED:
+                rc = s_bool(self->body, name, &opts->isolated, err);
+                break;
+            case KB_FIELD_TIMEOUT:
+                rc = s_seconds(self->body, name, &opts->timeout, err);
+                break;
+            case KB_FIELD_CWD:
+                rc = kb_request_string(self->body, name, &opts->cwd, err);
+                break;
+            case KB_FIELD_ENV:
+                rc = s_object(self->body, name, &opts->env, err);
+                break;
+            case KB_FIELD_STRIP_ANSI:
+                rc = s_bool(self->body, name, &opts->strip_ansi, err);
+                break;
+        }
+        if (rc < 0)
+            goto fail;
+    }
+    if (spec->exclusive_target && context_id && language) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "Only one of context_id or language can be provided");
+        goto fail;
+    }
+    if (context_id && spec->context_aliases
+        && !(context_id = kb_request_e2b_context_id(context_id, err)))
+        goto fail;
+    opts->context_id = context_id;
+    opts->language = language;
+    if (spec->language_aliases && !context_id
+        && !(opts->language = s_e2b_language(language, self->language, sizeof self->language, err)))
+        goto fail;
+    return 0;
+fail:
+    kb_run_request_clear(self);
+    return -1;
+}
+
+void kb_run_request_clear(kb_run_request_t *self)
+{
+    if (!self)
+        return;
+    json_decref(self->body);
+    memset(self, 0, sizeof *self);
+}
+
+/* ---- Contexts ---------------------------------------------------------------- */
+
+int kb_context_request_parse(kb_context_request_t *self, kb_front_t front, const char *data,
+                             size_t len, kb_error_t *err)
+{
+    assert(self);
+    const kb_front_spec_t *spec = s_front(front);
+    memset(self, 0, sizeof *self);
+    self->body = kb_request_body(data, len, spec->empty_context_body, err);
+    if (!self->body)
+        return -1;
+    kb_context_opts_t *opts = &self->opts;
+    const char *language = NULL;
+    for (size_t i = 0; i < spec->context_len; i++) {
+        const char *name = spec->context[i].name;
+        int rc = 0;
+        switch (spec->context[i].id) {
+            case KB_FIELD_LANGUAGE:
+                rc = kb_request_string(self->body, name, &language, err);
+                break;
+            case KB_FIELD_KERNEL_NAME:
+                rc = kb_request_string(self->body, name, &opts->kernel_name, err);
+                break;
+            case KB_FIELD_CONTEXT_ID:
+                rc = kb_request_string(self->body, name, &opts->context_id, err);
+                break;
+            case KB_FIELD_CWD:
+                rc = kb_request_string(self->body, name, &opts->cwd, err);
+                break;
+            case KB_FIELD_ENV:
+                rc = s_object(self->body, name, &opts->env, err);
+                break;
+            default:
+                assert(!"a run's field in a context table");
+                break;
+        }
+        if (rc < 0)
+            goto fail;
+    }
+    opts->language = language;
+    if (spec->language_aliases
+        && !(opts->language = s_e2b_language(language, self->language, sizeof self->language, err)))
+        goto fail;
+    if (spec->empty_cwd_is_none && opts->cwd && !*opts->cwd)
+        opts->cwd = NULL;
+    if (kb_context_opts_validate(opts, err) != 0)
+        goto fail;
+    return 0;
+fail:
+    kb_context_request_clear(self);
+    return -1;
+}
+
+void kb_context_request_clear(kb_context_request_t *self)
+{
+    if (!self)
+        return;
+    json_decref(self->body);
+    memset(self, 0, sizeof *self);
+}
+
+/* ---- Values ------------------------------------------------------------------- */
+
+bool kb_context_id_valid(const char *id)
+{
+    static const char allowed[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                  "0123456789._-";
+    size_t len = strlen(id);
+    return len > 0 && len <= KB_CONTEXT_ID_MAX && strspn(id, allowed) == len;
+}
+
+/*  Length of the well-formed UTF-8 sequence at s (n bytes left), 0 when
+    it is not one (overlong forms, surrogates, past U+10FFFF). */
+static size_t s_utf8_sequence(const unsigned char *s, size_t n)
+{
+    if (s[0] < 0x80)
+        return 1;
+    size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+    if (len == 0 || s[0] > 0xf4 || len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0)
+        || (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
+        return 0;
+    return len;
+}
+
+static bool s_utf8_valid(const char *text, size_t len)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    for (size_t i = 0; i < len;) {
+        size_t n = s_utf8_sequence(s + i, len - i);
+        if (n == 0)
+            return false;
+        i += n;
+    }
+    return true;
+}
+
+/*  env: NULL, or an object whose names are non-empty without '=' or NUL
+    and whose values are strings without NUL. */
+static int s_env_validate(const json_t *env, const char *key, kb_error_t *err)
+{
+    if (!env)
+        return 0;
+    if (!json_is_object(env))
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "field %s must be an object of strings", key);
+    /* The iterator is read-only here; jansson's API wants a non-const object. */
+    json_t *object = (json_t *)env;
+    for (void *it = json_object_iter(object); it; it = json_object_iter_next(object, it)) {
+        const char *name = json_object_iter_key(it);
+        size_t name_len = json_object_iter_key_len(it);
+        json_t *value = json_object_iter_value(it);
+        if (name_len == 0 || strlen(name) != name_len || strchr(name, '='))
+            return kb_error_set(err, KB_ERR_BAD_REQUEST,
+                                "field %s: variable names must be non-empty, without '=' or NUL",
+                                key);
+        if (!json_is_string(value) || strlen(json_string_value(value)) != json_string_length(value))
+            return kb_error_set(err, KB_ERR_BAD_REQUEST,
+                                "field %s: the value of %.100s must be a string without NUL", key,
+                                name);
+    }
+    return 0;
+}
+
+static int s_context_id_validate(const char *id, kb_error_t *err)
+{
+    if (!id || kb_context_id_valid(id))
+        return 0;
+    return kb_error_set(err, KB_ERR_BAD_REQUEST,
+                        "context_id must be 1-%d characters of A-Z a-z 0-9 . _ -",
+                        KB_CONTEXT_ID_MAX);
+}
+
+int kb_run_opts_validate(const kb_run_opts_t *opts, size_t max_code_bytes, kb_error_t *err)
+{
+    if (!opts || !opts->code)
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "field code is required");
+    size_t code_len = strlen(opts->code);
+    if (code_len > max_code_bytes)
+        return kb_error_set(err, KB_ERR_PAYLOAD_TOO_LARGE, "code is %zu bytes, the limit is %zu",
+                            code_len, max_code_bytes);
+    if (!s_utf8_valid(opts->code, code_len))
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "field code must be valid UTF-8");
+    if (s_context_id_validate(opts->context_id, err) != 0)
+        return -1;
+    if (opts->isolated && opts->context_id)
+        return kb_error_set(err, KB_ERR_BAD_REQUEST,
+                            "isolated runs use a fresh kernel; they cannot name a context_id");
+    if (!(opts->timeout >= 0) || isinf(opts->timeout))
+        return kb_error_set(err, KB_ERR_BAD_REQUEST,
+                            "field timeout must be a non-negative number of seconds");
+    return s_env_validate(opts->env, "env", err);
+}
+
+int kb_context_opts_validate(const kb_context_opts_t *opts, kb_error_t *err)
+{
+    assert(opts);
+    if (s_context_id_validate(opts->context_id, err) != 0
+        || s_env_validate(opts->env, "env", err) != 0)
+        return -1;
+    if (!opts->language && !opts->kernel_name)
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "one of language or kernel_name is required");
+    return 0;
+}

@@ -1,0 +1,119 @@
+/*  kb_request.h - the requests of the front ends, read in one place: a
+    JSON body becomes the service's options, kb_run_opts_t for a run
+    (native POST /run, also as an SSE stream, and E2B's POST /execute) and
+    kb_context_opts_t for a context (POST /contexts of both), by one parser
+    that a small table of field names per front end drives; and the values
+    of those options are checked by one function each, kb_run_opts_validate
+    (which kb_service_run_start applies to every run, whoever calls it) and
+    kb_context_opts_validate.
+
+    What it is for: the shape of a request (a JSON object, fields of the
+    right types, strings without NUL) and the values the contract fixes
+    (code required and within its size, a valid context id, isolated runs
+    without one, a timeout of non-negative seconds, an environment of
+    strings), each refused with a typed error and a precise message.
+
+    What it is not for: HTTP (status lines, headers, query strings are
+    src/server's) or anything that depends on the service's state (an
+    unknown context or language, a taken id: the engine decides those).
+    Pure code: no I/O, no globals but constant tables. */
+#ifndef KB_REQUEST_H_INCLUDED
+#define KB_REQUEST_H_INCLUDED
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kernelbridge/kb_error.h"
+#include "kernelbridge/kb_service.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*  A context id is 1 to this many characters of [A-Za-z0-9._-] (SPEC 3). */
+#define KB_CONTEXT_ID_MAX 64
+/*  Longest language name an E2B request may give. */
+#define KB_REQUEST_LANGUAGE_MAX 64
+
+/*  Whose field names and rules a body follows. */
+typedef enum {
+    KB_FRONT_NATIVE, /* SPEC section 5; the names of kb_run_opts_t's fields */
+    KB_FRONT_E2B,    /* E2B's code-interpreter server: code, context_id, language, env_vars */
+} kb_front_t;
+
+/*  A run read from a body. opts borrows its strings from body and from
+    language (E2B's names normalised), so it is valid until the request is
+    cleared. */
+typedef struct {
+    kb_run_opts_t opts;
+    json_t *body; /* owned */
+    char language[KB_REQUEST_LANGUAGE_MAX + 1];
+} kb_run_request_t;
+
+/*  A context to create, read from a body; borrows like kb_run_request_t. */
+typedef struct {
+    kb_context_opts_t opts;
+    json_t *body; /* owned */
+    char language[KB_REQUEST_LANGUAGE_MAX + 1];
+} kb_context_request_t;
+
+/*  The body data[0..len) (borrowed; need not be NUL-terminated) as a JSON
+    object; an empty body is {} when empty_ok. NULL with err set:
+    INVALID_REQUEST_BODY when it is empty or not JSON, BAD_REQUEST when it
+    is JSON but not an object. Strings may hold NUL (so that one is refused
+    by name, as BAD_REQUEST). Caller owns the result. */
+json_t *kb_request_body(const char *data, size_t len, bool empty_ok, kb_error_t *err);
+
+/*  The string field key of body: 1 present (*out borrowed from body), 0
+    absent or null, -1 with BAD_REQUEST in err when it is not a string or
+    holds a NUL. */
+int kb_request_string(const json_t *body, const char *key, const char **out, kb_error_t *err);
+
+/*  Read a run from a body with front's field names and rules. E2B's: its
+    language names (trimmed, any case; none is python, js, ts and
+    typescript are javascript), context_id and language exclusive, and its
+    context ids (kb_request_e2b_context_id). Values are left to
+    kb_run_opts_validate, which the service applies. 0, or -1 with err set
+    and self holding nothing. Clear self after a success. */
+int kb_run_request_parse(kb_run_request_t *self, kb_front_t front, const char *data, size_t len,
+                         kb_error_t *err);
+
+/*  Read a context to create from a body with front's field names (E2B's:
+    language and cwd only, an empty body allowed, an empty cwd is the
+    daemon's), then check it with kb_context_opts_validate. 0, or -1 with
+    err set and self holding nothing. Clear self after a success. */
+int kb_context_request_parse(kb_context_request_t *self, kb_front_t front, const char *data,
+                             size_t len, kb_error_t *err);
+
+/*  Release what a parsed request holds. Safe on a zeroed or cleared one. */
+void kb_run_request_clear(kb_run_request_t *self);
+void kb_context_request_clear(kb_context_request_t *self);
+
+/*  Check the values of a run's options (opts borrowed, may be NULL): code
+    required, valid UTF-8 and at most max_code_bytes (PAYLOAD_TOO_LARGE
+    beyond), a valid context_id, not together with isolated, a finite
+    non-negative timeout, env NULL or an object of string values without
+    NUL whose names are non-empty without '=' or NUL. 0, or -1 with err
+    set (BAD_REQUEST, PAYLOAD_TOO_LARGE). */
+int kb_run_opts_validate(const kb_run_opts_t *opts, size_t max_code_bytes, kb_error_t *err);
+
+/*  Check a context's options: language or kernel_name given, a valid
+    context_id when one is given, env as for a run. 0, or -1 with
+    BAD_REQUEST in err. */
+int kb_context_opts_validate(const kb_context_opts_t *opts, kb_error_t *err);
+
+/*  True when id is 1 to KB_CONTEXT_ID_MAX characters of [A-Za-z0-9._-]. */
+bool kb_context_id_valid(const char *id);
+
+/*  The service's id for a context id as E2B's SDKs send it (in a body or
+    a path): "default" is the Python default context (default-python);
+    others are themselves (borrowed). NULL with SESSION_NOT_FOUND ("Context
+    <id> not found") when id cannot name a context. */
+const char *kb_request_e2b_context_id(const char *id, kb_error_t *err);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
