@@ -18,6 +18,12 @@
 #define KB_APPLY_ATTEMPTS 3 /* sends of an apply snippet that the kernel aborted */
 #define KB_MAIN_ATTEMPTS 3  /* resends of the code when the kernel aborted it */
 
+/*  Interrupting a request (seconds; see s_interrupt_step). */
+#define KB_INTERRUPT_SETTLE 0.02 /* from the request's status: busy to the signal */
+#define KB_INTERRUPT_NO_BUSY 0.1 /* from the send, for kernels that send no busy */
+#define KB_INTERRUPT_EARLY 0.1   /* a first signal this soon may be missed */
+#define KB_INTERRUPTED_REPLY 0.2 /* after an interrupt, wait for the other of reply and idle */
+
 /*  Why a run is being stopped, once something outside it stepped in. */
 typedef enum {
     KB_CAUSE_NONE,
@@ -92,6 +98,16 @@ struct kb_run {
     int main_attempts;
 
     kb_timer_t timeout_timer, grace_timer, completion_timer, settle_timer;
+    double completion_wait; /* seconds, of the completion timer */
+
+    int sends;            /* requests sent to the kernel */
+    double sent_at;       /* of the request out now */
+    double busy_at;       /* its status: busy came, or 0 */
+    int interrupted_send; /* the request out when the run was interrupted, or 0 */
+    int signals;          /* interrupts sent for it */
+    double first_signal_at, signal_at;
+    kb_timer_t interrupt_timer; /* the next signal (s_interrupt_step) */
+
     kb_stream_t *stream;
     kb_call_t *held_call;
     kb_run_ended_fn *ended;
@@ -172,6 +188,7 @@ static void s_end(kb_run_t *self, kb_outcome_t outcome, const char *value, const
     kb_timer_stop(&self->grace_timer);
     kb_timer_stop(&self->completion_timer);
     kb_timer_stop(&self->settle_timer);
+    kb_timer_stop(&self->interrupt_timer);
     kb_execution_t *exec = s_main_exec(self);
     if (s_outcomes[outcome].error)
         kb_execution_set_error(exec, s_outcomes[outcome].error, value ? value : "", true);
@@ -276,11 +293,18 @@ static void s_kernel_exited(kb_run_t *self, kb_kernel_t *kernel)
 static void s_on_timer(kb_timer_t *timer, void *arg)
 {
     kb_run_t *self = arg;
-    kb_run_event_type_t type = timer == &self->timeout_timer  ? KB_RUN_EV_TIMEOUT
-                               : timer == &self->grace_timer  ? KB_RUN_EV_GRACE_OVER
-                               : timer == &self->settle_timer ? KB_RUN_EV_SETTLED
-                                                              : KB_RUN_EV_STEP_OVERDUE;
+    kb_run_event_type_t type = timer == &self->timeout_timer     ? KB_RUN_EV_TIMEOUT
+                               : timer == &self->grace_timer     ? KB_RUN_EV_GRACE_OVER
+                               : timer == &self->settle_timer    ? KB_RUN_EV_SETTLED
+                               : timer == &self->interrupt_timer ? KB_RUN_EV_INTERRUPT_DUE
+                                                                 : KB_RUN_EV_STEP_OVERDUE;
     kb_run_apply(self, &(kb_run_event_t){ .type = type });
+}
+
+/*  The loop's monotonic clock, in seconds. */
+static double s_now(const kb_run_t *self)
+{
+    return (double)kb_loop_now_ms(self->settings->loop) / 1000;
 }
 
 static void s_send(kb_run_t *self, const char *code, bool silent)
@@ -291,6 +315,9 @@ static void s_send(kb_run_t *self, const char *code, bool silent)
         self->msg_id[0] = 0; /* the kernel is gone; its exit ends the run */
         return;
     }
+    self->sends++;
+    self->sent_at = s_now(self);
+    self->busy_at = 0;
     kb_kernel_apply(self->kernel, KB_KEV_EXECUTE);
     if (silent) {
         kb_execution_destroy(&self->step_exec);
@@ -364,6 +391,10 @@ static void s_step_done(kb_run_t *self)
             return;
         }
         kb_result_destroy(&applied);
+        if (self->cause != KB_CAUSE_NONE) {
+            s_send_restore(self); /* interrupted before the code went: it never runs */
+            return;
+        }
         s_send_main(self);
         return;
     }
@@ -398,6 +429,98 @@ static bool s_retry_aborted(kb_run_t *self, kb_channel_t channel, const kb_msg_t
     return true;
 }
 
+/* ---- interrupts ------------------------------------------------------------------ */
+
+/*  When an interrupted request gets its signal(s). A kernel takes SIGINT
+    well only once it runs the request's code: ipykernel ignores SIGINT
+    until its handler for the request is in place, exits (status 0) if
+    SIGINT lands while it installs that handler, drops the request (status:
+    idle, no execute_reply) if SIGINT lands in its own code around the
+    user's, and IPython swallows it in its pre-run hooks. So the first
+    signal waits until KB_INTERRUPT_SETTLE after the request's status: busy
+    (it goes at once when that is long past; KB_INTERRUPT_NO_BUSY after the
+    send for a kernel that sends no busy). A first signal that went early
+    (within KB_INTERRUPT_EARLY of that, or before the busy came) may still
+    be lost, or wait in a system call the code just entered: if the request
+    has not answered (error, reply or idle) by half the grace, it is sent
+    once more, not sooner, as IPython may take most of a second to format
+    the traceback of the first. Code that ran a while before the interrupt
+    gets one signal, so that code catching KeyboardInterrupt keeps the grace
+    to clean up. Nothing goes once the request has answered, or to a later
+    request (the restore step). */
+
+/*  The run was interrupted (timeout or a client's SIGINT) while the
+    request out now was. */
+static bool s_current_interrupted(const kb_run_t *self)
+{
+    return self->interrupted_send > 0 && self->interrupted_send == self->sends;
+}
+
+/*  The earliest time for the first signal to the request out now. */
+static double s_interrupt_ready_at(const kb_run_t *self)
+{
+    return self->busy_at > 0 ? self->busy_at + KB_INTERRUPT_SETTLE
+                             : self->sent_at + KB_INTERRUPT_NO_BUSY;
+}
+
+static void s_interrupt_step(kb_run_t *self)
+{
+    kb_timer_stop(&self->interrupt_timer);
+    kb_execution_t *exec = s_current(self);
+    if (!self->kernel || !s_current_interrupted(self) || !exec || kb_execution_has_reply(exec)
+        || kb_execution_has_idle(exec) || kb_execution_has_error(exec))
+        return;
+    double when = s_interrupt_ready_at(self);
+    if (self->signals > 0) {
+        if (self->signals > 1 || self->first_signal_at >= when + KB_INTERRUPT_EARLY)
+            return;
+        double again = self->signal_at + self->settings->interrupt_grace / 2;
+        if (when < again)
+            when = again;
+    }
+    double now = s_now(self);
+    if (now < when) {
+        kb_timer_start(self->settings->loop, &self->interrupt_timer, kb_loop_delay_ms(when - now),
+                       0, s_on_timer, self);
+        return;
+    }
+    if (self->signals > 0) {
+        char text[120];
+        snprintf(text, sizeof text, "no answer to the interrupt after %.1f s; interrupting again",
+                 now - self->signal_at);
+        s_system(self, text);
+    } else
+        self->first_signal_at = now;
+    self->signals++;
+    self->signal_at = now;
+    kb_kernel_interrupt(self->kernel);
+    s_interrupt_step(self); /* schedules the next one, if any */
+}
+
+/*  Interrupt the run: the request out now, as s_interrupt_step says. */
+static void s_interrupt(kb_run_t *self)
+{
+    if (s_current_interrupted(self)) {
+        if (self->signals > 0) { /* one more, as asked (a client's second SIGINT) */
+            self->signals++;
+            self->signal_at = s_now(self);
+            kb_kernel_interrupt(self->kernel);
+        }
+        return; /* else the first is still to go */
+    }
+    self->interrupted_send = self->sends;
+    self->signals = 0;
+    s_interrupt_step(self);
+}
+
+static bool s_is_busy(const kb_msg_t *msg)
+{
+    const char *state = json_string_value(json_object_get(msg->content, "execution_state"));
+    return strcmp(msg->msg_type, "status") == 0 && state && strcmp(state, "busy") == 0;
+}
+
+/* ---- messages ---------------------------------------------------------------------- */
+
 static void s_on_message(kb_run_t *self, kb_channel_t channel, const kb_msg_t *msg)
 {
     kb_execution_t *exec = s_current(self);
@@ -409,6 +532,10 @@ static void s_on_message(kb_run_t *self, kb_channel_t channel, const kb_msg_t *m
         kb_execution_fold_shell(exec, msg);
     else
         return;
+    if (channel == KB_CHANNEL_IOPUB && !self->busy_at && s_is_busy(msg)) {
+        self->busy_at = s_now(self);
+        s_interrupt_step(self); /* a waiting signal goes a little later */
+    }
     if (kb_execution_complete(exec)) {
         /*  A kernel that publishes output after idle (kb_kernelspec_quirks):
             the code step ends once none came for late_output seconds. */
@@ -424,20 +551,27 @@ static void s_on_message(kb_run_t *self, kb_channel_t channel, const kb_msg_t *m
         return;
     }
     if ((kb_execution_has_reply(exec) || kb_execution_has_idle(exec))
-        && !kb_timer_active(&self->completion_timer))
+        && !kb_timer_active(&self->completion_timer)) {
+        /*  After an interrupt the other one is not waited for long: ipykernel
+            sends idle and no reply when SIGINT lands in its own code. */
+        self->completion_wait = self->settings->completion_grace;
+        if (s_current_interrupted(self) && self->completion_wait > KB_INTERRUPTED_REPLY)
+            self->completion_wait = KB_INTERRUPTED_REPLY;
         kb_timer_start(self->settings->loop, &self->completion_timer,
-                       kb_loop_delay_ms(self->settings->completion_grace), 0, s_on_timer, self);
+                       kb_loop_delay_ms(self->completion_wait), 0, s_on_timer, self);
+    }
 }
 
 static void s_step_overdue(kb_run_t *self)
 {
     kb_execution_t *exec = s_current(self);
-    char text[160];
+    char text[200];
     snprintf(text, sizeof text,
-             "%s never came for the %s request after %g s; the run ended with what it had",
+             "%s never came for the %s%s request after %g s; the run ended with what it had",
              kb_execution_has_reply(exec) ? "status: idle" : "execute_reply",
+             s_current_interrupted(self) ? "interrupted " : "",
              self->state == KB_RUN_EXECUTING ? "execute" : "cwd/env adapter",
-             self->settings->completion_grace);
+             self->completion_wait);
     s_system(self, text);
     s_step_done(self);
 }
@@ -455,6 +589,16 @@ static void s_grace_over(kb_run_t *self)
         return;
     if (self->cause == KB_CAUSE_SIGTERM) {
         kb_kernel_signal(self->kernel, SIGKILL);
+        return;
+    }
+    kb_execution_t *exec = s_current(self);
+    if (s_current_interrupted(self) && exec
+        && (kb_execution_has_reply(exec) || kb_execution_has_idle(exec))) {
+        /*  The kernel answered the interrupt and only one of the two
+            messages is missing: no reason to kill it. The steps still to
+            come (the restore) get a grace of their own. */
+        s_start_grace(self);
+        s_step_overdue(self);
         return;
     }
     self->cause = KB_CAUSE_TIMEOUT_KILL;
@@ -478,7 +622,7 @@ static void s_timeout(kb_run_t *self)
     self->cause = KB_CAUSE_TIMEOUT;
     snprintf(value, sizeof value, "timeout after %g s; interrupting the kernel", self->timeout);
     s_system(self, value);
-    kb_kernel_interrupt(self->kernel);
+    s_interrupt(self);
     s_start_grace(self);
 }
 
@@ -493,7 +637,7 @@ static void s_signal(kb_run_t *self, int sig)
                   : sig == SIGTERM ? KB_CAUSE_SIGTERM
                                    : KB_CAUSE_SIGKILL;
     if (sig == SIGINT) {
-        kb_kernel_interrupt(self->kernel);
+        s_interrupt(self);
         return;
     }
     kb_kernel_apply(self->kernel, KB_KEV_SHUTDOWN);
@@ -541,6 +685,10 @@ void kb_run_apply(kb_run_t *self, const kb_run_event_t *event)
         case KB_RUN_EV_GRACE_OVER:
             if (!queued)
                 s_grace_over(self);
+            break;
+        case KB_RUN_EV_INTERRUPT_DUE:
+            if (!queued)
+                s_interrupt_step(self);
             break;
         case KB_RUN_EV_SIGNAL:
             s_signal(self, event->signal);
@@ -594,6 +742,7 @@ kb_run_t *kb_run_new(const kb_run_settings_t *settings, kb_proc_t *proc, const k
     kb_timer_init(&self->grace_timer);
     kb_timer_init(&self->completion_timer);
     kb_timer_init(&self->settle_timer);
+    kb_timer_init(&self->interrupt_timer);
     if (use_adapter) {
         self->use_adapter = true;
         self->cwd = opts->cwd ? strdup(opts->cwd) : NULL;

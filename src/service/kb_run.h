@@ -50,6 +50,7 @@ typedef enum {
     KB_RUN_EV_STEP_OVERDUE,  /* internal: reply or idle came, the other did not */
     KB_RUN_EV_SETTLED,       /* internal: no more output came after idle */
     KB_RUN_EV_GRACE_OVER,    /* internal: an interrupt or SIGTERM was not heeded */
+    KB_RUN_EV_INTERRUPT_DUE, /* internal: the time for an interrupt's (next) signal */
 } kb_run_event_type_t;
 
 typedef struct {

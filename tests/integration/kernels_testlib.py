@@ -3,10 +3,11 @@ kernelspecs are, a daemon that finds them, and checks shared by every kernel.
 
 Kernelspecs the tests use, on the daemon's JUPYTER_PATH:
 - <repo>/kernelspecs: the project's own small kernels for reliability tests
-  (kb-ignore-interrupt, kb-die-on-input, kb-wrong-key, kb-never-ready,
-  kb-flood, kb-late-output, kb-no-execute-input), one kernelspec directory
-  each; Jupyter looks for kernelspecs in <entry>/kernels/, so the entry is a
-  private temporary directory whose kernels/ links to <repo>/kernelspecs;
+  (kb-ignore-interrupt, kb-late-sigint, kb-die-on-input, kb-wrong-key,
+  kb-never-ready, kb-flood, kb-late-output, kb-no-execute-input), one
+  kernelspec directory each; Jupyter looks for kernelspecs in
+  <entry>/kernels/, so the entry is a private temporary directory whose
+  kernels/ links to <repo>/kernelspecs;
 - <repo>/.cache/deno/jupyter: Deno's kernelspec, written there by
   scripts/setup.sh (`deno jupyter --install`, from the deno package of npm);
 - the system's: ipykernel (python3), xeus-python (xpython), IRkernel (ir),

@@ -1,9 +1,10 @@
 """Kernels that misbehave, from the project's kernelspecs/ (small ipykernel
 scripts), and kernel habits the bridge has to meet: a kernel that ignores
-interrupts, one that dies on a marker, one that signs with a wrong key, one
-that never becomes ready, one that floods iopub, one that publishes output
-after its idle status, one that sends no execute_input and no busy status,
-and a kernelspec whose argv starts with a bare `python`."""
+interrupts, one that handles SIGINT only late in each request, one that
+dies on a marker, one that signs with a wrong key, one that never becomes
+ready, one that floods iopub, one that publishes output after its idle
+status, one that sends no execute_input and no busy status, and a kernelspec
+whose argv starts with a bare `python`."""
 
 import json
 import os
@@ -21,7 +22,7 @@ from kernels_testlib import (KERNELSPECS, assert_ok, create, error_of, kernel_da
 assert kernel_daemon and kernel_daemon_factory  # fixtures, used by name
 
 TEST_KERNELS = ["kb-die-on-input", "kb-flood", "kb-ignore-interrupt", "kb-late-output",
-                "kb-never-ready", "kb-no-execute-input", "kb-wrong-key"]
+                "kb-late-sigint", "kb-never-ready", "kb-no-execute-input", "kb-wrong-key"]
 
 
 def process_logs(d, result):
@@ -94,6 +95,33 @@ def test_timeout_kills_a_kernel_that_ignores_interrupts(kernel_daemon_factory):
     assert "interrupt ignored" in result["process"]["raw_reason"], result
     assert wait_until(lambda: not pid_alive(pid), 15), pid
     error_of(d.get("/contexts/%s" % ctx["context_id"]), 404, "SESSION_NOT_FOUND")
+
+
+# ---- kb-late-sigint -------------------------------------------------------------------
+
+
+def test_an_early_interrupt_the_kernel_missed_is_sent_again(kernel_daemon_factory):
+    # A tiny timeout interrupts the kernel before it handles SIGINT: that
+    # signal is lost and the code runs on. The bridge interrupts once more
+    # at half the grace instead of killing the kernel at its end.
+    d = kernel_daemon_factory()  # the default grace, 2 s
+    ctx = create(d, kernel_name="kb-late-sigint")
+    cid, pid = ctx["context_id"], ctx["pid"]
+    assert_ok(run(d, cid, "kept = 42"))
+    run(d, cid, "1 / 0")  # IPython formats its first traceback slowly: not in the run timed
+    started = time.monotonic()
+    result = d.run("import time\ntime.sleep(30)", context_id=cid, timeout=0.001)
+    elapsed = time.monotonic() - started
+    assert result["process"]["reason"] == "timed_out", result
+    assert result["process"]["signal"] == "SIGINT", result
+    assert result["error"]["name"] == "TimeoutError", result
+    assert 0.9 < elapsed < 2.0, elapsed  # the second signal at 1 s, before the kill at 2 s
+    frames = process_logs(d, result)
+    assert any(f["channel"] == "system" and "interrupting again" in f["data"]
+               for f in frames), frames
+    context = d.ok("GET", "/contexts/%s" % cid)
+    assert context["pid"] == pid and context["state"] == "idle", context
+    assert texts(run(d, cid, "kept")) == ["42"]
 
 
 # ---- kb-die-on-input ------------------------------------------------------------------

@@ -4,6 +4,7 @@ result, errors, rich output, timeout with interrupt, kernel death and
 per-run cwd/env through the Python adapter."""
 
 import base64
+import time
 
 import pytest
 
@@ -78,6 +79,44 @@ LOOP = "import time\nwhile True:\n    time.sleep(0.05)"
 
 def test_timeout_interrupts_ipykernel(kernel_daemon, contexts):
     check_timeout_interrupts(kernel_daemon, contexts["python3"], LOOP, "x", "41")
+
+
+def test_tiny_timeouts_keep_the_ipykernel_context(kernel_daemon):
+    # A timeout of a few milliseconds fires while ipykernel is still taking
+    # up the request: a SIGINT then is ignored (the code runs on), drops the
+    # request in ipykernel's own code (status: idle and no execute_reply) or
+    # ends the kernel. Every run ends typed and soon, and the kernel and its
+    # variables stay. Odd runs sleep: only an interrupt that reaches the
+    # code ends them in time.
+    d = kernel_daemon
+    ctx = create(d, kernel_name="python3")
+    cid, pid = ctx["context_id"], ctx["pid"]
+    assert_ok(run(d, cid, "x = 41"))
+    # IPython is slow to format the first traceback of a kernel; let that be
+    # done before the runs below are timed.
+    assert_raised(run(d, cid, "1 / 0"))
+    for i in range(40):
+        timeout = 0.001 * (1 + i % 5)
+        sleeps = i % 2 == 1
+        code = "import time\ntime.sleep(30)" if sleeps else "y = x + 1"
+        started = time.monotonic()
+        result = d.run(code, context_id=cid, timeout=timeout)
+        elapsed = time.monotonic() - started
+        what = (i, timeout, round(elapsed, 3), result)
+        if result["process"]["reason"] == "exited" and not sleeps:
+            assert_ok(result)  # done before the timeout fired
+        else:
+            assert result["process"]["reason"] == "timed_out", what
+            assert result["process"]["signal"] == "SIGINT", what
+            assert result["process"]["exit_code"] is None, what
+            assert result["error"]["name"] == "TimeoutError", what
+        # Sooner than the interrupt grace (2 s, the kill) and the wait for a
+        # missing message of a run that was not interrupted (3 s).
+        assert elapsed < 2.0, what
+        context = d.ok("GET", "/contexts/%s" % cid)
+        assert context["pid"] == pid and context["state"] == "idle", (i, context)
+    assert texts(run(d, cid, "x")) == ["41"]
+    d.ok("DELETE", "/contexts/%s" % cid, status=204)
 
 
 def test_timeout_xpython_cannot_be_interrupted(kernel_daemon):
