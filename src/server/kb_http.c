@@ -4,6 +4,7 @@
     no route and makes no service call except reading streams it is given. */
 #include "server/kb_http.h"
 #include "service/kb_request.h"
+#include "util/kb_utf8.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -44,34 +45,17 @@ void kb_http_timestamp(char *buf, size_t size)
 
 /* ---- Text from the wire --------------------------------------------------- */
 
-/*  Length of the valid UTF-8 sequence at s (1-4), or 0 when it is not one. */
-static size_t utf8_sequence(const unsigned char *s)
-{
-    if (s[0] < 0x80)
-        return 1;
-    size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
-    if (len == 0 || s[0] > 0xf4)
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    /* Overlong forms, surrogates and code points past U+10FFFF. */
-    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0)
-        || (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
-        return 0;
-    return len;
-}
-
 void kb_http_text(char *dst, size_t size, const char *src, bool printable)
 {
     assert(size > 0);
     const unsigned char *s = (const unsigned char *)(src ? src : "-");
-    size_t i = 0;
+    size_t left = strlen((const char *)s), i = 0;
     while (*s && i + 1 < size) {
-        size_t len = utf8_sequence(s);
+        size_t len = kb_utf8_sequence(s, left, NULL);
         if (len == 0 || (printable && (*s <= 0x20 || *s == 0x7f))) {
             dst[i++] = '?';
             s++;
+            left--;
             continue;
         }
         if (i + len >= size)
@@ -79,6 +63,7 @@ void kb_http_text(char *dst, size_t size, const char *src, bool printable)
         memcpy(dst + i, s, len);
         i += len;
         s += len;
+        left -= len;
     }
     dst[i] = '\0';
 }

@@ -3,6 +3,7 @@
     names per front end, and the value checks of those options. Pure code:
     no I/O, no service state. */
 #include "service/kb_request.h"
+#include "util/kb_utf8.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -380,36 +381,6 @@ bool kb_context_id_valid(const char *id)
     return len > 0 && len <= KB_CONTEXT_ID_MAX && strspn(id, allowed) == len;
 }
 
-/*  Length of the well-formed UTF-8 sequence at s (n bytes left), 0 when
-    it is not one (overlong forms, surrogates, past U+10FFFF). */
-static size_t s_utf8_sequence(const unsigned char *s, size_t n)
-{
-    if (s[0] < 0x80)
-        return 1;
-    size_t len = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
-    if (len == 0 || s[0] > 0xf4 || len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-    if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0)
-        || (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))
-        return 0;
-    return len;
-}
-
-static bool s_utf8_valid(const char *text, size_t len)
-{
-    const unsigned char *s = (const unsigned char *)text;
-    for (size_t i = 0; i < len;) {
-        size_t n = s_utf8_sequence(s + i, len - i);
-        if (n == 0)
-            return false;
-        i += n;
-    }
-    return true;
-}
-
 /*  env: NULL, or an object whose names are non-empty without '=' or NUL
     and whose values are strings without NUL. */
 static int s_env_validate(const json_t *env, const char *key, kb_error_t *err)
@@ -453,7 +424,7 @@ int kb_run_opts_validate(const kb_run_opts_t *opts, size_t max_code_bytes, kb_er
     if (code_len > max_code_bytes)
         return kb_error_set(err, KB_ERR_PAYLOAD_TOO_LARGE, "code is %zu bytes, the limit is %zu",
                             code_len, max_code_bytes);
-    if (!s_utf8_valid(opts->code, code_len))
+    if (!kb_utf8_valid(opts->code, code_len))
         return kb_error_set(err, KB_ERR_BAD_REQUEST, "field code must be valid UTF-8");
     if (s_context_id_validate(opts->context_id, err) != 0)
         return -1;

@@ -6,6 +6,7 @@
     Not for: sockets, clocks, randomness or globals. Everything lives in
     one kb_wire_t. */
 #include "wire/kb_wire.h"
+#include "util/kb_utf8.h"
 
 #include <assert.h>
 #include <stdarg.h>
@@ -335,49 +336,13 @@ static int hex_value(unsigned char c)
     as Python does, and parses again. Only runs when jansson reports invalid
     UTF-8, and only on signed-and-verified bytes when a key is set. */
 
-/*  Length of the well-formed UTF-8 sequence at s (1..4), or 0 when it is
-    ill-formed; then *bad is the length of its maximal subpart (1..3). */
-static size_t utf8_sequence(const unsigned char *s, size_t n, size_t *bad)
-{
-    unsigned char c = s[0], lo = 0x80, hi = 0xBF;
-    size_t need;
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF)
-        need = 1;
-    else if (c == 0xE0)
-        need = 2, lo = 0xA0;
-    else if (c == 0xED)
-        need = 2, hi = 0x9F;
-    else if (c >= 0xE1 && c <= 0xEF)
-        need = 2;
-    else if (c == 0xF0)
-        need = 3, lo = 0x90;
-    else if (c == 0xF4)
-        need = 3, hi = 0x8F;
-    else if (c >= 0xF1 && c <= 0xF3)
-        need = 3;
-    else {
-        *bad = 1;
-        return 0;
-    }
-    for (size_t i = 1; i <= need; i++) {
-        if (i >= n || s[i] < lo || s[i] > hi) {
-            *bad = i;
-            return 0;
-        }
-        lo = 0x80, hi = 0xBF;
-    }
-    return need + 1;
-}
-
 /*  A copy of s with ill-formed sequences replaced; caller frees. */
 static unsigned char *utf8_repair(const unsigned char *s, size_t n, size_t *out_n)
 {
     static const unsigned char replacement[3] = { 0xEF, 0xBF, 0xBD };
     size_t size = 0, bad = 0;
     for (size_t i = 0; i < n;) {
-        size_t good = utf8_sequence(s + i, n - i, &bad);
+        size_t good = kb_utf8_sequence(s + i, n - i, &bad);
         size += good ? good : sizeof replacement;
         i += good ? good : bad;
     }
@@ -386,7 +351,7 @@ static unsigned char *utf8_repair(const unsigned char *s, size_t n, size_t *out_
         return NULL;
     size_t o = 0;
     for (size_t i = 0; i < n;) {
-        size_t good = utf8_sequence(s + i, n - i, &bad);
+        size_t good = kb_utf8_sequence(s + i, n - i, &bad);
         if (good) {
             memcpy(out + o, s + i, good);
             o += good;
