@@ -94,8 +94,9 @@ typedef struct {
     size_t count;
 } events_t;
 
-static void record(kb_event_type_t type, json_t *data, void *arg)
+static void record(kb_event_type_t type, json_t *data, long long cursor, void *arg)
 {
+    (void)cursor; /* no log: text comes as data */
     events_t *events = arg;
     if (events->count >= 64) {
         json_decref(data);

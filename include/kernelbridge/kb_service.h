@@ -43,6 +43,8 @@ typedef struct {
     size_t max_output_bytes;       /* per run; 0 = 64 MiB */
     size_t max_processes;          /* finished process records kept; 0 = 1000 */
     size_t max_process_bytes;      /* bytes of finished records' logs kept; 0 = 256 MiB */
+    size_t max_output_memory;      /* all output held in memory, running and finished
+                                      runs together; 0 = 256 MiB */
     const char *system_python;     /* argv[0] for kernelspecs that say python/python3;
                                       NULL = /usr/bin/python3 */
     const char *const *pool;       /* NULL-terminated "language=count" (or "kernelspec=count"):
@@ -160,9 +162,31 @@ typedef enum {
     "eof"). Static string. */
 const char *kb_event_type_name(kb_event_type_t type);
 
+/*  A run's result, kept once: its JSON text is rendered on demand from
+    the run's kept output, piece by piece, so that a 64 MiB result is never
+    one string in memory. Any thread; one reader at a time. */
+typedef struct kb_result_doc kb_result_doc_t;
+
+/*  The next bytes of the result's JSON text (compact, as json_dumps would
+    give it), at most cap (at least 16); 0 at the end. Returns (size_t)-1 when out of
+    memory. */
+size_t kb_result_doc_read(kb_result_doc_t *self, char *buf, size_t cap);
+
+/*  The whole result as one JSON value (a copy of the logs). NULL when out
+    of memory. Caller owns. */
+json_t *kb_result_doc_json(const kb_result_doc_t *self);
+
+/*  Safe on NULL; sets *self_p to NULL. */
+void kb_result_doc_destroy(kb_result_doc_t **self_p);
+
+/*  One event. For KB_EVENT_RESULT, data is the result without the text of
+    its logs (logs.stdout and logs.stderr are "") and doc renders the whole
+    result (kb_result_doc_json gives it as one value); for every other type
+    doc is NULL. */
 typedef struct {
     kb_event_type_t type;
-    json_t *data; /* owned by the event */
+    json_t *data;         /* owned by the event */
+    kb_result_doc_t *doc; /* owned by the event; RESULT only */
 } kb_event_t;
 
 void kb_event_destroy(kb_event_t **self_p);
@@ -192,6 +216,9 @@ kb_stream_t *kb_service_run_start(kb_service_t *self, const kb_run_opts_t *opts,
     kb_service_run_start. Caller owns. */
 json_t *kb_service_run_json(kb_service_t *self, const kb_run_opts_t *opts, kb_error_t *err);
 
+/*  The same, as a result document: nothing is copied. Caller owns. */
+kb_result_doc_t *kb_service_run_doc(kb_service_t *self, const kb_run_opts_t *opts, kb_error_t *err);
+
 /*  Called for each event of a run, on the calling thread, in order. The
     event is borrowed. */
 typedef void(kb_event_fn)(const kb_event_t *event, void *arg);
@@ -213,6 +240,8 @@ json_t *kb_service_process_get(kb_service_t *self, const char *process_id, kb_er
 
 /*  The InterpreterResult of a finished run; PROCESS_RUNNING while it runs. */
 json_t *kb_service_process_result(kb_service_t *self, const char *process_id, kb_error_t *err);
+kb_result_doc_t *kb_service_process_result_doc(kb_service_t *self, const char *process_id,
+                                               kb_error_t *err);
 
 /*  {frames, next_cursor, eof} from cursor (negative: the first frame kept),
     at most limit frames (0: all). Caller owns. */

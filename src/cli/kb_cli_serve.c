@@ -60,6 +60,8 @@ static const char usage[]
       "  --max-output BYTES        output kept per run [KB_MAX_OUTPUT, default 64M]\n"
       "  --max-processes N         finished run records kept [KB_MAX_PROCESSES, default 1000]\n"
       "  --max-process-bytes BYTES their logs kept [KB_MAX_PROCESS_BYTES, default 256M]\n"
+      "  --max-output-memory BYTES all output held in memory, running and finished\n"
+      "                            [KB_MAX_OUTPUT_MEMORY, default 256M]\n"
       "  --max-connections N       concurrent HTTP connections [KB_MAX_CONNECTIONS, 256]\n"
       "  --connection-timeout S    close connections idle this long [KB_CONNECTION_TIMEOUT, 60]\n"
       "  --sse-keepalive S         comment line on idle event streams, at most half the\n"
@@ -227,6 +229,7 @@ enum {
     OPT_MAX_OUTPUT,
     OPT_MAX_PROCESSES,
     OPT_MAX_PROCESS_BYTES,
+    OPT_MAX_OUTPUT_MEMORY,
     OPT_MAX_CONNECTIONS,
     OPT_CONNECTION_TIMEOUT,
     OPT_SSE_KEEPALIVE,
@@ -254,6 +257,7 @@ static const struct option long_options[] = {
     { "max-output", required_argument, NULL, OPT_MAX_OUTPUT },
     { "max-processes", required_argument, NULL, OPT_MAX_PROCESSES },
     { "max-process-bytes", required_argument, NULL, OPT_MAX_PROCESS_BYTES },
+    { "max-output-memory", required_argument, NULL, OPT_MAX_OUTPUT_MEMORY },
     { "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
     { "connection-timeout", required_argument, NULL, OPT_CONNECTION_TIMEOUT },
     { "sse-keepalive", required_argument, NULL, OPT_SSE_KEEPALIVE },
@@ -284,6 +288,7 @@ static const struct {
     { OPT_MAX_OUTPUT, "KB_MAX_OUTPUT" },
     { OPT_MAX_PROCESSES, "KB_MAX_PROCESSES" },
     { OPT_MAX_PROCESS_BYTES, "KB_MAX_PROCESS_BYTES" },
+    { OPT_MAX_OUTPUT_MEMORY, "KB_MAX_OUTPUT_MEMORY" },
     { OPT_MAX_CONNECTIONS, "KB_MAX_CONNECTIONS" },
     { OPT_CONNECTION_TIMEOUT, "KB_CONNECTION_TIMEOUT" },
     { OPT_SSE_KEEPALIVE, "KB_SSE_KEEPALIVE" },
@@ -345,6 +350,8 @@ static int apply(serve_opts_t *o, int opt, const char *value, char *listen_buf, 
             return parse_count("--max-processes", value, &o->service.max_processes);
         case OPT_MAX_PROCESS_BYTES:
             return parse_bytes("--max-process-bytes", value, &o->service.max_process_bytes);
+        case OPT_MAX_OUTPUT_MEMORY:
+            return parse_bytes("--max-output-memory", value, &o->service.max_output_memory);
         case OPT_MAX_CONNECTIONS:
             if (parse_count("--max-connections", value, &n) < 0 || n > 65536)
                 return bad_value("--max-connections", value, "at most 65536");

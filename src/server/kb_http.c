@@ -213,6 +213,88 @@ void kb_http_reply_errorf(kb_http_req_t *req, kb_code_t code, const char *fmt, .
     kb_http_reply_error(req, &err);
 }
 
+/* ---- Result documents ------------------------------------------------------ */
+
+/*  A result small enough for one buffer goes out with its length; a larger
+    one is written piece by piece as the client takes it. */
+#define KB_DOC_BUFFERED (64 * 1024)
+
+typedef struct {
+    kb_result_doc_t *doc;
+    kb_buf_t first; /* read before the response was made */
+    size_t sent;
+} kb_doc_reply_t;
+
+static ssize_t doc_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    kb_doc_reply_t *reply = cls;
+    if (reply->sent < reply->first.len) {
+        size_t n = reply->first.len - reply->sent;
+        n = n < max ? n : max;
+        memcpy(out, reply->first.data + reply->sent, n);
+        reply->sent += n;
+        return (ssize_t)n;
+    }
+    kb_buf_free(&reply->first);
+    size_t n = kb_result_doc_read(reply->doc, out, max);
+    if (n == (size_t)-1)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void doc_free(void *cls)
+{
+    kb_doc_reply_t *reply = cls;
+    kb_result_doc_destroy(&reply->doc);
+    kb_buf_free(&reply->first);
+    free(reply);
+}
+
+void kb_http_reply_doc(kb_http_req_t *req, unsigned status, kb_result_doc_t *doc)
+{
+    kb_doc_reply_t *reply = calloc(1, sizeof *reply);
+    if (!reply || kb_buf_reserve(&reply->first, KB_DOC_BUFFERED) != KB_BUF_OK) {
+        free(reply);
+        kb_result_doc_destroy(&doc);
+        kb_http_reply_errorf(req, KB_ERR_INTERNAL, "out of memory");
+        return;
+    }
+    reply->doc = doc;
+    size_t n = kb_result_doc_read(doc, reply->first.data, KB_DOC_BUFFERED);
+    if (n == (size_t)-1) {
+        doc_free(reply);
+        kb_http_reply_errorf(req, KB_ERR_INTERNAL, "cannot render the result");
+        return;
+    }
+    reply->first.len = n;
+    reply->first.data[n] = '\0';
+    char more[16];
+    size_t m = kb_result_doc_read(doc, more, sizeof more);
+    if (m == (size_t)-1 || (m > 0 && kb_buf_append(&reply->first, more, m) != KB_BUF_OK)) {
+        doc_free(reply);
+        kb_http_reply_errorf(req, KB_ERR_INTERNAL, "cannot render the result");
+        return;
+    }
+    if (m == 0) {
+        kb_buf_t buf = reply->first; /* all of it: one buffer, with its length */
+        reply->first = (kb_buf_t)KB_BUF_INIT;
+        doc_free(reply);
+        queue_buffer(req, status, &buf, "application/json");
+        return;
+    }
+    struct MHD_Response *response
+        = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, doc_read, reply, doc_free);
+    if (!response) {
+        doc_free(reply);
+        kb_http_reply_errorf(req, KB_ERR_INTERNAL, "out of memory");
+        return;
+    }
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    queue(req, status, response);
+    MHD_destroy_response(response);
+}
+
 /* ---- Server-Sent Events -------------------------------------------------- */
 
 typedef struct {
@@ -222,9 +304,10 @@ typedef struct {
     size_t sent;         /* bytes of pending already handed over */
     bool done;           /* the last event is in pending */
     bool id_field;
+    kb_result_doc_t *doc; /* the result being written after pending */
 } kb_sse_t;
 
-static int sse_append_event(kb_sse_t *sse, const kb_event_t *event)
+static int sse_append_event(kb_sse_t *sse, kb_event_t *event)
 {
     kb_buf_t *buf = &sse->pending;
     if (event->type == KB_EVENT_INPUT)
@@ -237,6 +320,13 @@ static int sse_append_event(kb_sse_t *sse, const kb_event_t *event)
     }
     /* Compact JSON has no raw newline, so one data line carries it. */
     kb_buf_puts(buf, "data: ");
+    if (event->type == KB_EVENT_RESULT && event->doc) {
+        /* The result goes out from the run's kept output, after pending. */
+        sse->doc = event->doc;
+        event->doc = NULL;
+        sse->done = true;
+        return kb_buf_status(buf) == KB_BUF_OK ? 0 : -1;
+    }
     kb_buf_append_json(buf, event->data, JSON_COMPACT);
     if (kb_buf_puts(buf, "\n\n") != KB_BUF_OK) /* failures are sticky: one check */
         return -1;
@@ -285,6 +375,18 @@ static int sse_fill(kb_sse_t *sse, size_t max)
 static ssize_t sse_read(void *cls, uint64_t pos, char *out, size_t max)
 {
     kb_sse_t *sse = cls;
+    if (sse->sent == sse->pending.len && sse->doc) {
+        size_t n = kb_result_doc_read(sse->doc, out, max);
+        if (n == (size_t)-1)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (n > 0)
+            return (ssize_t)n;
+        kb_result_doc_destroy(&sse->doc);
+        kb_buf_trim(&sse->pending, KB_SSE_KEEP);
+        sse->sent = 0;
+        if (kb_buf_puts(&sse->pending, "\n\n") != KB_BUF_OK)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
     if (sse->sent == sse->pending.len) {
         /* All handed over: a burst (say the 20 MiB result) goes back to
            small before the next events are rendered. */
@@ -311,6 +413,7 @@ static void sse_free(void *cls)
 {
     kb_sse_t *sse = cls;
     kb_stream_destroy(&sse->stream);
+    kb_result_doc_destroy(&sse->doc);
     kb_buf_free(&sse->pending);
     free(sse);
 }

@@ -88,6 +88,11 @@ void kb_http_body_append(kb_http_req_t *req, const char *data, size_t size);
 /*  Queue a JSON response; body is stolen. */
 void kb_http_reply_json(kb_http_req_t *req, unsigned status, json_t *body);
 
+/*  Queue a run's result, rendered from its document (stolen): with a
+    Content-Length when it is small, else written piece by piece (chunked)
+    as the client reads, never as one string. */
+void kb_http_reply_doc(kb_http_req_t *req, unsigned status, kb_result_doc_t *doc);
+
 /*  Queue an empty response (202, 204). */
 void kb_http_reply_empty(kb_http_req_t *req, unsigned status);
 

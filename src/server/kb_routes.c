@@ -196,8 +196,11 @@ static void route_run(kb_http_req_t *req)
        service, for every caller alike. */
     if (!wants_event_stream(req)) {
         /* Plain JSON: the result alone; this thread wakes once. */
-        json_t *result = kb_service_run_json(req->server->service, &request.opts, &err);
-        reply_object(req, MHD_HTTP_OK, result, &err);
+        kb_result_doc_t *doc = kb_service_run_doc(req->server->service, &request.opts, &err);
+        if (doc)
+            kb_http_reply_doc(req, MHD_HTTP_OK, doc);
+        else
+            kb_http_reply_error(req, &err);
         goto done;
     }
     kb_stream_t *stream = kb_service_run_start(req->server->service, &request.opts, &err);
@@ -253,8 +256,11 @@ static void route_process_result(kb_http_req_t *req)
     if (!path_id_ok(req, KB_ERR_PROCESS_NOT_FOUND))
         return;
     kb_error_t err = { KB_OK, "" };
-    json_t *result = kb_service_process_result(req->server->service, req->id, &err);
-    reply_object(req, MHD_HTTP_OK, result, &err);
+    kb_result_doc_t *doc = kb_service_process_result_doc(req->server->service, req->id, &err);
+    if (doc)
+        kb_http_reply_doc(req, MHD_HTTP_OK, doc);
+    else
+        kb_http_reply_error(req, &err);
 }
 
 /*  The cursor to resume an event stream from: the id of the last event the

@@ -56,6 +56,7 @@ typedef struct kb_call {
     kb_stream_t *stream; /* run / follow: the caller's stream */
     /* outputs */
     json_t *result;
+    kb_result_doc_t *doc; /* PROC_RESULT: the result as a document */
     kb_error_t err;
     int rc;
     /* answer handshake */

@@ -233,10 +233,11 @@ static void s_handle_health(kb_engine_t *self, kb_call_t *call)
     for (kb_context_t *ctx = zhashx_first(self->contexts); ctx; ctx = zhashx_next(self->contexts))
         if (!kb_context_isolated(ctx))
             count++;
-    s_answer_json(call, json_pack("{s:s, s:s, s:s, s:I, s:f, s:o}", "status", "ok", "version",
+    s_answer_json(call, json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o}", "status", "ok", "version",
                                   KB_VERSION, "sandbox_id", self->sandbox_id, "contexts",
                                   (json_int_t)count, "uptime_s", kb_now() - self->started_at,
-                                  "pool", kb_pool_json(self->pool)));
+                                  "pool", kb_pool_json(self->pool), "output_memory",
+                                  kb_procstore_budget_json(self->procs)));
 }
 
 /* ---- runs ---------------------------------------------------------------------- */

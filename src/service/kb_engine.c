@@ -241,6 +241,8 @@ static void s_default_config(kb_service_config_t *c)
         c->max_processes = 1000;
     if (!c->max_process_bytes)
         c->max_process_bytes = (size_t)256 << 20;
+    if (!c->max_output_memory)
+        c->max_output_memory = (size_t)256 << 20;
 }
 
 kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
@@ -316,8 +318,8 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
                                             .sandbox_id = self->sandbox_id,
                                             .gone = kb_dispatch_context_gone,
                                             .gone_arg = self };
-    self->procs
-        = kb_procstore_new(self->loop, self->config.max_processes, self->config.max_process_bytes);
+    self->procs = kb_procstore_new(self->loop, self->config.max_processes,
+                                   self->config.max_process_bytes, self->config.max_output_memory);
     self->pool = kb_pool_new(config->pool, &self->pool_launcher, self->loop, err);
     if (!self->procs || !self->pool)
         goto fail;

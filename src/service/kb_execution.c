@@ -18,6 +18,8 @@ struct kb_execution {
     bool strip_ansi;
     kb_execution_emit_fn *emit;
     void *emit_arg;
+    kb_outlog_t *log; /* where text is kept, or NULL: the result's logs */
+    size_t dropped_bytes;
 
     kb_result_t *result; /* being built; NULL once finished */
     size_t kept_bytes;   /* logs + output bundles kept now */
@@ -38,16 +40,34 @@ static void emit(kb_execution_t *self, kb_event_type_t type, json_t *data)
     if (!data)
         return;
     if (self->emit)
-        self->emit(type, data, self->emit_arg);
+        self->emit(type, data, -1, self->emit_arg);
     else
         json_decref(data);
 }
 
-static void emit_text(kb_execution_t *self, kb_event_type_t type, json_t *text)
+/*  Keep text[0..len) of a stream (or system text): in the log, or in the
+    result's logs; emits its event. Returns the bytes kept. */
+static size_t keep_text(kb_execution_t *self, kb_log_channel_t channel, const char *text,
+                        size_t len, json_t *date)
 {
-    if (!text)
-        return;
-    emit(self, type, json_pack("{s:o}", "text", text));
+    static const kb_event_type_t types[3] = { KB_EVENT_STDOUT, KB_EVENT_STDERR, KB_EVENT_SYSTEM };
+    if (self->log) {
+        long long cursor = -1;
+        size_t kept
+            = kb_outlog_append(self->log, channel, text, len,
+                               json_is_string(date) ? json_string_value(date) : NULL, &cursor);
+        if (kept > 0 && self->emit)
+            self->emit(types[channel], NULL, cursor, self->emit_arg);
+        return kept;
+    }
+    if (channel != KB_LOG_SYSTEM
+        && kb_result_append_log(self->result, channel == KB_LOG_STDERR, text, len) != 0)
+        return 0;
+    json_t *data = json_pack("{s:o}", "text", json_stringn_nocheck(text, len));
+    if (data && json_is_string(date))
+        json_object_set(data, "timestamp", date);
+    emit(self, types[channel], data);
+    return len;
 }
 
 kb_execution_t *kb_execution_new(const char *msg_id, const kb_execution_opts_t *opts,
@@ -66,6 +86,7 @@ kb_execution_t *kb_execution_new(const char *msg_id, const kb_execution_opts_t *
     self->strip_ansi = opts && opts->strip_ansi;
     self->emit = emit_fn;
     self->emit_arg = arg;
+    self->log = opts ? opts->log : NULL;
     self->execution_count = -1;
     return self;
 fail:
@@ -112,9 +133,22 @@ static size_t room_left(const kb_execution_t *self)
                                                      : 0;
 }
 
+/*  Room for an output bundle of want bytes: the cap's and the budget's. */
+static size_t bundle_room(const kb_execution_t *self, size_t want)
+{
+    size_t room = room_left(self);
+    if (self->log && want <= room) {
+        size_t budget = kb_outlog_room(self->log, want);
+        room = budget < room ? budget : room;
+    }
+    return room;
+}
+
 static void clear_gathered(kb_execution_t *self)
 {
     kb_result_clear_outputs(self->result);
+    if (self->log)
+        kb_outlog_clear_view(self->log);
     self->kept_bytes = 0;
     self->clear_pending = false;
 }
@@ -325,20 +359,14 @@ static int fold_stream(kb_execution_t *self, json_t *content, json_t *header)
     const char *bytes = json_string_value(text);
     size_t len = json_string_length(text);
     size_t keep = utf8_prefix(bytes, len, room_left(self));
-    if (keep > 0 && kb_result_append_log(self->result, is_stderr, bytes, keep) == 0) {
-        self->kept_bytes += keep;
-        /* The event may share the string node with the message: strings are
-           never changed and jansson counts references atomically, so the
-           follower's thread may hold it after the message is freed. */
-        json_t *data = json_pack(
-            "{s:o}", "text", keep == len ? json_incref(text) : json_stringn_nocheck(bytes, keep));
-        json_t *date = json_object_get(header, "date");
-        if (data && json_is_string(date))
-            json_object_set(data, "timestamp", date);
-        emit(self, is_stderr ? KB_EVENT_STDERR : KB_EVENT_STDOUT, data);
-    }
-    if (keep < len)
+    size_t kept = keep > 0 ? keep_text(self, is_stderr ? KB_LOG_STDERR : KB_LOG_STDOUT, bytes, keep,
+                                       json_object_get(header, "date"))
+                           : 0;
+    self->kept_bytes += kept;
+    if (kept < len) {
+        self->dropped_bytes += len - kept;
         note_dropped(self);
+    }
     json_decref(text);
     return 1;
 }
@@ -361,7 +389,8 @@ static int fold_output(kb_execution_t *self, json_t *content, bool is_main_resul
 
     apply_pending_clear(self);
     size_t bytes = bundle_bytes(data, metadata);
-    if (bytes > room_left(self)) {
+    if (bytes > bundle_room(self, bytes)) {
+        self->dropped_bytes += bytes;
         note_dropped(self);
         return 1;
     }
@@ -372,6 +401,8 @@ static int fold_output(kb_execution_t *self, json_t *content, bool is_main_resul
     if (!out)
         return 1;
     self->kept_bytes += bytes;
+    if (self->log)
+        kb_outlog_charge(self->log, bytes);
     emit(self, KB_EVENT_DISPLAY, kb_output_to_json(out));
     return 1;
 }
@@ -401,6 +432,7 @@ static int fold_update_display(kb_execution_t *self, json_t *content)
         size_t base = self->kept_bytes >= old_bytes ? self->kept_bytes - old_bytes : 0;
         if (bytes > (SIZE_MAX - base) / matches
             || base + bytes * matches > self->max_output_bytes) {
+            self->dropped_bytes += bytes * matches;
             note_dropped(self);
             return 1;
         }
@@ -559,7 +591,7 @@ void kb_execution_system(kb_execution_t *self, const char *text)
 {
     assert(self);
     assert(text);
-    emit_text(self, KB_EVENT_SYSTEM, json_string(text));
+    keep_text(self, KB_LOG_SYSTEM, text, strlen(text), NULL);
 }
 
 void kb_execution_set_error(kb_execution_t *self, const char *name, const char *value, bool force)
@@ -584,6 +616,14 @@ kb_result_t *kb_execution_finish(kb_execution_t *self, kb_reason_t reason, int e
     assert(self);
     assert(self->result); /* finished only once */
     settle_reply_error(self);
+    if (self->dropped_bytes > 0) {
+        char line[160];
+        snprintf(line, sizeof line, "%zu bytes of output were dropped (the cap is %zu bytes%s)",
+                 self->dropped_bytes, self->max_output_bytes,
+                 self->log && kb_outlog_stopped(self->log) ? "; the daemon's output memory is full"
+                                                           : "");
+        kb_execution_system(self, line);
+    }
     kb_result_t *result = self->result;
     self->result = NULL;
     result->execution_count = self->execution_count;

@@ -12,7 +12,8 @@
     - The output cap counts the bytes of logs and of output data and metadata
       kept now (clear_output gives bytes back). Output beyond it is dropped
       and not emitted either (a stream message is cut at a UTF-8 boundary);
-      the result says truncated and one SYSTEM event says so, once.
+      the result says truncated, one SYSTEM event says so when it starts,
+      and one more at the end says how many bytes were dropped.
     - An error from an execute_reply is held back until the iopub idle has
       come too (or until finish / set_error), because the iopub error of the
       same run may still be on its way on the other socket: the iopub error
@@ -29,18 +30,25 @@
 
 #include "kernelbridge/kb_result.h"
 #include "kernelbridge/kb_service.h" /* kb_event_type_t */
-#include "wire/kb_wire.h"            /* kb_msg_t */
+#include "service/kb_outlog.h"
+#include "wire/kb_wire.h" /* kb_msg_t */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/*  Gets one event of the run; takes ownership of data. */
-typedef void(kb_execution_emit_fn)(kb_event_type_t type, json_t *data, void *arg);
+/*  Gets one event of the run; takes ownership of data. With a log (see
+    the options), stream and system text is frame cursor of the log and
+    data is NULL; otherwise cursor is -1. */
+typedef void(kb_execution_emit_fn)(kb_event_type_t type, json_t *data, long long cursor, void *arg);
 
 typedef struct {
     size_t max_output_bytes; /* cap on outputs+logs kept for this run; 0 = 64 MiB */
     bool strip_ansi;         /* strip ANSI escape sequences from traceback lines */
+    /* Where stream and system text is kept (borrowed; NULL: in the result's
+       logs). With a log the finished result's logs are empty: they are the
+       log's view. The log's budget may keep less than the cap. */
+    kb_outlog_t *log;
 } kb_execution_opts_t;
 
 typedef struct kb_execution kb_execution_t;

@@ -12,13 +12,6 @@
 #include "util/kb_stamp.h"
 #include "util/kb_vec.h"
 
-typedef struct {
-    long long cursor;
-    kb_log_channel_t channel;
-    char *data;
-    double timestamp;
-} kb_log_frame_t;
-
 struct kb_proc {
     kb_procstore_t *store;
     char *id;
@@ -34,9 +27,8 @@ struct kb_proc {
     const char *signal;
     char *raw_reason;
 
-    kb_vec_t frames; /* kb_log_frame_t */
-    long long next_cursor;
-    size_t log_bytes;
+    kb_outlog_t *log; /* its text output and log frames */
+    size_t bytes;     /* what it counts in finished_bytes, once ended */
 
     zlistx_t *followers; /* kb_stream_t * following the logs */
     zlistx_t *waiters;   /* kb_call_t * waiting for the end */
@@ -49,9 +41,13 @@ struct kb_procstore {
     zhashx_t *procs;    /* id -> kb_proc_t * */
     zlistx_t *finished; /* kb_proc_t * finished, oldest first */
     size_t finished_bytes;
+    kb_budget_t budget; /* all output held in memory */
 };
 
-kb_procstore_t *kb_procstore_new(kb_loop_t *loop, size_t max_records, size_t max_bytes)
+static void s_make_room(void *arg, size_t need, kb_outlog_t *asking);
+
+kb_procstore_t *kb_procstore_new(kb_loop_t *loop, size_t max_records, size_t max_bytes,
+                                 size_t max_memory)
 {
     kb_procstore_t *self = calloc(1, sizeof *self);
     if (!self)
@@ -59,21 +55,19 @@ kb_procstore_t *kb_procstore_new(kb_loop_t *loop, size_t max_records, size_t max
     self->loop = loop;
     self->max_records = max_records;
     self->max_bytes = max_bytes;
+    self->budget.limit = max_memory;
+    atomic_init(&self->budget.used, 0);
+    atomic_init(&self->budget.peak, 0);
+    self->budget.make_room = s_make_room;
+    self->budget.arg = self;
     self->procs = zhashx_new();
     self->finished = zlistx_new();
     return self;
 }
 
-static kb_log_frame_t *s_frame(const kb_proc_t *proc, size_t i)
-{
-    return kb_vec_at(&proc->frames, i);
-}
-
 static void s_proc_free(kb_proc_t *proc)
 {
-    for (size_t i = 0; i < proc->frames.len; i++)
-        free(s_frame(proc, i)->data);
-    kb_vec_free(&proc->frames);
+    kb_outlog_unref(&proc->log);
     kb_stream_t *stream;
     while ((stream = zlistx_detach(proc->followers, NULL)))
         kb_stream_unref(&stream);
@@ -114,7 +108,7 @@ kb_proc_t *kb_procstore_add(kb_procstore_t *self, const char *context_id, const 
     proc->running = true;
     proc->submitted_at = kb_now();
     proc->exit_code = -1;
-    kb_vec_init(&proc->frames, sizeof(kb_log_frame_t), 0);
+    proc->log = kb_outlog_new(&self->budget);
     proc->followers = zlistx_new();
     proc->waiters = zlistx_new();
     zhashx_insert(self->procs, proc->id, proc);
@@ -156,32 +150,30 @@ void kb_proc_set_owner(kb_proc_t *proc, void *owner)
 
 /* ---- logs -------------------------------------------------------------------- */
 
-static const char *s_channel_name(kb_log_channel_t channel)
+kb_outlog_t *kb_proc_outlog(const kb_proc_t *proc)
 {
-    return channel == KB_LOG_STDOUT ? "stdout" : channel == KB_LOG_STDERR ? "stderr" : "system";
+    return proc->log;
 }
 
-static json_t *s_frame_json(const kb_log_frame_t *frame)
+void kb_proc_logged(kb_proc_t *proc, long long cursor)
 {
-    char when[40];
-    kb_iso_time(frame->timestamp, when, sizeof when);
-    return json_pack("{s:I, s:s, s:s, s:s}", "cursor", (json_int_t)frame->cursor, "channel",
-                     s_channel_name(frame->channel), "data", frame->data, "timestamp", when);
+    for (kb_stream_t *follower = zlistx_first(proc->followers); follower;
+         follower = zlistx_next(proc->followers))
+        kb_stream_push_text(follower, KB_EVENT_LOG, proc->log, cursor);
 }
 
 void kb_proc_log(kb_proc_t *proc, kb_log_channel_t channel, const char *text)
 {
-    kb_log_frame_t item = { proc->next_cursor, channel, strdup(text), kb_now() };
-    if (!item.data || kb_vec_push(&proc->frames, &item) != KB_BUF_OK) {
-        free(item.data); /* out of memory: the frame is lost, its cursor is not used */
-        return;
-    }
-    proc->next_cursor++;
-    const kb_log_frame_t *frame = s_frame(proc, proc->frames.len - 1);
-    proc->log_bytes += strlen(text) + sizeof *frame;
-    for (kb_stream_t *follower = zlistx_first(proc->followers); follower;
-         follower = zlistx_next(proc->followers))
-        kb_stream_push(follower, KB_EVENT_LOG, s_frame_json(frame));
+    long long cursor;
+    if (proc->log && kb_outlog_append(proc->log, channel, text, strlen(text), NULL, &cursor))
+        kb_proc_logged(proc, cursor);
+}
+
+json_t *kb_procstore_budget_json(kb_procstore_t *self)
+{
+    return json_pack("{s:I, s:I, s:I}", "limit", (json_int_t)self->budget.limit, "used",
+                     (json_int_t)atomic_load(&self->budget.used), "peak",
+                     (json_int_t)atomic_load(&self->budget.peak));
 }
 
 /* ---- records ------------------------------------------------------------------ */
@@ -213,23 +205,48 @@ static json_t *s_wait_json(const kb_proc_t *proc)
     return wait;
 }
 
-/*  What a finished record costs: its log bytes, once more for the result's
-    copy of them, and its fixed parts. */
+/*  What a finished record costs: its kept output (counted once) and its
+    fixed parts. */
 static size_t s_proc_bytes(const kb_proc_t *proc)
 {
-    return proc->log_bytes * 2 + 1024;
+    return (proc->log ? kb_outlog_bytes(proc->log) : 0) + 1024;
+}
+
+static void s_evict_oldest(kb_procstore_t *self)
+{
+    kb_proc_t *oldest = zlistx_detach(self->finished, NULL);
+    self->finished_bytes -= oldest->bytes;
+    zhashx_delete(self->procs, oldest->id);
+    s_proc_free(oldest);
 }
 
 /*  Keep finished records within the configured count and bytes. */
 static void s_enforce_retention(kb_procstore_t *self)
 {
     while (zlistx_size(self->finished) > self->max_records
-           || (self->finished_bytes > self->max_bytes && zlistx_size(self->finished) > 1)) {
-        kb_proc_t *oldest = zlistx_detach(self->finished, NULL);
-        self->finished_bytes -= s_proc_bytes(oldest);
-        zhashx_delete(self->procs, oldest->id);
-        s_proc_free(oldest);
-    }
+           || (self->finished_bytes > self->max_bytes && zlistx_size(self->finished) > 1))
+        s_evict_oldest(self);
+}
+
+/*  The budget is short of need bytes: finished records go, oldest first;
+    if that is not enough, the largest running run keeps nothing more (its
+    result says truncated). A record whose output a reader still holds
+    frees its memory only when the reader lets go. */
+static void s_make_room(void *arg, size_t need, kb_outlog_t *asking)
+{
+    kb_procstore_t *self = arg;
+    size_t used = atomic_load(&self->budget.used);
+    size_t goal = used > need ? used - need : 0;
+    while (atomic_load(&self->budget.used) > goal && zlistx_size(self->finished) > 0)
+        s_evict_oldest(self);
+    if (atomic_load(&self->budget.used) <= goal)
+        return;
+    kb_outlog_t *largest = asking;
+    for (kb_proc_t *proc = zhashx_first(self->procs); proc; proc = zhashx_next(self->procs))
+        if (proc->running && proc->log && !kb_outlog_stopped(proc->log)
+            && kb_outlog_bytes(proc->log) > kb_outlog_bytes(largest))
+            largest = proc->log;
+    kb_outlog_stop(largest);
 }
 
 void kb_proc_end(kb_proc_t *proc, json_t *result, kb_reason_t reason, int exit_code,
@@ -248,7 +265,7 @@ void kb_proc_end(kb_proc_t *proc, json_t *result, kb_reason_t reason, int exit_c
     kb_stream_t *follower;
     while ((follower = zlistx_detach(proc->followers, NULL))) {
         kb_stream_push(follower, KB_EVENT_END,
-                       json_pack("{s:I}", "cursor", (json_int_t)proc->next_cursor));
+                       json_pack("{s:I}", "cursor", (json_int_t)kb_outlog_next_cursor(proc->log)));
         kb_stream_unref(&follower);
     }
     kb_call_t *waiter;
@@ -259,7 +276,8 @@ void kb_proc_end(kb_proc_t *proc, json_t *result, kb_reason_t reason, int exit_c
         kb_call_answer(waiter);
     }
     zlistx_add_end(self->finished, proc);
-    self->finished_bytes += s_proc_bytes(proc);
+    proc->bytes = s_proc_bytes(proc);
+    self->finished_bytes += proc->bytes;
     s_enforce_retention(self);
 }
 
@@ -296,31 +314,18 @@ static void s_handle_list(kb_procstore_t *self, kb_call_t *call)
     s_answer(call, json_pack("{s:o}", "processes", list));
 }
 
-static size_t s_first_index(kb_proc_t *proc, long long cursor)
-{
-    size_t i = 0;
-    if (cursor >= 0)
-        while (i < proc->frames.len && s_frame(proc, i)->cursor < cursor)
-            i++;
-    return i;
-}
-
 static void s_handle_logs(kb_procstore_t *self, kb_call_t *call)
 {
     kb_proc_t *proc = s_lookup(self, call);
     if (!proc)
         return;
     json_t *frames = json_array();
-    size_t i = s_first_index(proc, call->cursor);
-    long long next = call->cursor >= 0  ? call->cursor
-                     : proc->frames.len ? s_frame(proc, 0)->cursor
-                                        : proc->next_cursor;
-    for (; i < proc->frames.len && (!call->limit || json_array_size(frames) < call->limit); i++) {
-        json_array_append_new(frames, s_frame_json(s_frame(proc, i)));
-        next = s_frame(proc, i)->cursor + 1;
-    }
+    long long end = kb_outlog_next_cursor(proc->log);
+    long long next = call->cursor >= 0 ? call->cursor : 0;
+    for (; next < end && (!call->limit || json_array_size(frames) < call->limit); next++)
+        json_array_append_new(frames, kb_outlog_frame_json(proc->log, next));
     s_answer(call, json_pack("{s:o, s:I, s:b}", "frames", frames, "next_cursor", (json_int_t)next,
-                             "eof", !proc->running && next >= proc->next_cursor));
+                             "eof", !proc->running && next >= end));
 }
 
 static void s_handle_follow(kb_procstore_t *self, kb_call_t *call)
@@ -328,13 +333,13 @@ static void s_handle_follow(kb_procstore_t *self, kb_call_t *call)
     kb_proc_t *proc = s_lookup(self, call);
     if (!proc)
         return;
-    for (size_t i = s_first_index(proc, call->cursor); i < proc->frames.len; i++)
-        kb_stream_push(call->stream, KB_EVENT_LOG, s_frame_json(s_frame(proc, i)));
+    long long end = kb_outlog_next_cursor(proc->log);
+    for (long long i = call->cursor >= 0 ? call->cursor : 0; i < end; i++)
+        kb_stream_push_text(call->stream, KB_EVENT_LOG, proc->log, i);
     if (proc->running)
         zlistx_add_end(proc->followers, kb_stream_ref(call->stream));
     else
-        kb_stream_push(call->stream, KB_EVENT_END,
-                       json_pack("{s:I}", "cursor", (json_int_t)proc->next_cursor));
+        kb_stream_push(call->stream, KB_EVENT_END, json_pack("{s:I}", "cursor", (json_int_t)end));
     s_answer(call, NULL);
 }
 
@@ -376,7 +381,7 @@ static void s_handle_delete(kb_procstore_t *self, kb_call_t *call)
         return;
     }
     zlistx_detach(self->finished, zlistx_find(self->finished, proc));
-    self->finished_bytes -= s_proc_bytes(proc);
+    self->finished_bytes -= proc->bytes;
     zhashx_delete(self->procs, proc->id);
     s_proc_free(proc);
     s_answer(call, NULL);
@@ -398,8 +403,10 @@ void kb_procstore_handle(kb_procstore_t *self, kb_call_t *call)
                 break;
             if (proc->running)
                 kb_call_fail(call, KB_ERR_PROCESS_RUNNING, "process %s is still running", proc->id);
+            else if (!(call->doc = kb_result_doc_new(proc->result, proc->log)))
+                kb_call_fail(call, KB_ERR_INTERNAL, "out of memory");
             else
-                s_answer(call, json_incref(proc->result));
+                s_answer(call, NULL);
             break;
         case KB_CALL_PROC_LOGS:
             s_handle_logs(self, call);

@@ -17,17 +17,21 @@
 
 #include "kernelbridge/kb_result.h"
 #include "service/kb_call.h"
+#include "service/kb_outlog.h"
 #include "util/kb_loop.h"
 
 typedef struct kb_procstore kb_procstore_t;
 typedef struct kb_proc kb_proc_t;
 
-typedef enum { KB_LOG_STDOUT, KB_LOG_STDERR, KB_LOG_SYSTEM } kb_log_channel_t;
-
 /*  A store keeping at most max_records finished records holding at most
-    max_bytes of logs (the newest is kept whatever its size). Timers of
-    waits run on loop. Caller owns it. */
-kb_procstore_t *kb_procstore_new(kb_loop_t *loop, size_t max_records, size_t max_bytes);
+    max_bytes of output (the newest is kept whatever its size), with all
+    output of running and finished records within max_memory bytes (0: no
+    bound; see kb_budget_t). Timers of waits run on loop. Caller owns it. */
+kb_procstore_t *kb_procstore_new(kb_loop_t *loop, size_t max_records, size_t max_bytes,
+                                 size_t max_memory);
+
+/*  {limit, used, peak} of the output memory budget, for /health. */
+json_t *kb_procstore_budget_json(kb_procstore_t *self);
 
 /*  Frees every record; none may be running. Safe on NULL. */
 void kb_procstore_destroy(kb_procstore_t **self_p);
@@ -51,6 +55,13 @@ bool kb_proc_running(const kb_proc_t *proc);
     The store keeps it for the engine and never looks inside. */
 void *kb_proc_owner(const kb_proc_t *proc);
 void kb_proc_set_owner(kb_proc_t *proc, void *owner);
+
+/*  The record's kept output, which its run writes (borrowed). */
+kb_outlog_t *kb_proc_outlog(const kb_proc_t *proc);
+
+/*  Frame cursor was added to the record's output: send it to the
+    followers. */
+void kb_proc_logged(kb_proc_t *proc, long long cursor);
 
 /*  Append a log frame (text borrowed) and send it to the followers. */
 void kb_proc_log(kb_proc_t *proc, kb_log_channel_t channel, const char *text);

@@ -118,17 +118,16 @@ struct kb_run {
 
 /*  Every event of the run's fold comes through here: text goes to the
     record's log as well as to the stream. */
-static void s_emit(kb_event_type_t type, json_t *data, void *arg)
+static void s_emit(kb_event_type_t type, json_t *data, long long cursor, void *arg)
 {
     kb_run_t *self = arg;
-    const char *text = json_string_value(json_object_get(data, "text"));
-    if (text && type == KB_EVENT_STDOUT)
-        kb_proc_log(self->proc, KB_LOG_STDOUT, text);
-    else if (text && type == KB_EVENT_STDERR)
-        kb_proc_log(self->proc, KB_LOG_STDERR, text);
-    else if (text && type == KB_EVENT_SYSTEM)
-        kb_proc_log(self->proc, KB_LOG_SYSTEM, text);
-    if (self->stream)
+    if (cursor >= 0) {
+        /* Text kept in the record's output: followers and the stream get
+           its cursor. */
+        kb_proc_logged(self->proc, cursor);
+        if (self->stream)
+            kb_stream_push_text(self->stream, type, kb_proc_outlog(self->proc), cursor);
+    } else if (self->stream)
         kb_stream_push(self->stream, type, data);
     else
         json_decref(data);
@@ -137,7 +136,8 @@ static void s_emit(kb_event_type_t type, json_t *data, void *arg)
 static kb_execution_t *s_main_exec(kb_run_t *self)
 {
     if (!self->exec) {
-        kb_execution_opts_t opts = { self->settings->max_output_bytes, self->strip_ansi };
+        kb_execution_opts_t opts
+            = { self->settings->max_output_bytes, self->strip_ansi, kb_proc_outlog(self->proc) };
         self->exec = kb_execution_new("", &opts, s_emit, self);
     }
     return self->exec;
@@ -201,11 +201,14 @@ static void s_end(kb_run_t *self, kb_outcome_t outcome, const char *value, const
     result->sandbox_id = strdup(json_string_value(json_object_get(self->identity, "sandbox_id")));
     result->context_id = strdup(json_string_value(json_object_get(self->identity, "context_id")));
     result->language = strdup(self->language);
+    /* The result without its logs' text, which stays in the record's
+       output: the record, the stream's reader and the struct share it. */
     json_t *json = kb_result_to_json(result);
     self->state = KB_RUN_ENDED;
     if (self->stream) {
-        kb_stream_set_result(self->stream, result);
-        kb_stream_push(self->stream, KB_EVENT_RESULT, json_deep_copy(json));
+        kb_outlog_t *log = kb_proc_outlog(self->proc);
+        kb_stream_set_result(self->stream, result, log);
+        kb_stream_push_result(self->stream, json_incref(json), kb_result_doc_new(json, log));
         kb_stream_unref(&self->stream);
     } else
         kb_result_destroy(&result);
@@ -309,7 +312,8 @@ static double s_now(const kb_run_t *self)
 
 static void s_send(kb_run_t *self, const char *code, bool silent)
 {
-    kb_execution_opts_t opts = { self->settings->max_output_bytes, self->strip_ansi };
+    kb_execution_opts_t opts
+        = { self->settings->max_output_bytes, self->strip_ansi, kb_proc_outlog(self->proc) };
     kb_timer_stop(&self->completion_timer);
     if (kb_kernel_execute(self->kernel, code, silent, self->msg_id, sizeof self->msg_id) != 0) {
         self->msg_id[0] = 0; /* the kernel is gone; its exit ends the run */
@@ -320,8 +324,10 @@ static void s_send(kb_run_t *self, const char *code, bool silent)
     self->busy_at = 0;
     kb_kernel_apply(self->kernel, KB_KEV_EXECUTE);
     if (silent) {
+        kb_execution_opts_t step = opts;
+        step.log = NULL; /* a snippet's own output is not the run's */
         kb_execution_destroy(&self->step_exec);
-        self->step_exec = kb_execution_new(self->msg_id, &opts, NULL, NULL);
+        self->step_exec = kb_execution_new(self->msg_id, &step, NULL, NULL);
     } else {
         /*  Keep what the run gathered so far (a failed apply step's error). */
         kb_execution_t *before = self->exec;

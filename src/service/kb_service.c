@@ -352,22 +352,41 @@ kb_stream_t *kb_service_run_start(kb_service_t *self, const kb_run_opts_t *opts,
     return s_run_start(self, opts, false, err);
 }
 
-json_t *kb_service_run_json(kb_service_t *self, const kb_run_opts_t *opts, kb_error_t *err)
+kb_result_doc_t *kb_service_run_doc(kb_service_t *self, const kb_run_opts_t *opts, kb_error_t *err)
 {
     kb_stream_t *stream = s_run_start(self, opts, true, err);
     if (!stream)
         return NULL;
-    json_t *result = NULL;
+    kb_result_doc_t *doc = NULL;
     kb_event_t *event;
     while ((event = kb_stream_next(stream, -1))) {
-        if (event->type == KB_EVENT_RESULT)
-            result = json_incref(event->data);
+        if (event->type == KB_EVENT_RESULT) {
+            doc = event->doc;
+            event->doc = NULL;
+        }
         kb_event_destroy(&event);
     }
     kb_stream_destroy(&stream);
-    if (!result)
+    if (!doc)
         kb_error_set(err, KB_ERR_INTERNAL, "the run ended without a result");
-    return result;
+    return doc;
+}
+
+/*  A document's JSON, for the callers that want one value. */
+static json_t *s_doc_json(kb_result_doc_t *doc, kb_error_t *err)
+{
+    if (!doc)
+        return NULL;
+    json_t *json = kb_result_doc_json(doc);
+    kb_result_doc_destroy(&doc);
+    if (!json)
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+    return json;
+}
+
+json_t *kb_service_run_json(kb_service_t *self, const kb_run_opts_t *opts, kb_error_t *err)
+{
+    return s_doc_json(kb_service_run_doc(self, opts, err), err);
 }
 
 kb_result_t *kb_service_run(kb_service_t *self, const kb_run_opts_t *opts, kb_event_fn *on_event,
@@ -404,9 +423,22 @@ json_t *kb_service_process_get(kb_service_t *self, const char *process_id, kb_er
     return s_call_id(self, KB_CALL_PROC_GET, process_id, err);
 }
 
+kb_result_doc_t *kb_service_process_result_doc(kb_service_t *self, const char *process_id,
+                                               kb_error_t *err)
+{
+    kb_call_t request;
+    kb_call_init(&request, KB_CALL_PROC_RESULT);
+    request.id = process_id;
+    if (s_call(self, &request, err) != 0) {
+        kb_result_doc_destroy(&request.doc);
+        return NULL;
+    }
+    return request.doc;
+}
+
 json_t *kb_service_process_result(kb_service_t *self, const char *process_id, kb_error_t *err)
 {
-    return s_call_id(self, KB_CALL_PROC_RESULT, process_id, err);
+    return s_doc_json(kb_service_process_result_doc(self, process_id, err), err);
 }
 
 json_t *kb_service_process_logs(kb_service_t *self, const char *process_id, long long cursor,

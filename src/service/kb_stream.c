@@ -1,5 +1,6 @@
 /*  kb_stream.c - a locked event queue between the engine and one reader. */
 #include "service/kb_stream.h"
+#include "service/kb_result_internal.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -7,6 +8,11 @@
 
 typedef struct kb_event_node {
     kb_event_t event;
+    /* A text event queued as a frame of a kept log: its JSON is made when
+       the reader takes it, so that a queue holds cursors, not copies. */
+    kb_outlog_t *log;
+    long long cursor;
+    bool as_frame;
     struct kb_event_node *next;
 } kb_event_node_t;
 
@@ -20,6 +26,7 @@ struct kb_stream {
     bool final_only; /* only RESULT and END are queued */
     kb_event_node_t *head, *tail;
     kb_result_t *result;
+    kb_outlog_t *result_log; /* where result's logs are copied from when taken */
 };
 
 static const char *s_event_names[]
@@ -36,6 +43,7 @@ void kb_event_destroy(kb_event_t **self_p)
     if (!self_p || !*self_p)
         return;
     json_decref((*self_p)->data);
+    kb_result_doc_destroy(&(*self_p)->doc);
     free(*self_p); /* the event is the first member of its node */
     *self_p = NULL;
 }
@@ -74,10 +82,13 @@ static void s_release(kb_stream_t *self)
     while (node) {
         kb_event_node_t *next = node->next;
         json_decref(node->event.data);
+        kb_result_doc_destroy(&node->event.doc);
+        kb_outlog_unref(&node->log);
         free(node);
         node = next;
     }
     kb_result_destroy(&self->result);
+    kb_outlog_unref(&self->result_log);
     pthread_cond_destroy(&self->cond);
     pthread_mutex_destroy(&self->lock);
     free(self);
@@ -108,38 +119,78 @@ void kb_stream_keep_final_only(kb_stream_t *self)
     self->final_only = true;
 }
 
-void kb_stream_push(kb_stream_t *self, kb_event_type_t type, json_t *data)
+/*  Queue node (taking it over); false when it was dropped. */
+static bool s_enqueue(kb_stream_t *self, kb_event_node_t *node)
 {
-    kb_event_node_t *node = NULL;
-    if (self->final_only && type != KB_EVENT_RESULT && type != KB_EVENT_END) {
-        json_decref(data); /* set before sharing: read without the lock */
-        return;
-    }
     pthread_mutex_lock(&self->lock);
-    if (self->detached || self->closed)
-        goto drop;
-    node = malloc(sizeof *node);
-    if (!node)
-        goto drop;
-    node->event.type = type;
-    node->event.data = data;
+    if (self->detached || self->closed) {
+        pthread_mutex_unlock(&self->lock);
+        return false;
+    }
     node->next = NULL;
     if (self->tail)
         self->tail->next = node;
     else
         self->head = node;
     self->tail = node;
-    if (type == KB_EVENT_RESULT || type == KB_EVENT_END)
+    if (node->event.type == KB_EVENT_RESULT || node->event.type == KB_EVENT_END)
         self->closed = true;
     pthread_cond_signal(&self->cond);
     pthread_mutex_unlock(&self->lock);
-    return;
-drop:
-    pthread_mutex_unlock(&self->lock);
+    return true;
+}
+
+static bool s_wanted(const kb_stream_t *self, kb_event_type_t type)
+{
+    /* final_only is set before sharing: read without the lock */
+    return !self->final_only || type == KB_EVENT_RESULT || type == KB_EVENT_END;
+}
+
+void kb_stream_push(kb_stream_t *self, kb_event_type_t type, json_t *data)
+{
+    kb_event_node_t *node = s_wanted(self, type) ? calloc(1, sizeof *node) : NULL;
+    if (node) {
+        node->event.type = type;
+        node->event.data = data;
+        if (s_enqueue(self, node))
+            return;
+        free(node);
+    }
     json_decref(data);
 }
 
-void kb_stream_set_result(kb_stream_t *self, kb_result_t *result)
+void kb_stream_push_text(kb_stream_t *self, kb_event_type_t type, kb_outlog_t *log,
+                         long long cursor)
+{
+    kb_event_node_t *node = s_wanted(self, type) ? calloc(1, sizeof *node) : NULL;
+    if (!node)
+        return;
+    node->event.type = type;
+    node->log = kb_outlog_ref(log);
+    node->cursor = cursor;
+    node->as_frame = type == KB_EVENT_LOG;
+    if (!s_enqueue(self, node)) {
+        kb_outlog_unref(&node->log);
+        free(node);
+    }
+}
+
+void kb_stream_push_result(kb_stream_t *self, json_t *head, kb_result_doc_t *doc)
+{
+    kb_event_node_t *node = calloc(1, sizeof *node);
+    if (node) {
+        node->event.type = KB_EVENT_RESULT;
+        node->event.data = head;
+        node->event.doc = doc;
+        if (s_enqueue(self, node))
+            return;
+        free(node);
+    }
+    json_decref(head);
+    kb_result_doc_destroy(&doc);
+}
+
+void kb_stream_set_result(kb_stream_t *self, kb_result_t *result, kb_outlog_t *log)
 {
     pthread_mutex_lock(&self->lock);
     if (self->detached || self->result) {
@@ -148,6 +199,7 @@ void kb_stream_set_result(kb_stream_t *self, kb_result_t *result)
         return;
     }
     self->result = result;
+    self->result_log = log ? kb_outlog_ref(log) : NULL;
     pthread_mutex_unlock(&self->lock);
 }
 
@@ -155,8 +207,20 @@ kb_result_t *kb_stream_take_result(kb_stream_t *self)
 {
     pthread_mutex_lock(&self->lock);
     kb_result_t *result = self->result;
+    kb_outlog_t *log = self->result_log;
     self->result = NULL;
+    self->result_log = NULL;
     pthread_mutex_unlock(&self->lock);
+    /* The caller wants a struct of its own: the logs are copied now. */
+    for (int i = 0; result && log && i < 2; i++) {
+        kb_log_channel_t channel = i == 0 ? KB_LOG_STDOUT : KB_LOG_STDERR;
+        size_t len = 0;
+        char *text = kb_outlog_view_copy(log, channel, &len);
+        if (text)
+            kb_result_append_log(result, i == 1, text, len);
+        free(text);
+    }
+    kb_outlog_unref(&log);
     return result;
 }
 
@@ -198,6 +262,13 @@ kb_event_t *kb_stream_next(kb_stream_t *self, int timeout_ms)
             self->drained = true;
     }
     pthread_mutex_unlock(&self->lock);
+    if (node && node->log) {
+        node->event.data = node->as_frame ? kb_outlog_frame_json(node->log, node->cursor)
+                                          : kb_outlog_event_json(node->log, node->cursor);
+        if (!node->event.data)
+            node->event.data = json_object(); /* out of memory: the event, empty */
+        kb_outlog_unref(&node->log);
+    }
     return node ? &node->event : NULL;
 }
 

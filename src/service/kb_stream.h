@@ -6,6 +6,8 @@
 #define KB_STREAM_INTERNAL_H_INCLUDED
 
 #include "kernelbridge/kb_service.h"
+#include "service/kb_outlog.h"
+#include "service/kb_resdoc.h"
 
 /*  A new stream with one reference, the caller's. */
 kb_stream_t *kb_stream_new(void);
@@ -24,9 +26,20 @@ void kb_stream_unref(kb_stream_t **self_p);
     and END events end the stream: later pushes are dropped. */
 void kb_stream_push(kb_stream_t *self, kb_event_type_t type, json_t *data);
 
-/*  Hand over the result struct of a run with the RESULT event (stolen);
-    kb_service_run takes it back with kb_stream_take_result. */
-void kb_stream_set_result(kb_stream_t *self, kb_result_t *result);
+/*  Queue frame cursor of log (a reference is taken) as a text event:
+    STDOUT, STDERR, SYSTEM as {text, timestamp?}, LOG as a log frame. Its
+    JSON is made when the reader takes it. */
+void kb_stream_push_text(kb_stream_t *self, kb_event_type_t type, kb_outlog_t *log,
+                         long long cursor);
+
+/*  Queue the RESULT event: head (the result without its logs' text) and
+    doc, both stolen. */
+void kb_stream_push_result(kb_stream_t *self, json_t *head, kb_result_doc_t *doc);
+
+/*  Hand over the result struct of a run with the RESULT event (stolen),
+    without its logs: kb_stream_take_result copies them from log (a
+    reference is taken; NULL: the struct has its logs). */
+void kb_stream_set_result(kb_stream_t *self, kb_result_t *result, kb_outlog_t *log);
 kb_result_t *kb_stream_take_result(kb_stream_t *self);
 
 /*  True once the reader has destroyed its handle. */

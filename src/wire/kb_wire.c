@@ -108,6 +108,7 @@ struct kb_wire {
     kb_replay_t replay;
     size_t accepted;
     size_t rejected[5]; /* indexed by -status */
+    bool lazy_streams;  /* stream contents are left to the caller's scanner */
     char errstr[KB_WIRE_ERRSTR_SIZE];
 };
 
@@ -238,6 +239,11 @@ void kb_wire_destroy(kb_wire_t **self_p)
     free(self->username);
     free(self);
     *self_p = NULL;
+}
+
+void kb_wire_set_lazy_streams(kb_wire_t *self, bool lazy)
+{
+    self->lazy_streams = lazy;
 }
 
 void kb_wire_set_limits(kb_wire_t *self, const kb_wire_limits_t *limits)
@@ -507,14 +513,23 @@ kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_
     static const char *const part_names[4] = { "header", "parent_header", "metadata", "content" };
     json_t **targets[4] = { &msg->header, &msg->parent_header, &msg->metadata, &msg->content };
     for (int i = 0; i < 4; i++) {
+        if (i == 3 && self->lazy_streams && strcmp(msg->msg_type, "stream") == 0) {
+            /* Left to the caller's scanner (kb_scan.h): no tree is built. */
+            msg->content = json_object();
+            msg->raw_content = parts[3];
+            if (!msg->content) {
+                snprintf(why, sizeof why, "out of memory");
+                goto malformed;
+            }
+            break;
+        }
         *targets[i] = parse_object(&parts[i], part_names[i], why, sizeof why);
         if (!*targets[i])
             goto malformed;
-    }
-    msg->msg_type = plain_string(msg->header, "msg_type");
-    if (!msg->msg_type) {
-        snprintf(why, sizeof why, "header lacks msg_type (a non-empty string)");
-        goto malformed;
+        if (i == 0 && !(msg->msg_type = plain_string(msg->header, "msg_type"))) {
+            snprintf(why, sizeof why, "header lacks msg_type (a non-empty string)");
+            goto malformed;
+        }
     }
     msg->msg_id = plain_string(msg->header, "msg_id");
     if (!msg->msg_id) {

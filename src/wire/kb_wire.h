@@ -22,6 +22,7 @@
 #define KB_WIRE_H_INCLUDED
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -57,6 +58,11 @@ typedef struct {
     const char *msg_type;
     const char *msg_id;
     const char *parent_msg_id;
+    /* With kb_wire_set_lazy_streams, a stream message's content frame is
+       not parsed: content is {} and raw_content the frame's bytes, borrowed
+       from the frames given to kb_wire_decode (valid only while those are).
+       Otherwise raw_content.data is NULL. */
+    kb_frame_t raw_content;
 } kb_msg_t;
 
 /*  Destroy a message and set the caller's pointer to NULL. Safe on NULL. */
@@ -99,6 +105,10 @@ void kb_wire_destroy(kb_wire_t **self_p);
 /*  Replace the limits (borrowed, copied; NULL restores every default).
     Shrinking replay_window forgets the oldest signatures beyond it. */
 void kb_wire_set_limits(kb_wire_t *self, const kb_wire_limits_t *limits);
+
+/*  Leave the content of "stream" messages unparsed (see kb_msg_t's
+    raw_content): the caller scans it, and then checks it is well formed. */
+void kb_wire_set_lazy_streams(kb_wire_t *self, bool lazy);
 
 /*  Decode one multipart message. frames are borrowed (a frame of size 0 may
     have NULL data). On KB_WIRE_OK *msg_out is a new message the caller owns.

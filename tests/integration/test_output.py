@@ -1,0 +1,206 @@
+"""The output path under floods: the per-run cap kept exactly, the daemon-wide
+output memory budget (--max-output-memory), purge, slow and vanishing
+readers, and E2B's stream, on real ipykernel kernels through the real daemon.
+
+Floods are written in 64 KiB pieces flushed one by one, so the kernel sends
+many stream messages (ipykernel otherwise joins what is written within
+0.2 s into one message)."""
+
+import json
+import os
+import socket
+import threading
+import time
+
+from conftest import wait_until
+from test_e2b import E2b
+
+KIB = 1024
+MIB = 1024 * 1024
+
+
+def flood(total, piece=64 * KIB, stream="stdout"):
+    """Code writing total bytes of 'x' lines in flushed pieces."""
+    assert total % piece == 0 and piece % KIB == 0
+    return (
+        "import sys\n"
+        f"s = ('x' * 1023 + '\\n') * {piece // KIB}\n"
+        f"for i in range({total // piece}):\n"
+        f"    sys.{stream}.write(s)\n"
+        f"    sys.{stream}.flush()\n"
+    )
+
+
+def system_frames(d, process_id):
+    logs = d.ok("GET", f"/processes/{process_id}/logs")
+    return [f["data"] for f in logs["frames"] if f["channel"] == "system"]
+
+
+def dropped_of(d, process_id):
+    """The byte count of the system frame that says what was dropped."""
+    lines = [s for s in system_frames(d, process_id) if "bytes of output were dropped" in s]
+    assert len(lines) == 1, system_frames(d, process_id)
+    return int(lines[0].split()[0])
+
+
+def output_memory(d):
+    return d.ok("GET", "/health")["output_memory"]
+
+
+def context(d):
+    return d.ok("POST", "/contexts", {"language": "python"}, status=201)["context_id"]
+
+
+def test_the_cap_is_kept_exactly_and_the_drop_is_counted(daemon_factory):
+    d = daemon_factory("--pool", "python=0", "--max-output", "1M")
+    r = d.run(flood(3 * MIB))
+    assert r["process"]["reason"] == "exited" and r["process"]["exit_code"] == 0, r["process"]
+    assert len(r["logs"]["stdout"]) == MIB  # exactly the cap
+    assert r["logs"]["stdout"] == ("x" * 1023 + "\n") * 1024
+    assert r["truncated"] is True
+    pid = r["process"]["process_id"]
+    assert dropped_of(d, pid) == 2 * MIB
+    # the record's log frames hold the same bytes, counted once
+    frames = d.ok("GET", f"/processes/{pid}/logs")["frames"]
+    assert sum(len(f["data"]) for f in frames if f["channel"] == "stdout") == MIB
+    assert d.ok("GET", f"/processes/{pid}/result") == r
+    # under the cap nothing is dropped or said
+    small = d.run(flood(512 * KIB))
+    assert len(small["logs"]["stdout"]) == 512 * KIB and small["truncated"] is False
+    assert not [s for s in system_frames(d, small["process"]["process_id"]) if "dropped" in s]
+
+
+def test_a_large_result_streams_and_matches_its_record(daemon_factory):
+    d = daemon_factory("--pool", "python=0", "--max-output", "16M")
+    code = flood(8 * MIB, stream="stderr") + "print('end \"quoted\" \\\\ \\u00e9\\t')\n"
+    r = d.run(code)
+    assert len(r["logs"]["stderr"]) == 8 * MIB
+    assert r["logs"]["stdout"] == 'end "quoted" \\ \u00e9\t\n'
+    pid = r["process"]["process_id"]
+    raw = d.request("GET", f"/processes/{pid}/result")
+    assert raw.status == 200 and json.loads(raw.body) == r
+
+
+def test_concurrent_floods_stay_within_the_budget_and_say_what_they_dropped(daemon_factory):
+    d = daemon_factory("--pool", "python=0", "--max-output", "8M", "--max-output-memory", "16M")
+    ctxs = [context(d) for _ in range(4)]
+    results = [None] * 4
+
+    def go(i):
+        results[i] = d.run(flood(8 * MIB), context_id=ctxs[i], timeout=120)
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    kept = 0
+    for r in results:
+        assert r["process"]["reason"] == "exited", r["process"]
+        n = len(r["logs"]["stdout"])
+        kept += n
+        if n < 8 * MIB:
+            # truncated, and said so with the exact count: nothing is lost silently
+            assert r["truncated"] is True
+            assert dropped_of(d, r["process"]["process_id"]) == 8 * MIB - n
+        else:
+            assert r["truncated"] is False
+    assert kept <= 16 * MIB
+    assert any(r["truncated"] for r in results)  # 32 MiB asked of a 16 MiB budget
+    budget = output_memory(d)
+    assert budget["limit"] == 16 * MIB
+    assert budget["peak"] <= budget["limit"], budget
+    assert budget["used"] <= budget["limit"], budget
+
+
+def test_finished_records_make_room_for_a_new_run_and_purge_gives_memory_back(daemon_factory):
+    d = daemon_factory("--pool", "python=0", "--max-output", "12M", "--max-output-memory", "16M")
+    first = d.run(flood(8 * MIB))
+    assert len(first["logs"]["stdout"]) == 8 * MIB
+    second = d.run(flood(12 * MIB))
+    # the first record went, oldest first, so that the second kept all
+    assert len(second["logs"]["stdout"]) == 12 * MIB and second["truncated"] is False
+    d.ok("GET", f"/processes/{first['process']['process_id']}", status=404)
+    assert output_memory(d)["used"] >= 12 * MIB
+    d.ok("DELETE", f"/processes/{second['process']['process_id']}", status=204)
+    assert output_memory(d)["used"] < MIB
+
+
+def test_a_stalled_sse_reader_gets_everything_up_to_the_cap_in_order(daemon_factory):
+    d = daemon_factory("--pool", "python=0", "--max-output", "4M")
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * KIB)
+    try:
+        sock.connect(("127.0.0.1", d.port))
+        body = json.dumps({"code": flood(16 * MIB)}).encode()
+        sock.sendall(
+            b"POST /run HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+        )
+        # read nothing while the kernel floods and the run ends
+        assert wait_until(
+            lambda: any(p["state"] == "terminal"
+                        for p in d.ok("GET", "/processes")["processes"]), 120)
+        data = bytearray()
+        sock.settimeout(30)
+        while not data.endswith(b"\r\n0\r\n\r\n"):
+            chunk = sock.recv(1 << 20)
+            assert chunk, "the stream ended early"
+            data += chunk
+    finally:
+        sock.close()
+    text = bytes(data).decode()
+    head, _, body = text.partition("\r\n\r\n")
+    assert head.startswith("HTTP/1.1 200")
+    # undo the chunked framing
+    payload, rest = [], body
+    while rest:
+        size, _, rest = rest.partition("\r\n")
+        n = int(size, 16)
+        if n == 0:
+            break
+        payload.append(rest[:n])
+        rest = rest[n + 2:]
+    events = [block for block in "".join(payload).split("\n\n") if block.startswith("event:")]
+    stdout = "".join(json.loads(e.split("\ndata: ", 1)[1])["text"]
+                     for e in events if e.startswith("event: stdout"))
+    assert len(stdout) == 4 * MIB and stdout == ("x" * 1023 + "\n") * 4096
+    result = json.loads(events[-1].split("\ndata: ", 1)[1])
+    assert events[-1].startswith("event: result")
+    assert result["truncated"] is True and len(result["logs"]["stdout"]) == 4 * MIB
+
+
+def test_an_sse_client_that_leaves_mid_flood_loses_nothing_and_leaks_nothing(daemon_factory):
+    d = daemon_factory("--pool", "python=0", "--max-output", "8M")
+    d.run("1+1")  # the kernel up
+    fds = len(os.listdir(f"/proc/{d.proc.pid}/fd"))
+    s = d.run_stream(flood(32 * MIB))
+    got = 0
+    for ev in s.events():
+        if ev.event == "stdout":
+            got += len(ev.data)
+            if got > 2 * MIB:
+                break
+    s.close()
+    assert wait_until(
+        lambda: all(p["state"] == "terminal" for p in d.ok("GET", "/processes")["processes"]), 120)
+    procs = d.ok("GET", "/processes")["processes"]
+    flooded = [p for p in procs if p["process_id"] != procs[0]["process_id"] or len(procs) == 1]
+    results = [d.ok("GET", f"/processes/{p['process_id']}/result") for p in flooded]
+    big = [r for r in results if r["truncated"]]
+    assert len(big) == 1 and len(big[0]["logs"]["stdout"]) == 8 * MIB
+    assert d.run("print('still here')")["logs"]["stdout"] == "still here\n"
+    assert wait_until(lambda: len(os.listdir(f"/proc/{d.proc.pid}/fd")) <= fds, 10)
+
+
+def test_the_e2b_stream_under_a_flood(daemon_factory):
+    d = daemon_factory("--pool", "python=0", "--max-output", "4M",
+                       "--e2b-listen", "127.0.0.1:0", "--e2b-port-file", "e2b-port")
+    e2b = E2b(d)
+    lines = e2b.execute(flood(16 * MIB))
+    kinds = [line["type"] for line in lines if line["type"] != "keepalive"]
+    assert kinds[-1] == "end_of_execution"
+    assert "error" not in kinds
+    text = "".join(line["text"] for line in lines if line["type"] == "stdout")
+    assert len(text) == 4 * MIB
+    assert text == ("x" * 1023 + "\n") * 4096
