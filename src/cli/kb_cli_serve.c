@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -464,6 +465,11 @@ int kb_cli_serve(int argc, char **argv)
     o.server.port = KB_DEFAULT_PORT;
     kb_service_t *service = NULL;
     kb_server_t *server = NULL;
+    /* Output comes in large pieces: with a fixed threshold every block of
+       128 KiB or more is a mapping of its own, grown in place (mremap) and
+       given back when freed, instead of glibc raising its threshold after
+       the first large free and keeping freed output in the heap. */
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     kb_server_t *e2b = NULL;
     char *token = NULL;
     bool wrote_port_file = false, wrote_e2b_port_file = false;

@@ -181,6 +181,8 @@ json_t *kb_connection_write(kb_connection_t *conn, const kb_kernelspec_t *spec,
         json_decref(info);
         return NULL;
     }
+    /* Stream text is decoded once, by the run's scanner (kb_scan.h). */
+    kb_wire_set_lazy_streams(conn->wire, true);
     return info;
 }
 

@@ -3,6 +3,7 @@
     See kb_execution.h for the rules. Pure code: no I/O, no clock. */
 #include "kb_execution.h"
 #include "kb_result_internal.h"
+#include "wire/kb_scan.h"
 
 #include <assert.h>
 #include <stdint.h>
@@ -371,6 +372,55 @@ static int fold_stream(kb_execution_t *self, json_t *content, json_t *header)
     return 1;
 }
 
+/*  stream, its content left unparsed by the wire (kb_msg_t.raw_content):
+    one pass counts the text and finds its channel; the kept part is then
+    decoded straight into the log. Output past the cap is counted, never
+    stored. */
+static int fold_stream_raw(kb_execution_t *self, const kb_msg_t *msg)
+{
+    const char *json = (const char *)msg->raw_content.data;
+    size_t size = msg->raw_content.size;
+    kb_scan_stream_t scan;
+    kb_buf_t none = KB_BUF_INIT;
+    if (kb_scan_stream(json, size, 0, &none, &scan, NULL, 0) != 0 || !scan.text_present)
+        return -1;
+    kb_log_channel_t channel;
+    if (strcmp(scan.name, "stdout") == 0)
+        channel = KB_LOG_STDOUT;
+    else if (strcmp(scan.name, "stderr") == 0)
+        channel = KB_LOG_STDERR;
+    else
+        return -1;
+    apply_pending_clear(self);
+    size_t max = room_left(self);
+    if (max > scan.text_bytes)
+        max = scan.text_bytes; /* the budget is asked for what this message needs */
+    size_t kept = 0;
+    json_t *date = json_object_get(msg->header, "date");
+    if (max > 0 && scan.text_bytes > 0 && self->log) {
+        long long cursor = -1;
+        kept
+            = kb_outlog_append_scan(self->log, channel, json, size, max,
+                                    json_is_string(date) ? json_string_value(date) : NULL, &cursor);
+        if (kept == (size_t)-1)
+            return -1;
+        if (kept > 0 && self->emit)
+            self->emit(channel == KB_LOG_STDOUT ? KB_EVENT_STDOUT : KB_EVENT_STDERR, NULL, cursor,
+                       self->emit_arg);
+    } else if (max > 0 && scan.text_bytes > 0) {
+        kb_buf_t text = KB_BUF_INIT;
+        if (kb_scan_stream(json, size, max, &text, &scan, NULL, 0) == 0)
+            kept = keep_text(self, channel, kb_buf_cstr(&text), text.len, date);
+        kb_buf_free(&text);
+    }
+    self->kept_bytes += kept;
+    if (kept < scan.text_bytes) {
+        self->dropped_bytes += scan.text_bytes - kept;
+        note_dropped(self);
+    }
+    return 1;
+}
+
 /*  display_data and execute_result. */
 static int fold_output(kb_execution_t *self, json_t *content, bool is_main_result)
 {
@@ -494,7 +544,8 @@ int kb_execution_fold_iopub(kb_execution_t *self, const kb_msg_t *msg)
     if (!type || !json_is_object(content))
         return -1;
     if (strcmp(type, "stream") == 0)
-        return fold_stream(self, content, msg->header);
+        return msg->raw_content.data ? fold_stream_raw(self, msg)
+                                     : fold_stream(self, content, msg->header);
     if (strcmp(type, "display_data") == 0)
         return fold_output(self, content, false);
     if (strcmp(type, "execute_result") == 0)

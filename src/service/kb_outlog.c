@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "util/kb_buf.h"
+#include "wire/kb_scan.h"
 #include "util/kb_stamp.h"
 #include "util/kb_vec.h"
 
@@ -133,36 +134,79 @@ static size_t s_utf8_prefix(const char *text, size_t len, size_t max)
     return cut;
 }
 
+/*  Make frame for the bytes appended to channel's text since old_len (under
+    the lock), or undo them. Returns the bytes kept. */
+static size_t s_commit(kb_outlog_t *self, kb_frame_rec_t *frame, size_t old_len, bool ok,
+                       long long *cursor_out)
+{
+    kb_buf_t *buf = &self->text[frame->channel];
+    ok = ok && kb_vec_reserve(&self->frames, 1) == KB_BUF_OK;
+    frame->offset = old_len;
+    frame->len = ok ? buf->len - old_len : 0;
+    if (ok && frame->len > 0)
+        kb_vec_push(&self->frames, frame); /* reserved: cannot fail */
+    else {
+        kb_buf_truncate(buf, old_len);
+        kb_buf_recover(buf);
+        frame->len = 0;
+    }
+    long long cursor = (long long)self->frames.len - 1;
+    pthread_mutex_unlock(&self->lock);
+    if (frame->len == 0)
+        return 0; /* out of memory: this piece is lost, the run goes on */
+    s_charge(self, frame->len + s_frame_cost());
+    if (cursor_out)
+        *cursor_out = cursor;
+    return frame->len;
+}
+
+static void s_frame_init(kb_frame_rec_t *frame, kb_log_channel_t channel, const char *date)
+{
+    memset(frame, 0, sizeof *frame);
+    frame->timestamp = kb_now();
+    frame->channel = channel;
+    if (date) {
+        size_t n = strnlen(date, sizeof frame->date - 1);
+        memcpy(frame->date, date, n);
+    }
+}
+
 size_t kb_outlog_append(kb_outlog_t *self, kb_log_channel_t channel, const char *text, size_t len,
                         const char *date, long long *cursor_out)
 {
     size_t keep = len;
     if (channel != KB_LOG_SYSTEM)
         keep = s_utf8_prefix(text, len, kb_outlog_room(self, len));
-    if (keep == 0 && len > 0)
+    if (keep == 0)
         return 0;
-    kb_frame_rec_t frame = { .len = keep, .timestamp = kb_now(), .channel = channel };
-    if (date) {
-        size_t n = strnlen(date, sizeof frame.date - 1);
-        memcpy(frame.date, date, n);
-    }
+    kb_frame_rec_t frame;
+    s_frame_init(&frame, channel, date);
     pthread_mutex_lock(&self->lock);
-    kb_buf_t *buf = &self->text[channel];
-    frame.offset = buf->len;
-    bool ok = kb_vec_reserve(&self->frames, 1) == KB_BUF_OK
-              && kb_buf_append(buf, text, keep) == KB_BUF_OK;
-    if (ok)
-        kb_vec_push(&self->frames, &frame); /* reserved: cannot fail */
-    else
-        kb_buf_recover(buf);
-    long long cursor = (long long)self->frames.len - 1;
-    pthread_mutex_unlock(&self->lock);
-    if (!ok)
-        return 0; /* out of memory: this piece is lost, the run goes on */
-    s_charge(self, keep + s_frame_cost());
-    if (cursor_out)
-        *cursor_out = cursor;
-    return keep;
+    size_t old_len = self->text[channel].len;
+    bool ok = kb_buf_append(&self->text[channel], text, keep) == KB_BUF_OK;
+    return s_commit(self, &frame, old_len, ok, cursor_out);
+}
+
+size_t kb_outlog_append_scan(kb_outlog_t *self, kb_log_channel_t channel, const char *json,
+                             size_t len, size_t max, const char *date, long long *cursor_out)
+{
+    size_t room = kb_outlog_room(self, max);
+    if (room < max)
+        max = room;
+    if (max == 0)
+        return 0;
+    kb_frame_rec_t frame;
+    s_frame_init(&frame, channel, date);
+    kb_scan_stream_t scan;
+    pthread_mutex_lock(&self->lock);
+    size_t old_len = self->text[channel].len;
+    if (kb_scan_stream(json, len, max, &self->text[channel], &scan, NULL, 0) != 0
+        && kb_buf_status(&self->text[channel]) == KB_BUF_OK) {
+        pthread_mutex_unlock(&self->lock);
+        return (size_t)-1;
+    }
+    return s_commit(self, &frame, old_len, kb_buf_status(&self->text[channel]) == KB_BUF_OK,
+                    cursor_out);
 }
 
 void kb_outlog_charge(kb_outlog_t *self, size_t bytes)

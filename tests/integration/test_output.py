@@ -81,32 +81,46 @@ def test_a_large_result_streams_and_matches_its_record(daemon_factory):
     assert raw.status == 200 and json.loads(raw.body) == r
 
 
+def run_events(d, code, **fields):
+    """A run through SSE: (its system lines, its result)."""
+    s = d.run_stream(code, **fields)
+    try:
+        system, result = [], None
+        for ev in s.events():
+            if ev.event == "system":
+                system.append(ev.data["text"])
+            elif ev.event == "result":
+                result = ev.data
+        return system, result
+    finally:
+        s.close()
+
+
 def test_concurrent_floods_stay_within_the_budget_and_say_what_they_dropped(daemon_factory):
     d = daemon_factory("--pool", "python=0", "--max-output", "8M", "--max-output-memory", "16M")
     ctxs = [context(d) for _ in range(4)]
-    results = [None] * 4
+    runs = [None] * 4
 
     def go(i):
-        results[i] = d.run(flood(8 * MIB), context_id=ctxs[i], timeout=120)
+        runs[i] = run_events(d, flood(8 * MIB), context_id=ctxs[i], timeout=120)
 
     threads = [threading.Thread(target=go, args=(i,)) for i in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    kept = 0
-    for r in results:
+    for system, r in runs:
         assert r["process"]["reason"] == "exited", r["process"]
         n = len(r["logs"]["stdout"])
-        kept += n
+        assert r["logs"]["stdout"] == ("x" * 1023 + "\n") * (n // KIB) + "x" * (n % KIB)
+        dropped = [line for line in system if "bytes of output were dropped" in line]
         if n < 8 * MIB:
             # truncated, and said so with the exact count: nothing is lost silently
             assert r["truncated"] is True
-            assert dropped_of(d, r["process"]["process_id"]) == 8 * MIB - n
+            assert len(dropped) == 1 and int(dropped[0].split()[0]) == 8 * MIB - n, system
         else:
-            assert r["truncated"] is False
-    assert kept <= 16 * MIB
-    assert any(r["truncated"] for r in results)  # 32 MiB asked of a 16 MiB budget
+            assert r["truncated"] is False and not dropped
+    assert any(r["truncated"] for _, r in runs)  # 32 MiB asked of a 16 MiB budget
     budget = output_memory(d)
     assert budget["limit"] == 16 * MIB
     assert budget["peak"] <= budget["limit"], budget
@@ -178,17 +192,18 @@ def test_an_sse_client_that_leaves_mid_flood_loses_nothing_and_leaks_nothing(dae
     got = 0
     for ev in s.events():
         if ev.event == "stdout":
-            got += len(ev.data)
+            got += len(ev.data["text"])
             if got > 2 * MIB:
                 break
     s.close()
     assert wait_until(
         lambda: all(p["state"] == "terminal" for p in d.ok("GET", "/processes")["processes"]), 120)
-    procs = d.ok("GET", "/processes")["processes"]
-    flooded = [p for p in procs if p["process_id"] != procs[0]["process_id"] or len(procs) == 1]
-    results = [d.ok("GET", f"/processes/{p['process_id']}/result") for p in flooded]
-    big = [r for r in results if r["truncated"]]
-    assert len(big) == 1 and len(big[0]["logs"]["stdout"]) == 8 * MIB
+    results = [d.ok("GET", f"/processes/{p['process_id']}/result")
+               for p in d.ok("GET", "/processes")["processes"]]
+    big = [r for r in results if r["logs"]["stdout"].startswith("xxx")]
+    assert len(big) == 1, [(r["process"], len(r["logs"]["stdout"])) for r in results]
+    assert big[0]["process"]["reason"] == "exited" and big[0]["truncated"] is True
+    assert len(big[0]["logs"]["stdout"]) == 8 * MIB
     assert d.run("print('still here')")["logs"]["stdout"] == "still here\n"
     assert wait_until(lambda: len(os.listdir(f"/proc/{d.proc.pid}/fd")) <= fds, 10)
 
