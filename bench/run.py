@@ -42,6 +42,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 from kbbench import peers, raw  # noqa: E402
+from kbbench.calls import health_once, run_once  # noqa: E402
 from kbbench.machine import environment, loadavg, wait_quiet  # noqa: E402
 from kbbench.stats import pct  # noqa: E402
 
@@ -128,7 +129,7 @@ def _latency_kernel(args, kname, kdir, daemon, server, clients, closers, out):
     body = json.dumps({"code": CODE_1P1, "context_id": ctx["context_id"]}).encode()
     bridge_http = peers.Http(daemon.port)
     closers.append(bridge_http.close)
-    clients["kernelbridge"] = lambda h=bridge_http, b=body: _bridge_once(h, b)
+    clients["kernelbridge"] = lambda h=bridge_http, b=body: run_once(h, b)
 
     # (a') the floor on the daemon's own kernel process
     if conn_file:
@@ -139,10 +140,10 @@ def _latency_kernel(args, kname, kdir, daemon, server, clients, closers, out):
     # diagnostics: empty HTTP round trip; a one-write HTTP client
     health_http = peers.Http(daemon.port)
     closers.append(health_http.close)
-    clients["health"] = lambda h=health_http: _health_once(h)
+    clients["health"] = lambda h=health_http: health_once(h)
     rh = peers.RawHttp(daemon.port)
     closers.append(rh.close)
-    clients["kernelbridge-rawhttp"] = lambda h=rh, b=body: _bridge_once(h, b)
+    clients["kernelbridge-rawhttp"] = lambda h=rh, b=body: run_once(h, b)
 
     # (c) jupyter_client execute_interactive
     jck = peers.JupyterClientKernel(kname, os.path.join(kdir, "jc"))
@@ -219,27 +220,6 @@ def _raw_once(client):
     return dt
 
 
-def _bridge_once(h, body):
-    """POST /run on h (Http or RawHttp); the reply parsed, as a client would."""
-    t0 = time.perf_counter()
-    status, data = h.request("POST", "/run", body)
-    r = json.loads(data)
-    dt = time.perf_counter() - t0
-    if status != 200 or r["results"][0]["text"] != "2":
-        raise RuntimeError(f"kernelbridge run: {status} {data[:300]!r}")
-    return dt
-
-
-def _health_once(h):
-    t0 = time.perf_counter()
-    status, data = h.request("GET", "/health")
-    json.loads(data)
-    dt = time.perf_counter() - t0
-    if status != 200:
-        raise RuntimeError(f"/health: {status}")
-    return dt
-
-
 def _interleave(clients, warmup, n, seed):
     """Warm-up, then n rounds; each round runs every client once, in a shuffled order."""
     rng = random.Random(seed)
@@ -284,9 +264,9 @@ def section_scaling(args, tmp, binary):
         own = raw.attach(conn_file)
         body = json.dumps({"code": CODE_1P1, "context_id": ctx["context_id"]}).encode()
         h = peers.Http(daemon.port)
-        clients = {"kernelbridge": lambda: _bridge_once(h, body),
+        clients = {"kernelbridge": lambda: run_once(h, body),
                    "floor-own": lambda: _raw_once(own),
-                   "health": lambda: _health_once(h)}
+                   "health": lambda: health_once(h)}
         for _ in range(args.warmup):
             for fn in clients.values():
                 fn()
