@@ -67,8 +67,8 @@ def _perf_stat(pid, n, fn, workdir, tag):
 
 
 def cmd_syscalls(args, tmp):
-    print(f"| contexts | request | thread | syscalls / request | context switches / request "
-          f"| CPU µs / request |")
+    print("| contexts | request | thread | syscalls / request | context switches / request "
+          "| CPU µs / request |")
     print("|---:|---|---|---:|---:|---:|")
     for nctx in args.contexts:
         d = peers.Daemon(args.binary, os.path.join(tmp, f"d{nctx}"), ("--pool", "python=0"))

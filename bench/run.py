@@ -14,8 +14,10 @@ Measures on this machine, with the same kernelspecs for every contender:
   scaling   (not in --quick) the bridge's cost per run with 1 and with 20
             contexts on the daemon
   memory    daemon RSS idle, with 20 contexts, per context
-  output    a run printing 100 MiB: kernelbridge vs the kernel's iopub rate
-            (and, not in --quick, the same 100 MiB in 1600 messages)
+  output    bench/output.py's output axis (one round in --quick): 100 MiB
+            through POST /run vs the raw client's rate, the daemon's peak RSS
+            for 200 MiB runs alone, four at once and to a stalled SSE reader,
+            and its RSS after the records are purged
 
 and prints Markdown tables plus the verdict on each target. Everything runs
 on 127.0.0.1 with ephemeral ports and private temporary directories; every
@@ -41,17 +43,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from kbbench import peers, raw  # noqa: E402
+from kbbench import output_axis, output_report, peers, raw  # noqa: E402
+from kbbench.calls import health_once, run_once  # noqa: E402
 from kbbench.machine import environment, loadavg, wait_quiet  # noqa: E402
 from kbbench.stats import pct  # noqa: E402
 
 CODE_1P1 = "1+1"
-CODE_100M = "import sys\ns = 'x' * 1023 + '\\n'\nfor i in range(102400):\n    sys.stdout.write(s)\n"
-# the same 100 MiB, flushed every 64 KiB: 1600 stream messages instead of one
-CODE_100M_FLUSH = ("import sys\ns = ('x' * 1023 + '\\n') * 64\nfor i in range(1600):\n"
-                   "    sys.stdout.write(s)\n    sys.stdout.flush()\n")
-MIB = 1024 * 1024
-
 NO_POOL = ("--pool", "python=0")  # the daemon alone: no pre-started kernel
 
 CLEANUPS = []  # callables run (last first) at exit
@@ -128,7 +125,7 @@ def _latency_kernel(args, kname, kdir, daemon, server, clients, closers, out):
     body = json.dumps({"code": CODE_1P1, "context_id": ctx["context_id"]}).encode()
     bridge_http = peers.Http(daemon.port)
     closers.append(bridge_http.close)
-    clients["kernelbridge"] = lambda h=bridge_http, b=body: _bridge_once(h, b)
+    clients["kernelbridge"] = lambda h=bridge_http, b=body: run_once(h, b)
 
     # (a') the floor on the daemon's own kernel process
     if conn_file:
@@ -139,10 +136,10 @@ def _latency_kernel(args, kname, kdir, daemon, server, clients, closers, out):
     # diagnostics: empty HTTP round trip; a one-write HTTP client
     health_http = peers.Http(daemon.port)
     closers.append(health_http.close)
-    clients["health"] = lambda h=health_http: _health_once(h)
+    clients["health"] = lambda h=health_http: health_once(h)
     rh = peers.RawHttp(daemon.port)
     closers.append(rh.close)
-    clients["kernelbridge-rawhttp"] = lambda h=rh, b=body: _bridge_once(h, b)
+    clients["kernelbridge-rawhttp"] = lambda h=rh, b=body: run_once(h, b)
 
     # (c) jupyter_client execute_interactive
     jck = peers.JupyterClientKernel(kname, os.path.join(kdir, "jc"))
@@ -219,27 +216,6 @@ def _raw_once(client):
     return dt
 
 
-def _bridge_once(h, body):
-    """POST /run on h (Http or RawHttp); the reply parsed, as a client would."""
-    t0 = time.perf_counter()
-    status, data = h.request("POST", "/run", body)
-    r = json.loads(data)
-    dt = time.perf_counter() - t0
-    if status != 200 or r["results"][0]["text"] != "2":
-        raise RuntimeError(f"kernelbridge run: {status} {data[:300]!r}")
-    return dt
-
-
-def _health_once(h):
-    t0 = time.perf_counter()
-    status, data = h.request("GET", "/health")
-    json.loads(data)
-    dt = time.perf_counter() - t0
-    if status != 200:
-        raise RuntimeError(f"/health: {status}")
-    return dt
-
-
 def _interleave(clients, warmup, n, seed):
     """Warm-up, then n rounds; each round runs every client once, in a shuffled order."""
     rng = random.Random(seed)
@@ -284,9 +260,9 @@ def section_scaling(args, tmp, binary):
         own = raw.attach(conn_file)
         body = json.dumps({"code": CODE_1P1, "context_id": ctx["context_id"]}).encode()
         h = peers.Http(daemon.port)
-        clients = {"kernelbridge": lambda: _bridge_once(h, body),
+        clients = {"kernelbridge": lambda: run_once(h, body),
                    "floor-own": lambda: _raw_once(own),
-                   "health": lambda: _health_once(h)}
+                   "health": lambda: health_once(h)}
         for _ in range(args.warmup):
             for fn in clients.values():
                 fn()
@@ -473,103 +449,9 @@ def _run_threads(fn, n):
 
 
 def section_output(args, tmp, binary):
-    contenders = {}
-    closers = []
-    try:
-        rk = raw.RawKernel("python3", os.path.join(tmp, "out-raw"), "ipc").start()
-        closers.append(rk.shutdown)
-        rk.execute(CODE_1P1)
-        contenders["floor"] = ("raw", rk)
-        for label, extra in (("kernelbridge-64M", ()), ("kernelbridge-200M", ("--max-output", "200M"))):
-            d = peers.Daemon(binary, os.path.join(tmp, f"out-{label}"), extra)
-            closers.append(d.stop)
-            ctx, _, _ = d.create_context(kernel_name="python3")
-            d.http.json("POST", "/run", {"code": CODE_1P1, "context_id": ctx["context_id"]})
-            d.wait_pool_settled()
-            contenders[label] = ("bridge", (d, ctx, d.status()))
-        out = {}
-        rng = random.Random(args.seed + 2)
-        for variant, code in args.output_codes.items():
-            samples = {k: [] for k in contenders}
-            for i in range(args.output_rounds):
-                order = list(contenders)
-                rng.shuffle(order)
-                for who in order:
-                    log(f"output: {variant} round {i + 1}/{args.output_rounds}: {who}")
-                    kind, obj = contenders[who]
-                    if kind == "raw":
-                        dt, nbytes, status = obj.execute(code, timeout=600)
-                        samples[who].append({"s": dt, "stdout_bytes": nbytes, "status": status})
-                    else:
-                        samples[who].append(_bridge_output_run(obj[0], obj[1], code))
-            res = {}
-            for who, runs in samples.items():
-                times = [x["s"] for x in runs]
-                res[who] = {"runs": runs, "p50_s": pct(times, 50)}
-                if contenders[who][0] == "bridge":
-                    res[who]["before"] = contenders[who][1][2]
-            out[variant] = res
-        return out
-    finally:
-        for fn in reversed(closers):
-            try:
-                fn()
-            except Exception as e:
-                log(f"output cleanup: {e}")
-
-
-def _bridge_output_run(d, ctx, code):
-    """One big run over HTTP; the daemon's RSS is sampled while it goes."""
-    body = json.dumps({"code": code, "context_id": ctx["context_id"]}).encode()
-    gc.collect()
-    samples = []  # (seconds since start, VmRSS KiB)
-    stop = threading.Event()
-
-    def sampler():
-        while not stop.is_set():
-            try:
-                samples.append((time.perf_counter() - t0, peers.proc_status(d.pid)["VmRSS"]))
-            except (FileNotFoundError, KeyError):
-                pass
-            stop.wait(0.01)
-
-    base = peers.reset_peak_rss(d.pid)  # VmHWM := VmRSS now, so VmHWM after = this run's peak
-    cpu0 = peers.schedstat(d.pid)
-    t0 = time.perf_counter()
-    th = threading.Thread(target=sampler)
-    th.start()
-    try:
-        conn = d.http.conn
-        conn.request("POST", "/run", body=body, headers={"Content-Type": "application/json"})
-        r = conn.getresponse()
-        t_headers = time.perf_counter() - t0
-        data = r.read()
-        dt = time.perf_counter() - t0
-    finally:
-        stop.set()
-        th.join()
-    cpu1 = peers.schedstat(d.pid)
-    status = r.status
-    result = json.loads(data)
-    body_bytes = len(data)
-    del data
-    st = d.status()
-    # the run's record (its logs and result) is kept by the daemon until purged
-    d.http.json("DELETE", f"/processes/{result['process']['process_id']}", expect=(204,))
-    time.sleep(0.2)
-    run = {
-        "s": dt, "t_headers": t_headers, "http_status": status, "body_bytes": body_bytes,
-        "stdout_bytes": len(result["logs"]["stdout"]),
-        "truncated": result.get("truncated"), "reason": result["process"]["reason"],
-        "VmRSS_before": base, "VmHWM": st["VmHWM"], "VmRSS_after": st["VmRSS"],
-        "VmRSS_after_purge": d.status()["VmRSS"],
-        "rss_peak_until_headers": max((v for t, v in samples if t <= t_headers), default=0),
-        "daemon_cpu_s": (cpu1["cpu_ns"] - cpu0["cpu_ns"]) / 1e9,
-        "daemon_cpu_by_thread_s": {t: (cpu1["threads"].get(t, 0) - cpu0["threads"].get(t, 0)) / 1e9
-                                   for t in cpu1["threads"]},
-    }
-    del result
-    return run
+    """bench/output.py's measurements (kbbench/output_axis.py), fewer rounds in --quick."""
+    return output_axis.measure(binary, os.path.join(tmp, "output"), args.output_rounds,
+                               args.seed + 2, log=log)
 
 
 # ---- report --------------------------------------------------------------------------
@@ -733,65 +615,9 @@ def report(res, args):
         verdicts.append(("≤ 100 KiB RSS per context", per <= 100, f"{per:,.0f} KiB"))
         p("")
     if "output" in res:
-        p("### 4. A run printing 100 MiB (102,400 lines of 1 KiB via `sys.stdout.write`)")
-        p("")
-        p(f"{args.output_rounds} round(s), interleaved. Wall time, time to the response headers and daemon "
-          "CPU are medians over the rounds. Daemon RSS (MiB): before the first run; peak (VmHWM, reset "
-          "before each run through /proc/PID/clear_refs; the highest over the rounds, and its rise above "
-          "that run's starting RSS); after the last run with its record kept; after `DELETE /processes/{id}`.")
-        p("")
-        p("| output | contender | wall s | headers at s | stdout returned, per round | truncated "
-          "| MB/s (100 MiB / wall) | daemon CPU s (by thread) | RSS before | peak (rise) | after | after purge |")
-        p("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-        lost = []
-        for variant, O in res["output"].items():
-            floor_runs = O["floor"]["runs"]
-            complete = [r["s"] for r in floor_runs if r["stdout_bytes"] >= 100 * MIB] or [r["s"] for r in floor_runs]
-            floor_rate = 100 * MIB / pct(complete, 50) / 1e6
-            for who, o in O.items():
-                t = o["p50_s"]
-                rate = 100 * MIB / t / 1e6
-                runs = o["runs"]
-                last = runs[-1]
-                got_txt = " / ".join(f"{r['stdout_bytes'] / MIB:.1f}" for r in runs) + " MiB"
-                cap = 64 if "64M" in who else 100
-                for i, r in enumerate(runs):
-                    if r["stdout_bytes"] < min(cap, 100) * MIB - 64 * 1024:
-                        lost.append(f"{variant}, {who}, round {i + 1}: {r['stdout_bytes'] / MIB:.1f} MiB of "
-                                    f"{min(cap, 100)} MiB" + (f", truncated={r['truncated']}" if "truncated" in r else ""))
-                if who == "floor":
-                    rate = floor_rate
-                    p(f"| {variant} | kernel's own iopub rate (raw client) | {pct(complete, 50):.2f} | - | "
-                      f"{got_txt} | - | {rate:.1f} | - | - | - | - | - |")
-                    continue
-                cpu = {}
-                for r in runs:
-                    for th, v in r["daemon_cpu_by_thread_s"].items():
-                        cpu.setdefault(th, []).append(v)
-                cpu_txt = ", ".join(f"{th} {pct(v, 50):.2f}" for th, v in
-                                    sorted(cpu.items(), key=lambda kv: -pct(kv[1], 50)) if pct(v, 50) >= 0.01)
-                peak = max(r["VmHWM"] for r in runs)
-                rise = max(r["VmHWM"] - r["VmRSS_before"] for r in runs)
-                p(f"| {variant} | {who} | {t:.2f} | {pct([r['t_headers'] for r in runs], 50):.2f} | "
-                  f"{got_txt} | {'/'.join(str(r['truncated']).lower() for r in runs)} | {rate:.1f} | "
-                  f"{pct([r['daemon_cpu_s'] for r in runs], 50):.2f} ({cpu_txt}) | "
-                  f"{runs[0]['VmRSS_before'] / 1024:.0f} | {peak / 1024:.0f} (+{rise / 1024:.0f}) | "
-                  f"{last['VmRSS_after'] / 1024:.0f} | {last['VmRSS_after_purge'] / 1024:.0f} |")
-                cap = 64 if "64M" in who else 200
-                cap = 64 if "64M" in who else 200
-                want = min(cap, 100) * MIB
-                got = min(r["stdout_bytes"] for r in runs)
-                verdicts.append((f"{variant}: ≥ 50% of the kernel's iopub rate ({who})",
-                                 rate >= 0.5 * floor_rate, f"{rate / floor_rate * 100:.0f}%"))
-                verdicts.append((f"{variant}: everything up to the cap returned, every round ({who})",
-                                 got >= want - 64 * 1024, f"least: {got / MIB:.1f} MiB"))
-                verdicts.append((f"{variant}: daemon RSS bounded by the cap ({who})", peak / 1024 <= cap,
-                                 f"peak {peak / 1024:.0f} MiB = {peak / 1024 / cap:.1f}x the {cap} MiB cap"))
-        p("")
-        if lost:
-            p("Runs that returned less than they should have (stdout bytes counted by the client): "
-              + "; ".join(lost) + ".")
-            p("")
+        out_lines, out_verdicts = output_report.report(res["output"])
+        lines.extend(out_lines)
+        verdicts.extend(out_verdicts)
     p("### Targets (SPEC §7)")
     p("")
     p("| target | met | measured |")
@@ -804,11 +630,6 @@ def report(res, args):
 def _threads(d):
     order = sorted(d["by_thread_us"].items(), key=lambda kv: -kv[1])
     return ", ".join(f"{name} {v:,.0f}" for name, v in order if v >= 1)
-
-
-def _threads_s(run):
-    order = sorted(run["daemon_cpu_by_thread_s"].items(), key=lambda kv: -kv[1])
-    return ", ".join(f"{name} {v:.2f}" for name, v in order if v >= 0.01)
 
 
 # ---- main ----------------------------------------------------------------------------
@@ -850,8 +671,6 @@ def main():
     args.output_rounds = 1 if args.quick else 3
     args.n_warm = 100 if args.quick else 300
     args.mem_cycles = 1 if args.quick else 2
-    args.output_codes = {"one-message": CODE_100M} if args.quick else \
-        {"one-message": CODE_100M, "1600-messages": CODE_100M_FLUSH}
 
     tmp = tempfile.mkdtemp(prefix="kbb", dir="/tmp")  # short: ipc path limits
     CLEANUPS.append(lambda: shutil.rmtree(tmp, ignore_errors=True))

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import machine, peers, raw
+from .calls import health_once, run_once
 from .stats import pct
 
 CODE = "1+1"
@@ -112,27 +113,6 @@ class Step:
     cpu_per_run: CpuPerRequest
     cpu_per_health: CpuPerRequest
     memory: dict[str, int]  # KiB (VmRSS, RssAnon, RssFile, ...) and Threads
-
-
-def _run_once(http: peers.Http, body: bytes) -> float:
-    """POST /run of `1+1`; the reply parsed and checked, as a client would."""
-    t0 = time.perf_counter()
-    status, data = http.request("POST", "/run", body)
-    r = json.loads(data)
-    dt = time.perf_counter() - t0
-    if status != 200 or r["results"][0]["text"] != "2":
-        raise RuntimeError(f"POST /run: {status} {data[:300]!r}")
-    return dt
-
-
-def _health_once(http: peers.Http) -> float:
-    t0 = time.perf_counter()
-    status, data = http.request("GET", "/health")
-    json.loads(data)
-    dt = time.perf_counter() - t0
-    if status != 200:
-        raise RuntimeError(f"GET /health: {status} {data[:300]!r}")
-    return dt
 
 
 def _floor_once(kernel: raw.RawKernel) -> float:
@@ -234,9 +214,9 @@ class ContextsAxis:
         contexts_reported = int(daemon.http.json("GET", "/health")["contexts"])
 
         contenders: dict[str, Callable[[], float]] = {
-            "run": lambda: _run_once(run_http, self.run_body),
+            "run": lambda: run_once(run_http, self.run_body),
             "floor": lambda: _floor_once(self.floor),
-            "health": lambda: _health_once(health_http),
+            "health": lambda: health_once(health_http),
         }
         for _ in range(s.warmup):
             for fn in contenders.values():
