@@ -218,13 +218,7 @@ def main() -> None:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, on_signal)
-    for var, sub in (("IPYTHONDIR", "ipython"), ("JUPYTER_RUNTIME_DIR", "runtime"),
-                     ("MPLCONFIGDIR", "mpl")):
-        os.environ[var] = os.path.join(tmp, sub)
-        os.makedirs(os.environ[var], mode=0o700)
-    os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
-    for k in [k for k in os.environ if k.startswith("KB_")]:
-        del os.environ[k]  # the daemon's own configuration: only the flags below count
+    machine.private_environment(tmp)  # only the flags below configure the daemon
 
     t_start = time.perf_counter()
     res: dict[str, Any] = {

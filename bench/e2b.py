@@ -41,6 +41,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kbbench import peers  # noqa: E402
+from kbbench.machine import private_environment  # noqa: E402
 from kbbench.stats import pct  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -95,14 +96,8 @@ def main():
     atexit.register(peers.stop_all)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: sys.exit(130))
-    for var, sub in (("IPYTHONDIR", "ipython"), ("JUPYTER_RUNTIME_DIR", "runtime"),
-                     ("MPLCONFIGDIR", "mpl")):
-        os.environ[var] = os.path.join(tmp, sub)
-        os.makedirs(os.environ[var], mode=0o700)
+    private_environment(tmp)
     os.environ["JUPYTER_PATH"] = DENO_JUPYTER  # both the daemon and Jupyter Server see Deno
-    os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
-    for k in [k for k in os.environ if k.startswith("KB_")]:
-        del os.environ[k]
 
     res = {"rounds": args.n}
     e2b_port_file = os.path.join(tmp, "daemon", "e2b-port")

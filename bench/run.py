@@ -45,7 +45,7 @@ sys.path.insert(0, HERE)
 
 from kbbench import output_axis, output_report, peers, raw  # noqa: E402
 from kbbench.calls import health_once, run_once  # noqa: E402
-from kbbench.machine import environment, loadavg, wait_quiet  # noqa: E402
+from kbbench.machine import environment, loadavg, private_environment, wait_quiet  # noqa: E402
 from kbbench.stats import pct  # noqa: E402
 
 CODE_1P1 = "1+1"
@@ -675,11 +675,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="kbb", dir="/tmp")  # short: ipc path limits
     CLEANUPS.append(lambda: shutil.rmtree(tmp, ignore_errors=True))
     # every kernel (the daemon's and the peers') gets the same private dirs
-    for var, sub in (("IPYTHONDIR", "ipython"), ("JUPYTER_RUNTIME_DIR", "runtime"),
-                     ("MPLCONFIGDIR", "mpl")):
-        os.environ[var] = os.path.join(tmp, sub)
-        os.makedirs(os.environ[var], mode=0o700)
-    os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+    private_environment(tmp, drop_kb=False)
     atexit.register(cleanup)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: sys.exit(130))

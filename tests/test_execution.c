@@ -7,9 +7,11 @@
 
 #include "kernelbridge/kb_error.h"
 #include "service/kb_execution.h"
+#include "service/kb_resdoc.h"
 #include "service/kb_result_internal.h"
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -989,6 +991,92 @@ static void test_many_appends(void)
     kb_execution_destroy(&exe);
 }
 
+/*  A stream message as the wire hands it out with lazy streams: content
+    {} and the frame's bytes in raw_content. */
+static int iopub_raw(kb_execution_t *exe, const char *content)
+{
+    kb_msg_t *msg = make_msg("stream", RUN_ID, "{}");
+    msg->raw_content.data = (unsigned char *)content;
+    msg->raw_content.size = strlen(content);
+    int rc = kb_execution_fold_iopub(exe, msg);
+    free_msg(msg);
+    return rc;
+}
+
+/*  Events with a log: text events carry a cursor of the log. */
+typedef struct {
+    kb_event_type_t type[16];
+    long long cursor[16];
+    size_t count;
+} cursors_t;
+
+static void record_cursor(kb_event_type_t type, json_t *data, long long cursor, void *arg)
+{
+    cursors_t *seen = arg;
+    json_decref(data);
+    if (seen->count < 16) {
+        seen->type[seen->count] = type;
+        seen->cursor[seen->count++] = cursor;
+    }
+}
+
+static void test_scanned_streams_into_a_log(void)
+{
+    kb_budget_t budget = { .limit = 0 };
+    kb_outlog_t *log = kb_outlog_new(&budget);
+    cursors_t seen = { .count = 0 };
+    kb_execution_opts_t opts = { .max_output_bytes = 10, .log = log };
+    kb_execution_t *exe = kb_execution_new(RUN_ID, &opts, record_cursor, &seen);
+    CHECK(iopub_raw(exe, "{\"name\": \"stdout\", \"text\": \"ab\\n\\u00e9\"}") == 1);
+    CHECK(iopub_raw(exe, "{\"text\": [\"123\", \"456789\"], \"name\": \"stderr\"}") == 1);
+    /* past the cap: counted, not kept */
+    CHECK(iopub_raw(exe, "{\"name\": \"stdout\", \"text\": \"0123456789\"}") == 1);
+    /* malformed frames and unknown names are the caller's to count */
+    CHECK(iopub_raw(exe, "{\"name\": \"stdout\", \"text\": \"a\nb\"}") == -1);
+    CHECK(iopub_raw(exe, "{\"name\": \"other\", \"text\": \"x\"}") == -1);
+    CHECK(iopub_raw(exe, "{\"name\": \"stdout\"}") == -1);
+    CHECK(kb_outlog_view_len(log, KB_LOG_STDOUT) == 5); /* "ab\n" and the 2-byte e-acute */
+    CHECK(kb_outlog_view_len(log, KB_LOG_STDERR) == 5); /* 10 - 5: "12345" */
+    kb_result_t *r = kb_execution_finish(exe, KB_REASON_EXITED, 0, NULL, NULL);
+    CHECK(r->truncated);
+    CHECK(r->stdout_len == 0); /* the log holds the text */
+    size_t len = 0;
+    char *text = kb_outlog_view_copy(log, KB_LOG_STDERR, &len);
+    CHECK(text && strcmp(text, "12345") == 0);
+    free(text);
+    /* events: stdout, stderr, then the notice, and at the end the count */
+    CHECK(seen.count == 4);
+    CHECK(seen.type[0] == KB_EVENT_STDOUT && seen.cursor[0] == 0);
+    CHECK(seen.type[1] == KB_EVENT_STDERR && seen.cursor[1] == 1);
+    CHECK(seen.type[2] == KB_EVENT_SYSTEM && seen.type[3] == KB_EVENT_SYSTEM);
+    json_t *last = kb_outlog_frame_json(log, seen.cursor[3]);
+    CHECK(json_is(json_object_get(last, "channel"), "\"system\""));
+    const char *line = json_string_value(json_object_get(last, "data"));
+    /* 4 bytes of "456789" and all 10 of "0123456789" */
+    CHECK(line && strncmp(line, "14 bytes of output were dropped", 31) == 0);
+    json_decref(last);
+    /* the result document escapes the log as jansson would */
+    json_t *head = kb_result_to_json(r);
+    kb_result_doc_t *doc = kb_result_doc_new(head, log);
+    char buf[4096];
+    size_t n = 0, got;
+    while ((got = kb_result_doc_read(doc, buf + n, 16)) > 0 && got != (size_t)-1)
+        n += got;
+    buf[n] = '\0';
+    json_t *whole = kb_result_doc_json(doc);
+    json_t *parsed = json_loads(buf, 0, NULL);
+    CHECK(parsed && json_equal(parsed, whole));
+    CHECK(json_is(json_object_get(json_object_get(parsed, "logs"), "stdout"), "\"ab\\n\\u00e9\""));
+    json_decref(parsed);
+    json_decref(whole);
+    kb_result_doc_destroy(&doc);
+    json_decref(head);
+    kb_result_destroy(&r);
+    kb_execution_destroy(&exe);
+    kb_outlog_unref(&log);
+    CHECK(atomic_load(&budget.used) == 0); /* the last reference gave everything back */
+}
+
 int main(void)
 {
     RUN_TEST(test_stream);
@@ -1008,5 +1096,6 @@ int main(void)
     RUN_TEST(test_to_json_shape);
     RUN_TEST(test_event_order);
     RUN_TEST(test_many_appends);
+    RUN_TEST(test_scanned_streams_into_a_log);
     return kb_test_summary();
 }

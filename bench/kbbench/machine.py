@@ -104,3 +104,17 @@ def environment(binary: str, root: str, packages: tuple[str, ...] = PACKAGES) ->
         "binary": binary,
         "packages": {p: dpkg(p) for p in packages},
     }
+
+
+def private_environment(tmp, drop_kb=True):
+    """Point the kernels' per-user state (IPython, Jupyter runtime,
+    matplotlib) into the private directory tmp, and (drop_kb) forget the
+    daemon's KB_* settings so that only the flags a benchmark gives count."""
+    for var, sub in (("IPYTHONDIR", "ipython"), ("JUPYTER_RUNTIME_DIR", "runtime"),
+                     ("MPLCONFIGDIR", "mpl")):
+        os.environ[var] = os.path.join(tmp, sub)
+        os.makedirs(os.environ[var], mode=0o700)
+    os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
+    if drop_kb:
+        for k in [k for k in os.environ if k.startswith("KB_")]:
+            del os.environ[k]

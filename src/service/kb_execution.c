@@ -3,6 +3,7 @@
     See kb_execution.h for the rules. Pure code: no I/O, no clock. */
 #include "kb_execution.h"
 #include "kb_result_internal.h"
+#include "util/kb_utf8.h"
 #include "wire/kb_scan.h"
 
 #include <assert.h>
@@ -159,18 +160,6 @@ static void apply_pending_clear(kb_execution_t *self)
 {
     if (self->clear_pending)
         clear_gathered(self);
-}
-
-/*  The longest prefix of text[0..len) of at most max bytes that ends on a
-    UTF-8 character boundary. */
-static size_t utf8_prefix(const char *text, size_t len, size_t max)
-{
-    if (len <= max)
-        return len;
-    size_t cut = max;
-    while (cut > 0 && ((unsigned char)text[cut] & 0xC0) == 0x80)
-        cut--;
-    return cut;
 }
 
 /*  Remove ANSI escape sequences (CSI, OSC/DCS/APC/PM/SOS strings, and the
@@ -359,7 +348,7 @@ static int fold_stream(kb_execution_t *self, json_t *content, json_t *header)
     apply_pending_clear(self);
     const char *bytes = json_string_value(text);
     size_t len = json_string_length(text);
-    size_t keep = utf8_prefix(bytes, len, room_left(self));
+    size_t keep = kb_utf8_prefix(bytes, len, room_left(self));
     size_t kept = keep > 0 ? keep_text(self, is_stderr ? KB_LOG_STDERR : KB_LOG_STDOUT, bytes, keep,
                                        json_object_get(header, "date"))
                            : 0;

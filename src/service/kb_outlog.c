@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "util/kb_buf.h"
+#include "util/kb_utf8.h"
 #include "wire/kb_scan.h"
 #include "util/kb_stamp.h"
 #include "util/kb_vec.h"
@@ -122,18 +123,6 @@ size_t kb_outlog_room(kb_outlog_t *self, size_t want)
     return limit - used;
 }
 
-/*  The longest prefix of text[0..len) of at most max bytes that ends on a
-    UTF-8 character boundary. */
-static size_t s_utf8_prefix(const char *text, size_t len, size_t max)
-{
-    if (len <= max)
-        return len;
-    size_t cut = max;
-    while (cut > 0 && ((unsigned char)text[cut] & 0xC0) == 0x80)
-        cut--;
-    return cut;
-}
-
 /*  Make frame for the bytes appended to channel's text since old_len (under
     the lock), or undo them. Returns the bytes kept. */
 static size_t s_commit(kb_outlog_t *self, kb_frame_rec_t *frame, size_t old_len, bool ok,
@@ -176,7 +165,7 @@ size_t kb_outlog_append(kb_outlog_t *self, kb_log_channel_t channel, const char 
 {
     size_t keep = len;
     if (channel != KB_LOG_SYSTEM)
-        keep = s_utf8_prefix(text, len, kb_outlog_room(self, len));
+        keep = kb_utf8_prefix(text, len, kb_outlog_room(self, len));
     if (keep == 0)
         return 0;
     kb_frame_rec_t frame;
@@ -328,29 +317,20 @@ char *kb_outlog_view_copy(kb_outlog_t *self, kb_log_channel_t channel, size_t *l
 static size_t s_escape(unsigned char c, char out[6])
 {
     static const char hex[] = "0123456789ABCDEF";
-    switch (c) {
-        case '"':
-            return memcpy(out, "\\\"", 2), 2;
-        case '\\':
-            return memcpy(out, "\\\\", 2), 2;
-        case '\b':
-            return memcpy(out, "\\b", 2), 2;
-        case '\f':
-            return memcpy(out, "\\f", 2), 2;
-        case '\n':
-            return memcpy(out, "\\n", 2), 2;
-        case '\r':
-            return memcpy(out, "\\r", 2), 2;
-        case '\t':
-            return memcpy(out, "\\t", 2), 2;
-        default:
-            if (c >= 0x20)
-                return 0;
-            memcpy(out, "\\u00", 4);
-            out[4] = hex[c >> 4];
-            out[5] = hex[c & 15];
-            return 6;
+    static const char *const short_forms[256] = {
+        ['"'] = "\\\"", ['\\'] = "\\\\", ['\b'] = "\\b", ['\f'] = "\\f",
+        ['\n'] = "\\n", ['\r'] = "\\r",  ['\t'] = "\\t",
+    };
+    if (short_forms[c]) {
+        memcpy(out, short_forms[c], 2);
+        return 2;
     }
+    if (c >= 0x20)
+        return 0;
+    memcpy(out, "\\u00", 4);
+    out[4] = hex[c >> 4];
+    out[5] = hex[c & 15];
+    return 6;
 }
 
 size_t kb_outlog_view_escape(kb_outlog_t *self, kb_log_channel_t channel, size_t *pos, char *dst,

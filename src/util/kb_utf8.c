@@ -49,3 +49,13 @@ bool kb_utf8_valid(const char *text, size_t len)
     }
     return true;
 }
+
+size_t kb_utf8_prefix(const char *text, size_t len, size_t max)
+{
+    if (len <= max)
+        return len;
+    size_t cut = max;
+    while (cut > 0 && ((unsigned char)text[cut] & 0xC0) == 0x80)
+        cut--;
+    return cut;
+}

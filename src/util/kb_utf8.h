@@ -16,4 +16,8 @@ size_t kb_utf8_sequence(const unsigned char *s, size_t n, size_t *bad);
 /*  Whether text[0..len) is well-formed UTF-8 (NUL bytes included). */
 bool kb_utf8_valid(const char *text, size_t len);
 
+/*  The length of the longest prefix of text[0..len) (well-formed UTF-8) of
+    at most max bytes that ends on a character boundary. */
+size_t kb_utf8_prefix(const char *text, size_t len, size_t max);
+
 #endif
