@@ -369,37 +369,34 @@ static int fold_stream_raw(kb_execution_t *self, const kb_msg_t *msg)
 {
     const char *json = (const char *)msg->raw_content.data;
     size_t size = msg->raw_content.size;
-    kb_scan_stream_t scan;
-    kb_buf_t none = KB_BUF_INIT;
-    if (kb_scan_stream(json, size, 0, &none, &scan, NULL, 0) != 0 || !scan.text_present)
-        return -1;
-    kb_log_channel_t channel;
-    if (strcmp(scan.name, "stdout") == 0)
-        channel = KB_LOG_STDOUT;
-    else if (strcmp(scan.name, "stderr") == 0)
-        channel = KB_LOG_STDERR;
-    else
-        return -1;
-    apply_pending_clear(self);
-    size_t max = room_left(self);
-    if (max > scan.text_bytes)
-        max = scan.text_bytes; /* the budget is asked for what this message needs */
-    size_t kept = 0;
     json_t *date = json_object_get(msg->header, "date");
-    if (max > 0 && scan.text_bytes > 0 && self->log) {
+    kb_scan_stream_t scan;
+    size_t kept;
+    kb_log_channel_t channel;
+    if (self->log) {
+        apply_pending_clear(self);
         long long cursor = -1;
-        kept
-            = kb_outlog_append_scan(self->log, channel, json, size, max,
-                                    json_is_string(date) ? json_string_value(date) : NULL, &cursor);
+        kept = kb_outlog_append_scan(self->log, json, size, room_left(self),
+                                     json_is_string(date) ? json_string_value(date) : NULL, &scan,
+                                     &cursor);
         if (kept == (size_t)-1)
             return -1;
+        channel = strcmp(scan.name, "stderr") == 0 ? KB_LOG_STDERR : KB_LOG_STDOUT;
         if (kept > 0 && self->emit)
             self->emit(channel == KB_LOG_STDOUT ? KB_EVENT_STDOUT : KB_EVENT_STDERR, NULL, cursor,
                        self->emit_arg);
-    } else if (max > 0 && scan.text_bytes > 0) {
+    } else {
+        /* No log: the text goes through keep_text into the result. */
         kb_buf_t text = KB_BUF_INIT;
-        if (kb_scan_stream(json, size, max, &text, &scan, NULL, 0) == 0)
-            kept = keep_text(self, channel, kb_buf_cstr(&text), text.len, date);
+        int rc = kb_scan_stream(json, size, room_left(self), &text, &scan, NULL, 0);
+        bool known = strcmp(scan.name, "stdout") == 0 || strcmp(scan.name, "stderr") == 0;
+        if (rc != 0 || !scan.text_present || !known) {
+            kb_buf_free(&text);
+            return -1;
+        }
+        channel = strcmp(scan.name, "stderr") == 0 ? KB_LOG_STDERR : KB_LOG_STDOUT;
+        apply_pending_clear(self);
+        kept = text.len ? keep_text(self, channel, kb_buf_cstr(&text), text.len, date) : 0;
         kb_buf_free(&text);
     }
     self->kept_bytes += kept;

@@ -176,26 +176,35 @@ size_t kb_outlog_append(kb_outlog_t *self, kb_log_channel_t channel, const char 
     return s_commit(self, &frame, old_len, ok, cursor_out);
 }
 
-size_t kb_outlog_append_scan(kb_outlog_t *self, kb_log_channel_t channel, const char *json,
-                             size_t len, size_t max, const char *date, long long *cursor_out)
+size_t kb_outlog_append_scan(kb_outlog_t *self, const char *json, size_t len, size_t max,
+                             const char *date, kb_scan_stream_t *scan, long long *cursor_out)
 {
-    size_t room = kb_outlog_room(self, max);
+    size_t room = kb_outlog_room(self, max < len ? max : len);
     if (room < max)
         max = room;
-    if (max == 0)
-        return 0;
-    kb_frame_rec_t frame;
-    s_frame_init(&frame, channel, date);
-    kb_scan_stream_t scan;
+    /* Most stream text is stdout: it is decoded there in one pass, and
+       moved when the message turns out to be stderr's. */
     pthread_mutex_lock(&self->lock);
-    size_t old_len = self->text[channel].len;
-    if (kb_scan_stream(json, len, max, &self->text[channel], &scan, NULL, 0) != 0
-        && kb_buf_status(&self->text[channel]) == KB_BUF_OK) {
+    kb_buf_t *out = &self->text[KB_LOG_STDOUT];
+    size_t old_len = out->len;
+    int rc = kb_scan_stream(json, len, max, out, scan, NULL, 0);
+    bool ok = kb_buf_status(out) == KB_BUF_OK;
+    bool stderr_text = rc == 0 && strcmp(scan->name, "stderr") == 0;
+    if (ok && (rc != 0 || !scan->text_present || (!stderr_text && strcmp(scan->name, "stdout")))) {
+        kb_buf_truncate(out, old_len);
         pthread_mutex_unlock(&self->lock);
-        return (size_t)-1;
+        return (size_t)-1; /* malformed, or not a stream of stdout or stderr */
     }
-    return s_commit(self, &frame, old_len, kb_buf_status(&self->text[channel]) == KB_BUF_OK,
-                    cursor_out);
+    kb_frame_rec_t frame;
+    s_frame_init(&frame, stderr_text ? KB_LOG_STDERR : KB_LOG_STDOUT, date);
+    if (!stderr_text)
+        return s_commit(self, &frame, old_len, ok, cursor_out);
+    kb_buf_t *err = &self->text[KB_LOG_STDERR];
+    size_t err_len = err->len;
+    ok = ok && kb_buf_append(err, out->data + old_len, out->len - old_len) == KB_BUF_OK;
+    kb_buf_truncate(out, old_len);
+    kb_buf_recover(out);
+    return s_commit(self, &frame, err_len, ok, cursor_out);
 }
 
 void kb_outlog_charge(kb_outlog_t *self, size_t bytes)

@@ -21,6 +21,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "wire/kb_scan.h"
+
 typedef enum { KB_LOG_STDOUT, KB_LOG_STDERR, KB_LOG_SYSTEM } kb_log_channel_t;
 
 typedef struct kb_outlog kb_outlog_t;
@@ -61,12 +63,15 @@ void kb_outlog_unref(kb_outlog_t **self_p);
 size_t kb_outlog_append(kb_outlog_t *self, kb_log_channel_t channel, const char *text, size_t len,
                         const char *date, long long *cursor_out);
 
-/*  The same for the text member of a stream message's content frame
-    json[0..len) (borrowed), decoded by kb_scan_stream straight into the
-    log: at most max bytes of it are kept. Returns the bytes kept, or
-    (size_t)-1 when the frame is malformed (nothing is kept then). */
-size_t kb_outlog_append_scan(kb_outlog_t *self, kb_log_channel_t channel, const char *json,
-                             size_t len, size_t max, const char *date, long long *cursor_out);
+/*  Decode the text of a stream message's content frame json[0..len)
+    (borrowed) with kb_scan_stream straight into the log, in one pass: at
+    most max bytes of it (less when the budget says so) become a frame of
+    the channel its "name" gives; *scan gets what the scanner found (the
+    whole text's length among it). Returns the bytes kept, or (size_t)-1
+    when the frame is malformed or not a stream of stdout or stderr
+    (nothing is kept then). */
+size_t kb_outlog_append_scan(kb_outlog_t *self, const char *json, size_t len, size_t max,
+                             const char *date, kb_scan_stream_t *scan, long long *cursor_out);
 
 /*  How many more bytes the budget lets this log keep now (after asking
     make_room for want bytes); SIZE_MAX without a budget. 0 once stopped. */
