@@ -163,6 +163,29 @@ static void test_out_of_memory(void)
     CHECK_STR(kb_buf_status_str(KB_BUF_OVER_CAP), "over the size limit");
 }
 
+static void test_truncate(void)
+{
+    kb_buf_t buf = KB_BUF_INIT;
+    kb_buf_truncate(&buf, 0); /* nothing allocated yet */
+    CHECK_STR(kb_buf_cstr(&buf), "");
+    CHECK(kb_buf_append(&buf, "abc\0def", 7) == KB_BUF_OK);
+    size_t alloc = buf.alloc;
+    kb_buf_truncate(&buf, 4);
+    CHECK(buf.len == 4 && buf.data[3] == '\0' && buf.data[4] == '\0' && buf.alloc == alloc);
+    CHECK(kb_buf_puts(&buf, "x") == KB_BUF_OK);
+    CHECK(buf.len == 5 && memcmp(buf.data, "abc\0x", 6) == 0);
+    kb_buf_free(&buf);
+
+    /* A failure stays: truncating undoes contents, not a failed write. */
+    kb_buf_init(&buf, 4);
+    CHECK(kb_buf_puts(&buf, "ab") == KB_BUF_OK);
+    CHECK(kb_buf_puts(&buf, "cdef") == KB_BUF_OVER_CAP);
+    kb_buf_truncate(&buf, 1);
+    CHECK_STR(kb_buf_cstr(&buf), "a");
+    CHECK(kb_buf_status(&buf) == KB_BUF_OVER_CAP);
+    kb_buf_free(&buf);
+}
+
 static void test_grow_rule(void)
 {
     size_t alloc = 0;
@@ -240,6 +263,7 @@ int main(void)
     RUN_TEST(test_amortised_growth);
     RUN_TEST(test_cap);
     RUN_TEST(test_out_of_memory);
+    RUN_TEST(test_truncate);
     RUN_TEST(test_grow_rule);
     RUN_TEST(test_vec);
     RUN_TEST(test_strv);

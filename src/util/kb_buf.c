@@ -229,6 +229,14 @@ void kb_buf_recover(kb_buf_t *self)
     self->status = KB_BUF_OK;
 }
 
+void kb_buf_truncate(kb_buf_t *self, size_t len)
+{
+    assert(self && len <= self->len);
+    self->len = len;
+    if (self->data)
+        self->data[len] = '\0';
+}
+
 void kb_buf_reset(kb_buf_t *self)
 {
     assert(self);

@@ -111,6 +111,11 @@ char *kb_buf_take(kb_buf_t *self, size_t *len_out);
     or not an earlier one did (a log that drops what does not fit). */
 void kb_buf_recover(kb_buf_t *self);
 
+/*  Cut the contents back to their first len bytes (len <= the length),
+    for a writer that undoes what it appended; the status and the
+    allocation are kept. */
+void kb_buf_truncate(kb_buf_t *self, size_t len);
+
 /*  Empty the buffer and clear its status; the allocation is kept. */
 void kb_buf_reset(kb_buf_t *self);
 

@@ -1,0 +1,70 @@
+/*  kb_scan.h - a one-pass scanner for the content frame of a Jupyter
+    "stream" message: it decodes the text once, straight from the frame's
+    bytes into the caller's buffer, stops storing at a byte cap and goes
+    on counting, and never builds a jansson tree.
+
+    What it is for: the iopub hot path, where a kernel may print 100 MB/s
+    and all the daemon keeps is the first bytes of the text and how long
+    it was. What it is not for: any other message (kb_wire_decode parses
+    those), or checking that a message is a stream message (the header
+    says so; this reads only the content frame).
+
+    Equivalence: a frame is accepted exactly when kb_wire_decode would
+    accept it as content, that is when json_loadb (JSON_DECODE_ANY |
+    JSON_ALLOW_NUL) accepts it after kb_wire's UTF-8 repair and it is an
+    object; and name, text and the counts are those of that object. So
+    ill-formed UTF-8 inside strings reads as U+FFFD per maximal subpart,
+    and everything jansson refuses is refused: control characters in
+    strings, lone surrogate escapes, "\u0000" in a key, integers beyond
+    64 bits, reals that overflow a double, values nested deeper than 2048
+    (scalars count: the object itself is at depth 1), trailing bytes;
+    and what jansson lets through is let through: one NUL byte right after
+    a number or a literal is skipped, as jansson's reader loses it. */
+#ifndef KB_SCAN_H_INCLUDED
+#define KB_SCAN_H_INCLUDED
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util/kb_buf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*  The deepest value jansson parses (its JSON_PARSER_MAX_DEPTH). */
+#define KB_SCAN_MAX_DEPTH 2048
+
+/*  What kb_scan_stream found in one content frame. */
+typedef struct {
+    char name[8];      /* "stdout" or "stderr"; "" when "name" is absent or anything else */
+    size_t text_bytes; /* bytes of the whole decoded text (UTF-8), kept or not */
+    size_t kept_bytes; /* bytes appended to out: at most max, whole characters */
+    bool text_present; /* "text" is a string, or an array of strings (joined, as nbformat
+                          stores streams; [] is present and empty) */
+} kb_scan_stream_t;
+
+/*  Scan json[0..len) (borrowed), which must be one JSON object with
+    optional whitespace around it. Of its last "text" member (duplicate
+    keys: the last wins, as in jansson) the decoded text is appended to
+    out: its longest prefix of at most max bytes that ends on a character
+    boundary, so that the kept part is valid UTF-8 (it may hold NUL bytes,
+    from "\u0000"); the rest is decoded only to count text_bytes. A "text"
+    of another type, or an array holding anything but strings, is absent
+    (text_present false, nothing kept). Every other member is checked and
+    skipped; only members of the object itself are read, not nested ones.
+    Returns 0 and fills *res. Returns -1 when the frame is malformed or not
+    an object, or when a write to out fails (out of memory, or over out's
+    own cap: keep max within it), with the reason in why (if not NULL),
+    e.g. "control character 0x0a in a string at byte 17", "out of memory";
+    then out holds what it held before the call (a failed write leaves
+    out's status set, as every kb_buf write does) and *res is zeroed.
+    out is borrowed; while it is failed, a scan that keeps any byte fails. */
+int kb_scan_stream(const char *json, size_t len, size_t max, kb_buf_t *out, kb_scan_stream_t *res,
+                   char *why, size_t why_size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
