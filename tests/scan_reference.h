@@ -7,6 +7,7 @@
 #define SCAN_REFERENCE_H_INCLUDED
 
 #include "wire/kb_scan.h"
+#include "util/kb_utf8.h"
 #include "wire/kb_wire.h"
 
 #include <stdbool.h>
@@ -88,18 +89,6 @@ static inline void scan_reference(kb_wire_t *wire, const void *frame, size_t len
     kb_msg_destroy(&msg);
 }
 
-/*  The longest prefix of text[0..len) (valid UTF-8) of at most max bytes
-    that ends on a character boundary. */
-static inline size_t scan_reference_cut(const char *text, size_t len, size_t max)
-{
-    if (len <= max)
-        return len;
-    size_t cut = max;
-    while (cut > 0 && ((unsigned char)text[cut] & 0xC0) == 0x80)
-        cut--;
-    return cut;
-}
-
 /*  Scan frame with kb_scan_stream into a buffer holding prefix, and
     compare with ref. NULL when they agree, else what differs (a static
     string, valid until the next call). */
@@ -115,7 +104,7 @@ static inline const char *scan_compare(const void *frame, size_t len, size_t max
     char why[256] = "untouched";
     int rc = kb_scan_stream(frame, len, max, &out, &res, why, sizeof why);
     diff[0] = '\0';
-    size_t cut = ref->present ? scan_reference_cut(ref->text, ref->len, max) : 0;
+    size_t cut = ref->present ? kb_utf8_prefix(ref->text, ref->len, max) : 0;
     if ((rc == 0) != ref->ok)
         snprintf(diff, sizeof diff, "scan %s (%.200s), jansson %s (%.200s)",
                  rc == 0 ? "accepts" : "refuses", rc == 0 ? "" : why,
