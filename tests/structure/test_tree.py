@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-LAYERS = ["util", "wire", "kernel", "service", "server", "cli"]
+LAYERS = ["util", "wire", "kernel", "state", "service", "server", "cli"]
 INCLUDE = re.compile(r'^#include "([^"]+)"', re.M)
 
 
