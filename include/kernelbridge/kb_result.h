@@ -61,6 +61,7 @@ typedef struct {
     char *sandbox_id;
     char *context_id;
     char *language;
+    long long generation; /* the context's generation (SPEC section 3); 0: unknown */
 } kb_result_t;
 
 /*  The result as InterpreterResult JSON. Caller owns. */

@@ -90,7 +90,7 @@ typedef struct {
 
 /*  Create a context and wait until its kernel is ready. Returns the context
     object {sandbox_id, context_id, language, kernel_name, cwd, state,
-    created_at, last_activity_at, execution_count, pid}, or NULL with err set
+    created_at, last_activity_at, execution_count, pid, generation}, or NULL with err set
     (BAD_REQUEST, CONTEXT_EXISTS, LANGUAGE_NOT_SUPPORTED, KERNEL_START_FAILED,
     ...). Caller owns. */
 json_t *kb_service_context_create(kb_service_t *self, const kb_context_opts_t *opts,

@@ -29,7 +29,8 @@ struct kb_context {
     double created_at;
     double last_activity_at;
     long long execution_count;
-    zlistx_t *queue; /* kb_run_t * waiting, FIFO */
+    long long generation; /* 1 at creation, +1 each time its kernel is replaced */
+    zlistx_t *queue;      /* kb_run_t * waiting, FIFO */
     kb_run_t *running;
     zlistx_t *held;        /* kb_call_t * answered when the kernel is ready */
     kb_execution_t *setup; /* applying cwd/env to a kernel taken from the pool */
@@ -85,10 +86,16 @@ double kb_context_created_at(const kb_context_t *self)
     return self->created_at;
 }
 
+long long kb_context_generation(const kb_context_t *self)
+{
+    return self->generation;
+}
+
 json_t *kb_context_identity(const kb_context_t *self)
 {
-    return json_pack("{s:s, s:s, s:s}", "sandbox_id", self->env->sandbox_id, "context_id", self->id,
-                     "language", self->language);
+    return json_pack("{s:s, s:s, s:s, s:I}", "sandbox_id", self->env->sandbox_id, "context_id",
+                     self->id, "language", self->language, "generation",
+                     (json_int_t)self->generation);
 }
 
 static const char *s_state(const kb_context_t *self)
@@ -348,6 +355,7 @@ kb_context_t *kb_context_new(const kb_context_env_t *env, const kb_kernelspec_t 
     self->kernel_env = opts->env ? json_deep_copy(opts->env) : NULL;
     self->is_default = opts->is_default;
     self->isolated = opts->isolated;
+    self->generation = opts->generation > 0 ? opts->generation : 1;
     self->created_at = self->last_activity_at = kb_now();
     self->queue = zlistx_new();
     self->held = zlistx_new();
@@ -420,6 +428,7 @@ int kb_context_restart(kb_context_t *self, kb_error_t *err)
     s_retire_kernel(self, true);
     kb_execution_destroy(&self->setup);
     self->execution_count = 0;
+    self->generation++;
     self->last_activity_at = kb_now();
     if (s_start_kernel(self, err) != 0) {
         s_over(self, "its restart failed", true);

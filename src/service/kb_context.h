@@ -45,7 +45,8 @@ typedef struct {
     const char *cwd;      /* NULL: the daemon's */
     const json_t *env;    /* borrowed; NULL for none */
     bool is_default;
-    bool isolated; /* for one isolated run: over once the run ends */
+    bool isolated;        /* for one isolated run: over once the run ends */
+    long long generation; /* 0: 1 (a new context); a default context started afresh: one more */
 } kb_context_opts_int_t;
 
 /*  A context whose kernel is starting (or taken ready from the pool).
@@ -64,7 +65,11 @@ bool kb_context_isolated(const kb_context_t *self);
 bool kb_context_ready(const kb_context_t *self);
 double kb_context_created_at(const kb_context_t *self);
 
-/*  {sandbox_id, context_id, language}. Caller owns. */
+/*  1 at creation, one more each time the kernel is replaced (restart): a
+    caller that sees it change knows the state is gone. */
+long long kb_context_generation(const kb_context_t *self);
+
+/*  {sandbox_id, context_id, language, generation}. Caller owns. */
 json_t *kb_context_identity(const kb_context_t *self);
 
 /*  The context object of SPEC section 3. Caller owns. */

@@ -5,6 +5,7 @@
 */
 #include <ctype.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,6 +60,9 @@ void kb_dispatch_context_gone(kb_context_t *ctx, const char *why, bool vanished,
     kb_engine_t *self = arg;
     if (vanished && !kb_context_isolated(ctx))
         s_remember_vanished(self, kb_context_id(ctx), why);
+    if (kb_context_is_default(ctx))
+        zhashx_update(self->default_generations, kb_context_id(ctx),
+                      (void *)(intptr_t)kb_context_generation(ctx));
     if (zhashx_lookup(self->contexts, kb_context_id(ctx)) == ctx)
         zhashx_delete(self->contexts, kb_context_id(ctx));
     if (zlistx_size(self->gone) == 0)
@@ -114,6 +118,9 @@ static kb_context_t *s_context_new(kb_engine_t *self, const char *id, const char
                                    .env = env,
                                    .is_default = is_default,
                                    .isolated = isolated };
+    /*  A default context started afresh is the next generation of its id. */
+    if (is_default)
+        opts.generation = (intptr_t)zhashx_lookup(self->default_generations, id) + 1;
     kb_context_t *ctx = kb_context_new(&self->context_env, spec, &opts, err);
     kb_kernelspec_destroy(&spec);
     if (!ctx)

@@ -270,6 +270,7 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
     zhashx_set_destructor(self->vanished, (zhashx_destructor_fn *)zstr_free);
     zhashx_set_duplicator(self->vanished, (zhashx_duplicator_fn *)strdup);
     self->vanished_order = zlistx_new();
+    self->default_generations = zhashx_new();
     zlistx_set_destructor(self->vanished_order, (zlistx_destructor_fn *)zstr_free);
     zlistx_set_duplicator(self->vanished_order, (zlistx_duplicator_fn *)strdup);
     self->dying = zlistx_new();
@@ -340,6 +341,7 @@ void kb_engine_destroy(kb_engine_t **self_p)
     zlistx_destroy(&self->gone);
     zhashx_destroy(&self->vanished);
     zlistx_destroy(&self->vanished_order);
+    zhashx_destroy(&self->default_generations);
     zlistx_destroy(&self->dying);
     zlistx_destroy(&self->reap);
     kb_procstore_destroy(&self->procs);

@@ -38,10 +38,11 @@ struct kb_engine {
     bool stopping;
     double started_at;
 
-    zhashx_t *contexts;       /* id -> kb_context_t * */
-    zlistx_t *gone;           /* kb_context_t * over, freed at the end of the loop turn */
-    zhashx_t *vanished;       /* context id -> message */
-    zlistx_t *vanished_order; /* ids, oldest first */
+    zhashx_t *contexts;            /* id -> kb_context_t * */
+    zlistx_t *gone;                /* kb_context_t * over, freed at the end of the loop turn */
+    zhashx_t *vanished;            /* context id -> message */
+    zlistx_t *vanished_order;      /* ids, oldest first */
+    zhashx_t *default_generations; /* default context id -> (intptr_t) its last generation */
     kb_procstore_t *procs;
     kb_pool_t *pool;
     zlistx_t *dying; /* kb_kernel_t * being shut down */

@@ -395,6 +395,8 @@ json_t *kb_result_to_json(const kb_result_t *self)
     rc |= json_object_set_new(context, "sandbox_id", string_or_null(self->sandbox_id));
     rc |= json_object_set_new(context, "context_id", string_or_null(self->context_id));
     rc |= json_object_set_new(context, "language", string_or_null(self->language));
+    if (self->generation > 0)
+        rc |= json_object_set_new(context, "generation", json_integer(self->generation));
 
     rc |= json_object_set(root, "process", process);
     rc |= json_object_set(root, "results", results);

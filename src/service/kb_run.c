@@ -201,6 +201,7 @@ static void s_end(kb_run_t *self, kb_outcome_t outcome, const char *value, const
     result->sandbox_id = strdup(json_string_value(json_object_get(self->identity, "sandbox_id")));
     result->context_id = strdup(json_string_value(json_object_get(self->identity, "context_id")));
     result->language = strdup(self->language);
+    result->generation = json_integer_value(json_object_get(self->identity, "generation"));
     /* The result without its logs' text, which stays in the record's
        output: the record, the stream's reader and the struct share it. */
     json_t *json = kb_result_to_json(result);

@@ -2,13 +2,15 @@
 restart, interrupt; default contexts; vanished contexts; limits."""
 
 import json
+import os
+import signal
 import threading
 import time
 
 from conftest import error_of, pid_alive, wait_until
 
 CONTEXT_FIELDS = {"sandbox_id", "context_id", "language", "kernel_name", "cwd", "state",
-                  "created_at", "last_activity_at", "execution_count", "pid"}
+                  "created_at", "last_activity_at", "execution_count", "pid", "generation"}
 
 
 def test_create_get_list_delete(daemon, tmp_path):
@@ -89,6 +91,29 @@ def test_restart_gives_fresh_kernel_same_id(daemon):
     daemon.run("1")
     assert daemon.ok("POST", "/contexts/default-python/restart")["context_id"] == "default-python"
     error_of(daemon.post("/contexts/nope/restart"), 404, "SESSION_NOT_FOUND")
+
+
+def test_generation_counts_the_kernels_a_context_had(daemon):
+    ctx = daemon.ok("POST", "/contexts", {"language": "python"}, status=201)
+    cid = ctx["context_id"]
+    assert ctx["generation"] == 1
+    out = daemon.run("kept = 1", context_id=cid)
+    assert out["context"]["generation"] == 1 and out["context"]["context_id"] == cid
+    assert daemon.ok("POST", "/contexts/%s/restart" % cid)["generation"] == 2
+    assert daemon.ok("GET", "/contexts/%s" % cid)["generation"] == 2
+    assert daemon.run("1", context_id=cid)["context"]["generation"] == 2
+    # A default context started afresh after its kernel died is the next
+    # generation of the same id: its state is gone, and the caller can tell.
+    first = daemon.run("import os; os.getpid()")
+    assert first["context"]["generation"] == 1
+    pid = int(first["results"][0]["text"])
+    os.kill(pid, signal.SIGKILL)
+    assert wait_until(lambda: not pid_alive(pid), 15)
+    assert wait_until(lambda: daemon.get("/contexts/default-python").status == 404, 15)
+    again = daemon.run("'kept' in globals()")
+    assert again["context"]["generation"] == 2
+    assert again["results"][0]["text"] == "False"
+    assert daemon.ok("POST", "/contexts/default-python/restart")["generation"] == 3
 
 
 def test_interrupt_context(daemon):

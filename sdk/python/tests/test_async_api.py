@@ -48,8 +48,10 @@ def test_run_default_context_value_logs_and_state(daemon):
         assert [r.text for r in second.results] == ["42"]
         assert second.results[0].is_main_result is True
         assert second.text == "42"
+        generation = second.context["generation"] if second.context else None
+        assert isinstance(generation, int) and generation >= 1
         assert second.context == {"sandbox_id": svc.sandbox_id, "context_id": "default-python",
-                                  "language": "python"}
+                                  "language": "python", "generation": generation}
         assert second.execution_count is not None and second.execution_count >= 2
 
     arun(daemon, body)

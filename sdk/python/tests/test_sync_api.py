@@ -216,3 +216,30 @@ def test_close_is_idempotent_and_final(daemon):
     svc.close()
     with pytest.raises(RuntimeError):
         svc.run("1")
+
+
+def test_generation_tells_a_replaced_kernel(kb, daemon, new_id):
+    import urllib.request
+
+    ctx = kb.create_context(language="python", context_id=new_id())
+    try:
+        assert ctx.generation == 1
+        ctx.run("kept = 1")
+        result = ctx.run("kept")
+        assert result.context is not None and result.context["generation"] == 1
+        # The context's kernel is replaced behind the caller's back.
+        request = urllib.request.Request(f"{daemon.url}/contexts/{ctx.context_id}/restart",
+                                         method="POST", data=b"")
+        if daemon.token:
+            request.add_header("Authorization", f"Bearer {daemon.token}")
+        with urllib.request.urlopen(request, timeout=60) as response:
+            assert json.loads(response.read())["generation"] == 2
+        after = ctx.run("'kept' in globals()")
+        assert after.text == "False" and after.context["generation"] == 2
+        assert kb.get_context(ctx.context_id).generation == 2
+        # A handle made without a round trip knows no generation, and the
+        # generation is not part of a handle's identity.
+        bare = kb.connect_context(ctx.context_id)
+        assert bare.generation is None and bare == ctx and bare.to_json() == ctx.to_json()
+    finally:
+        ctx.close()

@@ -86,11 +86,16 @@ class AsyncInterpreterContext:
     Only ``sandbox_id``, ``context_id`` and ``language`` are part of the
     handle (its JSON form is :meth:`to_json`); a handle built by a service is
     bound to it, so :meth:`run` and :meth:`close` work on it directly.
+    ``generation`` is the context's generation as the daemon last reported
+    it (None for a handle built without a round trip): compare it with a
+    result's ``context["generation"]`` or a fresh :meth:`get_context` to
+    know whether the kernel, and so its state, was replaced.
     """
 
     sandbox_id: str
     context_id: str
     language: str
+    generation: Optional[int] = dataclasses.field(default=None, compare=False)
 
     def bind(self, runner: ContextRunner, closer: ContextCloser) -> Self:
         """A copy of this handle whose run() calls ``runner(code, cwd, env, timeout)``
@@ -196,6 +201,7 @@ class AsyncInterpreterService:
             sandbox_id=str(obj.get("sandbox_id") or self._sandbox_id),
             context_id=str(obj["context_id"]),
             language=str(obj.get("language") or language or ""),
+            generation=obj["generation"] if isinstance(obj.get("generation"), int) else None,
         )
         return self._bind(handle)
 

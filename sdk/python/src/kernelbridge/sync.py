@@ -274,6 +274,12 @@ class InterpreterContext:
         return self._impl.language
 
     @property
+    def generation(self) -> Optional[int]:
+        """The context's generation as the daemon last reported it (see
+        AsyncInterpreterContext)."""
+        return self._impl.generation
+
+    @property
     def impl(self) -> AsyncInterpreterContext:
         """The async handle behind this one."""
         return self._impl

@@ -11,7 +11,7 @@ from __future__ import annotations
 import enum
 import json as _json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, TypedDict, Union
+from typing import Any, Dict, List, Mapping, NotRequired, Optional, TypedDict, Union
 
 __all__ = [
     "JsonValue",
@@ -57,11 +57,18 @@ class WaitReason(str, enum.Enum):
 
 
 class InterpreterContextJSON(TypedDict):
-    """The serialisable form of a context handle."""
+    """The serialisable form of a context handle.
+
+    ``generation`` (in a result's ``context``) is the context's generation
+    when the run ran: 1 at creation, one more each time its kernel was
+    replaced (a restart, a default context started afresh). A caller that
+    sees it change knows the context's variables are gone.
+    """
 
     sandbox_id: str
     context_id: str
     language: str
+    generation: NotRequired[int]
 
 
 @dataclass(frozen=True)
@@ -218,6 +225,9 @@ class InterpreterResult:
                 context_id=str(ctx.get("context_id") or ""),
                 language=str(ctx.get("language") or ""),
             )
+            generation = _opt_int(ctx.get("generation"))
+            if generation is not None:
+                context["generation"] = generation
         return cls(
             process=InterpreterProcess.from_json(obj.get("process") or {}),
             results=[InterpreterOutput.from_json(o) for o in obj.get("results") or [] if isinstance(o, dict)],
