@@ -1,21 +1,29 @@
-/*  kb_kernel.c - launch, connect, watch and stop one Jupyter kernel.
+/*  kb_kernel.c - launch or adopt, connect, watch and stop one Jupyter
+    kernel.
 
-    The kernel is started by kb_launch.c (connection file, process). Its
-    death is seen through a pidfd on the loop, so it is noticed at once and
-    reaped at once; its own stdout/stderr go through a pipe into a ring
-    buffer kept for diagnostics. Readiness means a kernel_info_reply on
-    shell and at least one message on iopub: until both came, the
-    kernel_info_request is repeated, which defeats the ZeroMQ "slow joiner"
-    that would otherwise lose the first outputs of the first run.
+    The kernel is started by kb_launch.c (connection file, log, process),
+    or was started by someone else and is adopted: then its pid is trusted
+    only together with its start time, checked again before every signal.
+    Its death is seen through a pidfd on the loop, so it is noticed at once
+    (and reaped, when it is our child); its own stdout/stderr go to a log
+    file that outlives the daemon, cut to its tail once a second when it
+    has grown too long. Readiness means a kernel_info_reply (on shell; on
+    control for an adopted kernel, which may be busy on shell) and at least
+    one message on iopub: until both came, the kernel_info_request is
+    repeated, which defeats the ZeroMQ "slow joiner" that would otherwise
+    lose the first outputs of the first run.
 
     An idle kernel costs the loop nothing: its watches fire only when a
     socket has input, the control socket is connected on first use
     (interrupt_request, shutdown_request), and the heartbeat runs only for
-    a kernel without a pidfd (the pidfd says at once when it dies).
+    a kernel without a pidfd (the pidfd says at once when it dies). The
+    one periodic cost is the log check: one fstat a second.
 */
 #include "kernel/kb_kernel.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,62 +34,17 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernel/kb_kernel_impl.h"
 #include "kernel/kb_launch.h"
 
-#define KB_OUTPUT_RING 16384 /* bytes of the kernel's own output kept */
 #define KB_READY_TICK_MS 10  /* readiness check period */
 #define KB_KI_RESEND_MS 20   /* repeat kernel_info_request after this */
 #define KB_MAX_PARTS 64      /* frames read of one message; longer ones are dropped */
 #define KB_DRAIN_BATCH 256   /* messages read per socket per loop turn */
 #define KB_HEARTBEAT_MS 3000 /* heartbeat period */
-
-struct kb_kernel {
-    kb_loop_t *loop;
-    kb_kernelspec_t *spec;
-    kb_kernel_callbacks_t callbacks;
-    void *arg;
-    kb_kernel_state_t state;
-
-    pid_t pid;
-    int pidfd;
-    int output_fd; /* read end of the kernel's stdout+stderr pipe */
-    kb_io_t pid_io;
-    kb_io_t output_io;
-    bool reaped;
-    int exit_status; /* -1 unless exited normally */
-    int term_signal; /* 0 unless killed by a signal */
-    char exit_text[96];
-
-    kb_connection_t conn;
-    char *control_endpoint; /* connected on first use */
-    char *hb_endpoint;
-    zsock_t *shell;
-    zsock_t *control;
-    zsock_t *iopub;
-    zsock_t *hb; /* only without a pidfd */
-    kb_io_t shell_io, control_io, iopub_io, hb_io;
-    kb_timer_t hb_timer;
-    bool hb_waiting;    /* a ping is out and its echo has not come */
-    unsigned hb_misses; /* periods in a row without an echo */
-
-    /* readiness */
-    bool info_replied;
-    bool iopub_live;
-    int64_t started_ms;
-    int64_t last_info_ms;
-    int64_t deadline_ms;
-    kb_timer_t ready_timer;
-    char *language_info;
-
-    /* shutdown escalation */
-    kb_timer_t shutdown_timer;
-    int shutdown_step;
-    double shutdown_grace;
-
-    size_t dropped;
-    char *ring;       /* KB_OUTPUT_RING bytes, made when the kernel first writes */
-    size_t ring_head; /* total bytes ever written */
-};
+#define KB_DYING_HB_MS 200   /* heartbeat period of an attached kernel shutting down */
+#define KB_LOG_CHECK_MS 1000 /* how often the log's size is checked */
+#define KB_TAIL_BYTES 2000   /* of the log, in a start failure's reason */
 
 static int64_t s_now_ms(void)
 {
@@ -153,9 +116,48 @@ static char *s_endpoint(json_t *info, const char *port_key)
     const char *transport = json_string_value(json_object_get(info, "transport"));
     const char *ip = json_string_value(json_object_get(info, "ip"));
     int port = (int)json_integer_value(json_object_get(info, port_key));
-    if (strcmp(transport, "ipc") == 0)
+    if (transport && strcmp(transport, "ipc") == 0)
         return zsys_sprintf("ipc://%s-%d", ip, port);
+    if (strchr(ip, ':'))
+        return zsys_sprintf("tcp://[%s]:%d", ip, port); /* IPv6 literal */
     return zsys_sprintf("tcp://%s:%d", ip, port);
+}
+
+/* ---- the process, ours or not ------------------------------------------- */
+
+/*  Whether pid is still the kernel. A child we spawned cannot be another
+    process before we reap it; any other pid is trusted only while its
+    start time is the one recorded, so that a reused pid is never hit. */
+static bool s_still_ours(const kb_kernel_t *self)
+{
+    if (self->pid <= 0 || self->reaped)
+        return false;
+    return self->own_child || kb_proc_start_time(self->pid) == self->pid_start;
+}
+
+/*  sig to the kernel's process group (and to the kernel, should it have
+    left its group), once it is known to be the kernel still. 0 / -1. */
+static int s_kill(const kb_kernel_t *self, int sig)
+{
+    if (!s_still_ours(self)) {
+        errno = ESRCH;
+        return -1;
+    }
+    int group = kill(-self->pgid, sig);
+    int leader = kill(self->pid, sig);
+    return group == 0 || leader == 0 ? 0 : -1;
+}
+
+/*  After the leader's exit: SIGKILL whatever it left in its group. For a
+    kernel not our child, only while its pid is not another live process
+    (a group id is not reused while any member lives). */
+static void s_sweep_group(const kb_kernel_t *self)
+{
+    if (self->pgid <= 0)
+        return;
+    unsigned long long start = self->own_child ? 0 : kb_proc_start_time(self->pid);
+    if (start == 0 || start == self->pid_start)
+        kill(-self->pgid, SIGKILL);
 }
 
 /* ---- sending -------------------------------------------------------------- */
@@ -173,7 +175,7 @@ static zsock_t *s_connect(zsock_t *sock, const char *endpoint)
 }
 
 /*  The control socket, connected on first use: most kernels never need it. */
-static zsock_t *s_control(kb_kernel_t *self)
+zsock_t *kb_kernel_control(kb_kernel_t *self)
 {
     if (self->control)
         return self->control;
@@ -202,7 +204,7 @@ int kb_kernel_send(kb_kernel_t *self, kb_channel_t channel, const char *msg_type
         != 0)
         return -1;
     bool control = channel == KB_CHANNEL_CONTROL;
-    zsock_t *sock = control ? s_control(self) : self->shell;
+    zsock_t *sock = control ? kb_kernel_control(self) : self->shell;
     int rc = sock ? 0 : -1;
     for (size_t i = 0; i < count && rc == 0; i++)
         if (zmq_send(zsock_resolve(sock), frames[i].data, frames[i].size,
@@ -227,10 +229,14 @@ int kb_kernel_execute(kb_kernel_t *self, const char *code, bool silent, char *ms
                           msg_id_size);
 }
 
+/*  On control for an adopted kernel: it may be busy with a long cell on
+    shell, and control answers at once (ipykernel publishes busy/idle on
+    iopub for control requests too, which shows that iopub is live). */
 static void s_send_kernel_info(kb_kernel_t *self)
 {
     self->last_info_ms = s_now_ms();
-    kb_kernel_send(self, KB_CHANNEL_SHELL, "kernel_info_request", json_object(), NULL, 0);
+    kb_kernel_send(self, self->adopted ? KB_CHANNEL_CONTROL : KB_CHANNEL_SHELL,
+                   "kernel_info_request", json_object(), NULL, 0);
 }
 
 /* ---- receiving ------------------------------------------------------------ */
@@ -343,51 +349,17 @@ static void s_on_iopub(kb_io_t *io, void *arg)
 
 /* ---- process -------------------------------------------------------------- */
 
-static void s_ring_append(kb_kernel_t *self, const char *data, size_t len)
-{
-    if (!self->ring && !(self->ring = malloc(KB_OUTPUT_RING)))
-        return; /* a diagnostic only: without memory, it is not kept */
-    for (size_t i = 0; i < len; i++)
-        self->ring[(self->ring_head + i) % KB_OUTPUT_RING] = data[i];
-    self->ring_head += len;
-}
-
 char *kb_kernel_output_tail(const kb_kernel_t *self, size_t max_bytes)
 {
-    size_t have = !self->ring                        ? 0
-                  : self->ring_head < KB_OUTPUT_RING ? self->ring_head
-                                                     : KB_OUTPUT_RING;
-    size_t len = have < max_bytes ? have : max_bytes;
-    char *out = malloc(len + 1);
-    if (!out)
-        return NULL;
-    size_t start = self->ring_head - len;
-    for (size_t i = 0; i < len; i++)
-        out[i] = self->ring[(start + i) % KB_OUTPUT_RING];
-    out[len] = 0;
-    return out;
+    return kb_launch_log_tail(self->conn.log_file, max_bytes);
 }
 
-static void s_read_output(kb_kernel_t *self)
+static void s_on_log_tick(kb_timer_t *timer, void *arg)
 {
-    char buf[4096];
-    while (self->output_fd >= 0) {
-        ssize_t n = read(self->output_fd, buf, sizeof buf);
-        if (n > 0) {
-            s_ring_append(self, buf, (size_t)n);
-            continue;
-        }
-        if (n < 0 && (errno == EAGAIN || errno == EINTR))
-            return;
-        kb_io_stop(&self->output_io);
-        close(self->output_fd);
-        self->output_fd = -1;
-    }
-}
-
-static void s_on_output(kb_io_t *io, void *arg)
-{
-    s_read_output(arg);
+    kb_kernel_t *self = arg;
+    if (kb_launch_log_trim_fd(self->log_fd) < 0)
+        zsys_debug("kernel %d: cannot trim its log %s: %s", (int)self->pid, self->conn.log_file,
+                   strerror(errno));
 }
 
 static void s_stop_timers(kb_kernel_t *self)
@@ -395,6 +367,8 @@ static void s_stop_timers(kb_kernel_t *self)
     kb_timer_stop(&self->ready_timer);
     kb_timer_stop(&self->shutdown_timer);
     kb_timer_stop(&self->hb_timer);
+    kb_timer_stop(&self->log_timer);
+    kb_timer_stop(&self->exit_timer);
 }
 
 static void s_record_exit(kb_kernel_t *self, int status)
@@ -411,37 +385,52 @@ static void s_record_exit(kb_kernel_t *self, int status)
     }
 }
 
-/*  The process is gone: reap it, sweep its process group, tell the owner. */
-static void s_on_pidfd(kb_io_t *io, void *arg)
+/*  The kernel is gone: stop watching, tell the owner (the last call back). */
+static void s_gone(kb_kernel_t *self)
 {
-    kb_kernel_t *self = arg;
-    int status = 0;
-    pid_t rc = waitpid(self->pid, &status, WNOHANG);
-    if (rc == 0)
-        return; /* spurious */
     kb_io_stop(&self->pid_io);
-    if (rc == self->pid)
-        s_record_exit(self, status);
-    else
-        self->reaped = true;
-    kill(-self->pid, SIGKILL); /* whatever the kernel left running in its group */
-    if (self->output_fd >= 0)
-        s_read_output(self);
     s_stop_timers(self);
     kb_kernel_state_t was = self->state;
     kb_kernel_apply(self, KB_KEV_EXITED);
     if (was == KB_KERNEL_STARTING) {
         char why[512];
-        char *tail = kb_kernel_output_tail(self, 2000);
+        char *tail = kb_kernel_output_tail(self, KB_TAIL_BYTES);
         snprintf(why, sizeof why, "%s before it was ready; its output ends with: %s",
-                 self->exit_text, tail && *tail ? tail : "(nothing)");
+                 kb_kernel_exit_text(self), tail && *tail ? tail : "(nothing)");
         free(tail);
         if (self->callbacks.start_failed)
             self->callbacks.start_failed(self, why, self->arg);
         return;
     }
     if (self->callbacks.exited)
-        self->callbacks.exited(self, self->arg); /* the last call back */
+        self->callbacks.exited(self, self->arg);
+}
+
+/*  The process is gone: reap it (when it is our child), sweep its process
+    group, tell the owner. A pidfd of a process that is not our child is
+    readable once it exits, but waitpid says ECHILD: the status is unknown. */
+static void s_on_pidfd(kb_io_t *io, void *arg)
+{
+    kb_kernel_t *self = arg;
+    int status = 0;
+    pid_t rc = waitpid(self->pid, &status, WNOHANG);
+    if (rc == 0 && !self->adopted)
+        return; /* spurious */
+    if (rc == 0) {
+        /*  Our child after all (adopted by the daemon that spawned it),
+            readable since it exited: it is reaped at once. */
+        rc = waitpid(self->pid, &status, 0);
+    }
+    kb_io_stop(&self->pid_io);
+    if (rc == self->pid)
+        s_record_exit(self, status);
+    else {
+        self->reaped = true;
+        snprintf(self->exit_text, sizeof self->exit_text,
+                 "kernel exited (not our child: status unknown)");
+    }
+    s_sweep_group(self); /* whatever the kernel left running in its group */
+    s_gone(self);
 }
 
 static void s_on_ready_tick(kb_timer_t *timer, void *arg)
@@ -453,13 +442,19 @@ static void s_on_ready_tick(kb_timer_t *timer, void *arg)
     if (now >= self->deadline_ms) {
         kb_timer_stop(&self->ready_timer);
         char why[1024];
-        char *tail = kb_kernel_output_tail(self, 2000);
-        snprintf(why, sizeof why, "kernel not ready after %.1f s (%s); its output ends with: %s",
-                 (now - self->started_ms) / 1000.0,
-                 self->info_replied ? "no iopub message came" : "no kernel_info_reply came",
+        char *tail = kb_kernel_output_tail(self, KB_TAIL_BYTES);
+        snprintf(why, sizeof why, "%s not ready after %.1f s (%s); its output ends with: %s",
+                 self->adopted ? "adopted kernel" : "kernel", (now - self->started_ms) / 1000.0,
+                 self->info_replied ? "no iopub message came"
+                 : self->adopted    ? "no kernel_info_reply came on control: a wrong key, or "
+                                      "a kernel that does not answer"
+                                    : "no kernel_info_reply came",
                  tail && *tail ? tail : "(nothing)");
         free(tail);
-        kb_kernel_signal(self, SIGKILL);
+        /*  One we launched is killed; an adopted one is left as it is, for
+            its owner to destroy (kill) or release. */
+        if (!self->adopted)
+            kb_kernel_signal(self, SIGKILL);
         kb_kernel_apply(self, KB_KEV_SHUTDOWN);
         if (self->callbacks.start_failed)
             self->callbacks.start_failed(self, why, self->arg);
@@ -495,6 +490,12 @@ static void s_on_hb_tick(kb_timer_t *timer, void *arg)
         return;
     if (self->hb_waiting)
         self->hb_misses++;
+    if (self->hb_waiting && self->state == KB_KERNEL_DYING && self->pid == 0) {
+        snprintf(self->exit_text, sizeof self->exit_text,
+                 "attached kernel stopped answering its heartbeat after shutdown");
+        s_gone(self); /* an attached kernel shutting down: silence is its exit */
+        return;
+    }
     zsock_send(self->hb, "ss", "", "ping");
     kb_io_poke(&self->hb_io);
     self->hb_waiting = true;
@@ -536,13 +537,12 @@ unsigned kb_kernel_heartbeat_misses(const kb_kernel_t *self)
     return s_process_stopped(self->pid) ? 2 : 0;
 }
 
-kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,
-                           const kb_kernel_opts_t *opts, const kb_kernel_callbacks_t *callbacks,
-                           void *arg, char *err, size_t errlen)
+/*  A kernel with nothing yet: no process, no sockets, timers stopped. */
+kb_kernel_t *kb_kernel_blank(kb_loop_t *loop, const kb_kernelspec_t *spec,
+                             const kb_kernel_callbacks_t *callbacks, void *arg, char *err,
+                             size_t errlen)
 {
     kb_kernel_t *self = calloc(1, sizeof *self);
-    json_t *info = NULL;
-    char *endpoint = NULL;
     if (!self) {
         snprintf(err, errlen, "out of memory");
         return NULL;
@@ -553,28 +553,32 @@ kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,
     self->state = KB_KERNEL_STARTING;
     self->pid = -1;
     self->pidfd = -1;
-    self->output_fd = -1;
+    self->log_fd = -1;
     self->exit_status = -1;
     kb_timer_init(&self->ready_timer);
     kb_timer_init(&self->shutdown_timer);
     kb_timer_init(&self->hb_timer);
+    kb_timer_init(&self->log_timer);
+    kb_timer_init(&self->exit_timer);
     self->spec = kb_kernelspec_dup(spec);
     if (!self->spec) {
         snprintf(err, errlen, "out of memory");
-        goto fail;
+        free(self);
+        return NULL;
     }
-    info = kb_connection_write(&self->conn, self->spec, opts, err, errlen);
-    if (!info)
-        goto fail;
+    return self;
+}
 
-    /*  Connect first: ZeroMQ queues the first kernel_info_request until the
-        kernel binds, so no time is lost polling for the sockets. */
-    endpoint = s_endpoint(info, "shell_port");
+/*  Connect shell and iopub to the endpoints of self->info (ZeroMQ queues
+    what is sent until the kernel binds) and watch them. 0, or -1 with err. */
+int kb_kernel_connect_sockets(kb_kernel_t *self, char *err, size_t errlen)
+{
+    char *endpoint = s_endpoint(self->info, "shell_port");
     self->shell = s_connect(zsock_new(ZMQ_DEALER), endpoint);
     zstr_free(&endpoint);
-    self->control_endpoint = s_endpoint(info, "control_port");
-    self->hb_endpoint = s_endpoint(info, "hb_port");
-    endpoint = s_endpoint(info, "iopub_port");
+    self->control_endpoint = s_endpoint(self->info, "control_port");
+    self->hb_endpoint = s_endpoint(self->info, "hb_port");
+    endpoint = s_endpoint(self->info, "iopub_port");
     self->iopub = zsock_new(ZMQ_SUB);
     if (self->iopub) {
         zsock_set_subscribe(self->iopub, "");
@@ -584,42 +588,94 @@ kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,
     zstr_free(&endpoint);
     if (!self->shell || !self->iopub) {
         snprintf(err, errlen, "cannot connect sockets: %s", zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    if (kb_io_start_zmq(self->loop, &self->shell_io, zsock_resolve(self->shell), s_on_shell, self)
+            != 0
+        || kb_io_start_zmq(self->loop, &self->iopub_io, zsock_resolve(self->iopub), s_on_iopub,
+                           self)
+               != 0) {
+        snprintf(err, errlen, "cannot watch the kernel's sockets: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/*  Watch the process through a pidfd; without pidfds (Linux before 5.3),
+    or for an attached kernel, the heartbeat is all there is. */
+int kb_kernel_watch_process(kb_kernel_t *self, char *err, size_t errlen)
+{
+    if (self->pid > 0) {
+        self->pidfd = (int)pidfd_open(self->pid, 0);
+        if (self->pidfd >= 0) {
+            if (kb_io_start(self->loop, &self->pid_io, self->pidfd, s_on_pidfd, self) == 0)
+                return 0;
+            snprintf(err, errlen, "cannot watch the pidfd: %s", strerror(errno));
+            return -1;
+        }
+        if (errno != ENOSYS) {
+            snprintf(err, errlen, "pidfd_open(%d): %s", (int)self->pid, strerror(errno));
+            return -1;
+        }
+    }
+    if (s_start_heartbeat(self) != 0) {
+        snprintf(err, errlen, "cannot start the heartbeat: %s", zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    return 0;
+}
+
+/*  Ask kernel_info now and again until ready or timeout seconds passed;
+    keep the log short. */
+void kb_kernel_ask_ready(kb_kernel_t *self, double timeout)
+{
+    self->deadline_ms = self->started_ms + (int64_t)(timeout * 1000);
+    s_send_kernel_info(self);
+    kb_timer_start(self->loop, &self->ready_timer, KB_READY_TICK_MS, KB_READY_TICK_MS,
+                   s_on_ready_tick, self);
+    if (self->log_fd >= 0)
+        kb_timer_start(self->loop, &self->log_timer, KB_LOG_CHECK_MS, KB_LOG_CHECK_MS,
+                       s_on_log_tick, self);
+}
+
+kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,
+                           const kb_kernel_opts_t *opts, const kb_kernel_callbacks_t *callbacks,
+                           void *arg, char *err, size_t errlen)
+{
+    int child_log = -1;
+    kb_kernel_t *self = kb_kernel_blank(loop, spec, callbacks, arg, err, errlen);
+    if (!self)
+        return NULL;
+    self->remove_files = true;
+    self->info = kb_connection_write(&self->conn, self->spec, opts, err, errlen);
+    if (!self->info)
+        goto fail;
+    /*  Connect first: ZeroMQ queues the first kernel_info_request until the
+        kernel binds, so no time is lost polling for the sockets. */
+    if (kb_kernel_connect_sockets(self, err, errlen) != 0)
+        goto fail;
+    child_log = open(self->conn.log_file, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    self->log_fd = open(self->conn.log_file, O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    if (child_log < 0 || self->log_fd < 0) {
+        snprintf(err, errlen, "cannot open %s: %s", self->conn.log_file, strerror(errno));
         goto fail;
     }
-    if (kb_launch_spawn(self->spec, self->conn.connection_file, opts, &self->pid, &self->output_fd,
+    if (kb_launch_spawn(self->spec, self->conn.connection_file, opts, &self->pid, child_log,
                         &self->started_ms, err, errlen)
         != 0)
         goto fail;
-
-    if (kb_io_start(loop, &self->output_io, self->output_fd, s_on_output, self) != 0
-        || kb_io_start_zmq(loop, &self->shell_io, zsock_resolve(self->shell), s_on_shell, self) != 0
-        || kb_io_start_zmq(loop, &self->iopub_io, zsock_resolve(self->iopub), s_on_iopub, self)
-               != 0) {
-        snprintf(err, errlen, "cannot watch the kernel's sockets: %s", strerror(errno));
+    close(child_log);
+    child_log = -1;
+    self->own_child = true;
+    self->pgid = self->pid; /* it leads a process group of its own */
+    self->pid_start = kb_proc_start_time(self->pid);
+    if (kb_kernel_watch_process(self, err, errlen) != 0)
         goto fail;
-    }
-    /*  Linux before 5.3 has no pidfd: the heartbeat is all there is then. */
-    self->pidfd = (int)pidfd_open(self->pid, 0);
-    if (self->pidfd < 0 && errno == ENOSYS) {
-        if (s_start_heartbeat(self) != 0) {
-            snprintf(err, errlen, "cannot start the heartbeat: %s", zmq_strerror(zmq_errno()));
-            goto fail;
-        }
-    } else if (self->pidfd < 0
-               || kb_io_start(loop, &self->pid_io, self->pidfd, s_on_pidfd, self) != 0) {
-        snprintf(err, errlen, "pidfd_open: %s", strerror(errno));
-        goto fail;
-    }
-
-    double timeout = opts->start_timeout > 0 ? opts->start_timeout : 60;
-    self->deadline_ms = self->started_ms + (int64_t)(timeout * 1000);
-    s_send_kernel_info(self);
-    kb_timer_start(loop, &self->ready_timer, KB_READY_TICK_MS, KB_READY_TICK_MS, s_on_ready_tick,
-                   self);
-    json_decref(info);
+    kb_kernel_ask_ready(self, opts->start_timeout > 0 ? opts->start_timeout : 60);
     return self;
 fail:
-    json_decref(info);
+    if (child_log >= 0)
+        close(child_log);
     kb_kernel_destroy(&self);
     return NULL;
 }
@@ -630,6 +686,32 @@ static void s_close_socket(kb_io_t *io, zsock_t **sock_p)
     zsock_destroy(sock_p);
 }
 
+/*  Close and free everything; remove the kernel's files when asked. */
+static void s_free(kb_kernel_t *self, bool remove_files)
+{
+    s_stop_timers(self);
+    kb_io_stop(&self->pid_io);
+    if (self->pidfd >= 0)
+        close(self->pidfd);
+    if (self->log_fd >= 0)
+        close(self->log_fd);
+    s_close_socket(&self->hb_io, &self->hb);
+    s_close_socket(&self->shell_io, &self->shell);
+    s_close_socket(&self->control_io, &self->control);
+    s_close_socket(&self->iopub_io, &self->iopub);
+    if (remove_files)
+        kb_connection_remove(&self->conn);
+    else
+        kb_connection_forget(&self->conn);
+    kb_wire_destroy(&self->conn.wire);
+    kb_kernelspec_destroy(&self->spec);
+    json_decref(self->info);
+    free(self->control_endpoint);
+    free(self->hb_endpoint);
+    free(self->language_info);
+    free(self);
+}
+
 void kb_kernel_destroy(kb_kernel_t **self_p)
 {
     if (!self_p || !*self_p)
@@ -637,31 +719,28 @@ void kb_kernel_destroy(kb_kernel_t **self_p)
     kb_kernel_t *self = *self_p;
     *self_p = NULL;
     s_stop_timers(self);
-    if (self->pid > 0 && !self->reaped) {
-        kill(-self->pid, SIGKILL);
-        kill(self->pid, SIGKILL);
+    if (s_kill(self, SIGKILL) == 0) {
         int status;
-        if (waitpid(self->pid, &status, 0) == self->pid)
+        pid_t rc = waitpid(self->pid, &status, 0);
+        if (rc == self->pid)
             s_record_exit(self, status);
+        else if (self->pidfd >= 0) {
+            /*  Not our child: nothing to reap, but wait (briefly) until it
+                has gone, so that "destroyed" means "not running". */
+            struct pollfd pfd = { .fd = self->pidfd, .events = POLLIN };
+            poll(&pfd, 1, 2000);
+        }
     }
-    kb_io_stop(&self->pid_io);
-    if (self->pidfd >= 0)
-        close(self->pidfd);
-    kb_io_stop(&self->output_io);
-    if (self->output_fd >= 0)
-        close(self->output_fd);
-    s_close_socket(&self->hb_io, &self->hb);
-    s_close_socket(&self->shell_io, &self->shell);
-    s_close_socket(&self->control_io, &self->control);
-    s_close_socket(&self->iopub_io, &self->iopub);
-    kb_connection_remove(&self->conn);
-    kb_wire_destroy(&self->conn.wire);
-    kb_kernelspec_destroy(&self->spec);
-    free(self->control_endpoint);
-    free(self->hb_endpoint);
-    free(self->language_info);
-    free(self->ring);
-    free(self);
+    s_free(self, self->remove_files);
+}
+
+void kb_kernel_release(kb_kernel_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    kb_kernel_t *self = *self_p;
+    *self_p = NULL;
+    s_free(self, false);
 }
 
 int kb_kernel_interrupt(kb_kernel_t *self)
@@ -669,24 +748,66 @@ int kb_kernel_interrupt(kb_kernel_t *self)
     if (self->state == KB_KERNEL_DEAD || self->state == KB_KERNEL_DYING)
         return -1;
     kb_kernel_apply(self, KB_KEV_INTERRUPT);
-    if (self->spec->interrupt_mode && strcmp(self->spec->interrupt_mode, "message") == 0)
+    bool by_message
+        = self->pid == 0
+          || (self->spec->interrupt_mode && strcmp(self->spec->interrupt_mode, "message") == 0);
+    if (by_message)
         return kb_kernel_send(self, KB_CHANNEL_CONTROL, "interrupt_request", json_object(), NULL,
                               0);
-    return kill(-self->pid, SIGINT) == 0 || kill(self->pid, SIGINT) == 0 ? 0 : -1;
+    return s_kill(self, SIGINT);
+}
+
+static void s_send_shutdown(kb_kernel_t *self)
+{
+    if (self->shutdown_sent)
+        return;
+    self->shutdown_sent = true;
+    kb_kernel_send(self, KB_CHANNEL_CONTROL, "shutdown_request", json_pack("{s:b}", "restart", 0),
+                   NULL, 0);
+}
+
+static void s_on_exit_timer(kb_timer_t *timer, void *arg)
+{
+    s_gone(arg);
+}
+
+/*  An attached kernel cannot be signalled: ask it to shut down and let it
+    go, reporting `exited` on the next turn (not from inside the caller's
+    call). */
+static void s_let_go(kb_kernel_t *self, const char *text)
+{
+    if (self->state == KB_KERNEL_DEAD || kb_timer_active(&self->exit_timer))
+        return;
+    s_send_shutdown(self);
+    snprintf(self->exit_text, sizeof self->exit_text, "%s", text);
+    kb_timer_start(self->loop, &self->exit_timer, 0, 0, s_on_exit_timer, self);
 }
 
 void kb_kernel_signal(kb_kernel_t *self, int sig)
 {
-    if (self->pid > 0 && !self->reaped) {
-        kill(-self->pid, sig);
-        kill(self->pid, sig);
+    if (self->pid != 0) {
+        s_kill(self, sig);
+        return;
     }
+    if (sig == SIGINT && self->state != KB_KERNEL_DEAD)
+        kb_kernel_send(self, KB_CHANNEL_CONTROL, "interrupt_request", json_object(), NULL, 0);
+    else if (sig == SIGKILL || sig == SIGTERM || sig == SIGQUIT || sig == SIGHUP)
+        s_let_go(self, "attached kernel let go (not ours to signal; sent shutdown_request)");
 }
 
 static void s_on_shutdown_step(kb_timer_t *timer, void *arg)
 {
     kb_kernel_t *self = arg;
     self->shutdown_step++;
+    if (self->pid == 0) {
+        /*  Attached: no signals to escalate to; after both graces it counts
+            as gone whether or not its heartbeat still answers. */
+        if (self->shutdown_step == 2) {
+            kb_timer_stop(&self->shutdown_timer);
+            s_let_go(self, "attached kernel asked to shut down (not ours to signal)");
+        }
+        return;
+    }
     if (self->shutdown_step == 1) {
         kb_kernel_signal(self, SIGTERM);
         return;
@@ -706,11 +827,17 @@ void kb_kernel_shutdown(kb_kernel_t *self, double grace)
         kb_kernel_signal(self, SIGKILL); /* nothing to save yet */
         return;
     }
-    kb_kernel_send(self, KB_CHANNEL_CONTROL, "shutdown_request", json_pack("{s:b}", "restart", 0),
-                   NULL, 0);
+    s_send_shutdown(self);
     size_t ms = (size_t)((grace > 0 ? grace : 1.0) * 1000);
     self->shutdown_step = 0;
     kb_timer_start(self->loop, &self->shutdown_timer, ms, ms, s_on_shutdown_step, self);
+    if (self->pid == 0 && self->hb) {
+        /*  Its heartbeat going silent is the only exit an attached kernel
+            can show: listen closely while it shuts down. */
+        self->hb_waiting = false;
+        kb_timer_start(self->loop, &self->hb_timer, KB_DYING_HB_MS, KB_DYING_HB_MS, s_on_hb_tick,
+                       self);
+    }
 }
 
 pid_t kb_kernel_pid(const kb_kernel_t *self)

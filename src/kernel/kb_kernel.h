@@ -2,11 +2,13 @@
     file, its sockets, and the lifecycle state machine that ties them.
 
     A kb_kernel_t lives on the engine's loop (util/kb_loop.h): it watches
-    its sockets, the pipe of the kernel's own stdout/stderr and a pidfd for
-    the process, and reports back through callbacks, always on the loop's
-    thread. It knows
-    nothing of runs or results; it signs and sends requests, verifies and
-    decodes replies, and says when the kernel is ready and when it is gone.
+    its sockets and a pidfd for the process, keeps the log of the kernel's
+    own stdout/stderr bounded, and reports back through callbacks, always
+    on the loop's thread. A kernel is launched (kb_kernel_new), or adopted
+    while it runs (kb_kernel_adopt: started by an earlier daemon, or by
+    someone else), and ends destroyed (killed, files removed) or released
+    (left running for a next daemon). It knows nothing of runs or results; it signs and sends
+   requests, verifies and decodes replies, and says when the kernel is ready and when it is gone.
     Not for: folding outputs (service/kb_execution), choosing kernelspecs.
 */
 #ifndef KB_KERNEL_H_INCLUDED
@@ -71,10 +73,55 @@ kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,
                            const kb_kernel_opts_t *opts, const kb_kernel_callbacks_t *callbacks,
                            void *arg, char *err, size_t errlen);
 
-/*  Kill whatever is left (SIGKILL to the process group), reap it, close
-    sockets, remove the connection file and ipc sockets. Blocks at most for
-    the reaping of a killed process. Safe on NULL; sets *self_p NULL. */
+/*  What a kernel started by an earlier daemon (or by someone else) needs
+    to be driven again. */
+typedef struct {
+    const json_t *connection;     /* its connection-file JSON, key included; borrowed */
+    const char *connection_file;  /* path of that file, kept while adopted and removed at
+                                     destroy (not at release); NULL: none */
+    const char *log_file;         /* the kernel's stdout/stderr log, or NULL */
+    pid_t pid;                    /* 0: not a process of ours (an attached kernel): never
+                                     signalled, liveness by heartbeat */
+    unsigned long long pid_start; /* must equal kb_proc_start_time(pid) when pid > 0 */
+    double timeout;               /* seconds to answer kernel_info; 0 means 1.0 */
+} kb_adopt_opts_t;
+
+/*  Drive a kernel that is already running: check pid and start time
+    (a pid that is gone or is another process now: NULL with err, and
+    nothing signalled), connect its sockets with the stored key, and ask
+    kernel_info on the CONTROL channel (so that a kernel busy with a long
+    cell on shell answers at once), repeating until the reply comes and
+    iopub is live, or timeout passes (then start_failed with why). Ready is
+    reported through callbacks like a launched kernel's. Caller owns it.
+    The connection is checked with kb_connection_check first (NULL with its
+    reason). A failed adoption signals nothing: the kernel is left as it
+    is, dying, for the owner to destroy (kill) or release.
+    pid > 0 (adopted): signals go to its process group -pid, and only
+    after kb_proc_start_time(pid) was checked again against pid_start;
+    destroy kills it and removes connection_file, log_file and its ipc
+    sockets, as for a kernel of our own. pid == 0 (attached): nothing is
+    ever signalled nor removed; interrupts are interrupt_request on
+    control whatever the kernelspec says; a heartbeat runs; a shutdown is
+    a shutdown_request, and `exited` comes when the heartbeat stops
+    answering or after the graces; kb_kernel_signal (SIGTERM, SIGKILL)
+    sends a shutdown_request and reports `exited` on the next loop turn,
+    since we cannot do more (the kernel may run on: it is not ours). */
+kb_kernel_t *kb_kernel_adopt(kb_loop_t *loop, const kb_kernelspec_t *spec,
+                             const kb_adopt_opts_t *opts, const kb_kernel_callbacks_t *callbacks,
+                             void *arg, char *err, size_t errlen);
+
+/*  Kill whatever is left (SIGKILL to the process group, once the pid is
+    known to be still the kernel), reap it, close sockets, remove the
+    connection file, the log and ipc sockets. Blocks at most for the
+    reaping of a killed process (up to 2 s for an adopted one that is not
+    our child). An attached kernel (pid 0) is neither signalled nor are
+    its files removed. Safe on NULL; sets *self_p NULL. */
 void kb_kernel_destroy(kb_kernel_t **self_p);
+
+/*  Let the kernel go on running without us: close sockets and descriptors
+    and free, but send no signal and remove neither its connection file
+    nor its log (a next daemon adopts it). Safe on NULL; sets *self_p NULL. */
+void kb_kernel_release(kb_kernel_t **self_p);
 
 /*  Point the callbacks at another owner (a kernel handed to the reaper). */
 void kb_kernel_set_callbacks(kb_kernel_t *self, const kb_kernel_callbacks_t *callbacks, void *arg);
@@ -96,7 +143,8 @@ int kb_kernel_execute(kb_kernel_t *self, const char *code, bool silent, char *ms
                       size_t msg_id_size);
 
 /*  Interrupt per the kernelspec's interrupt_mode: SIGINT to the process
-    group, or interrupt_request on control. 0 / -1. */
+    group, or interrupt_request on control (always, for an attached
+    kernel). 0 / -1. */
 int kb_kernel_interrupt(kb_kernel_t *self);
 
 /*  Send sig to the kernel's process group now (SIGKILL, SIGTERM). */
@@ -107,18 +155,29 @@ void kb_kernel_signal(kb_kernel_t *self, int sig);
     when it is gone. */
 void kb_kernel_shutdown(kb_kernel_t *self, double grace);
 
+/*  The process: its pid (0 for an attached kernel, -1 before spawn). */
 pid_t kb_kernel_pid(const kb_kernel_t *self);
 const kb_kernelspec_t *kb_kernel_spec(const kb_kernel_t *self);
+
+pid_t kb_kernel_pgid(const kb_kernel_t *self);                   /* 0 when not ours */
+unsigned long long kb_kernel_pid_start(const kb_kernel_t *self); /* 0 when not ours */
+const json_t *
+kb_kernel_connection_info(const kb_kernel_t *self); /* the file's JSON, key included; borrowed */
+const char *kb_kernel_connection_file(const kb_kernel_t *self); /* or NULL */
+const char *kb_kernel_log_file(const kb_kernel_t *self);        /* or NULL */
+bool kb_kernel_adopted(const kb_kernel_t *self);                /* started by someone else */
 
 /*  How the process ended: exit status (or -1) and terminating signal (or 0).
     Valid once dead. */
 int kb_kernel_exit_status(const kb_kernel_t *self);
 int kb_kernel_term_signal(const kb_kernel_t *self);
 
-/*  "exited with status 3", "killed by SIGSEGV". Static buffer of the kernel. */
+/*  "exited with status 3", "killed by SIGSEGV", "exited (not our child:
+    status unknown)". Static buffer of the kernel. */
 const char *kb_kernel_exit_text(kb_kernel_t *self);
 
-/*  The last bytes the kernel wrote to its own stdout/stderr. Caller frees. */
+/*  The last bytes the kernel wrote to its own stdout/stderr, read from its
+    log ("" without one). Caller frees. */
 char *kb_kernel_output_tail(const kb_kernel_t *self, size_t max_bytes);
 
 /*  Messages dropped because they failed verification (bad signature,

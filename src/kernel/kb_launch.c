@@ -1,23 +1,31 @@
 /*  kb_launch.c - what a kernel needs before it has sockets: a connection
-    file (0600) with a fresh key and free ports or short ipc paths, and the
-    process itself, spawned in a session and process group of its own with
-    its stdout/stderr into a pipe. Not for: sockets, readiness or the
-    lifecycle (kb_kernel.c).
+    file (0600) with a fresh key and free ports or short ipc paths, a log
+    for its own stdout/stderr (kept under KB_LOG_MAX), and the process
+    itself, spawned in a session and process group of its own. Also the
+    checks that come before adopting a running kernel: a connection given
+    by someone else, and whether a pid is still the process it was. Not
+    for: sockets, readiness or the lifecycle (kb_kernel.c).
 */
 #include "kernel/kb_launch.h"
 
 #include <czmq.h>
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <openssl/rand.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,48 +109,145 @@ int64_t kb_launch_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/*  n random bytes as 2n lowercase hex digits into out (2n+1 bytes). */
+static int s_random_hex(char *out, size_t n)
+{
+    unsigned char raw[32];
+    assert(n <= sizeof raw);
+    if (RAND_bytes(raw, (int)n) != 1)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", raw[i]);
+    return 0;
+}
+
+static bool s_exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+int kb_launch_create_excl(const char *path)
+{
+    return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+#define KB_NAME_TRIES 8 /* fresh random names tried before giving up */
+
+/*  Pick <runtime_dir>/k-<hex>.json and .log that do not exist, create the
+    log, and return the connection file's descriptor (or -1 with err). */
+static int s_create_files(kb_connection_t *conn, const kb_kernel_opts_t *opts, char *hex, char *err,
+                          size_t errlen)
+{
+    for (int attempt = 0; attempt < KB_NAME_TRIES; attempt++) {
+        if (s_random_hex(hex, 8) != 0) {
+            snprintf(err, errlen, "no random bytes for the kernel's file names");
+            return -1;
+        }
+        free(conn->connection_file);
+        free(conn->log_file);
+        conn->connection_file = zsys_sprintf("%s/k-%s.json", opts->runtime_dir, hex);
+        conn->log_file = zsys_sprintf("%s/k-%s.log", opts->runtime_dir, hex);
+        int fd = kb_launch_create_excl(conn->connection_file);
+        if (fd < 0 && errno == EEXIST)
+            continue;
+        if (fd < 0) {
+            snprintf(err, errlen, "cannot create %s: %s", conn->connection_file, strerror(errno));
+            goto fail;
+        }
+        int log_fd = kb_launch_create_excl(conn->log_file);
+        if (log_fd >= 0) {
+            close(log_fd);
+            return fd;
+        }
+        int e = errno;
+        close(fd);
+        unlink(conn->connection_file);
+        if (e == EEXIST)
+            continue;
+        snprintf(err, errlen, "cannot create %s: %s", conn->log_file, strerror(e));
+        goto fail;
+    }
+    snprintf(err, errlen, "no fresh file name in %s after %d tries", opts->runtime_dir,
+             KB_NAME_TRIES);
+fail:
+    free(conn->connection_file);
+    free(conn->log_file);
+    conn->connection_file = conn->log_file = NULL;
+    return -1;
+}
+
+/*  A short ipc base in the ipc dir whose five sockets do not exist. */
+static int s_pick_ipc_base(kb_connection_t *conn, const kb_kernel_opts_t *opts, char *err,
+                           size_t errlen)
+{
+    const char *dir = opts->ipc_dir ? opts->ipc_dir : opts->runtime_dir;
+    for (int attempt = 0; attempt < KB_NAME_TRIES; attempt++) {
+        char hex[7];
+        if (s_random_hex(hex, 3) != 0)
+            break;
+        free(conn->ipc_base);
+        /*  3 bytes are enough in a private per-daemon dir, and keep
+            "ipc:///tmp/kbXXXXXX/k123abc-1" within xeus's 31 characters. */
+        conn->ipc_base = zsys_sprintf("%s/k%s", dir, hex);
+        bool taken = false;
+        for (int i = 0; i < 5 && !taken; i++) {
+            char path[600];
+            snprintf(path, sizeof path, "%s-%d", conn->ipc_base, i + 1);
+            taken = s_exists(path);
+        }
+        if (!taken) {
+            for (int i = 0; i < 5; i++)
+                conn->ipc_ports[i] = i + 1;
+            return 0;
+        }
+    }
+    free(conn->ipc_base);
+    conn->ipc_base = NULL;
+    snprintf(err, errlen, "no fresh ipc name in %s", dir);
+    return -1;
+}
+
+static kb_wire_t *s_new_wire(const char *scheme, const char *key, char *err, size_t errlen)
+{
+    char session[40];
+    if (s_random_hex(session, 12) != 0) {
+        snprintf(err, errlen, "no random bytes for the session");
+        return NULL;
+    }
+    kb_wire_t *wire = kb_wire_new(scheme, (const unsigned char *)key, strlen(key), session,
+                                  "kernelbridge", err, errlen);
+    /* Stream text is decoded once, by the run's scanner (kb_scan.h). */
+    if (wire)
+        kb_wire_set_lazy_streams(wire, true);
+    return wire;
+}
+
 json_t *kb_connection_write(kb_connection_t *conn, const kb_kernelspec_t *spec,
                             const kb_kernel_opts_t *opts, char *err, size_t errlen)
 {
-    unsigned char raw[32];
-    char key[65];
-    if (RAND_bytes(raw, sizeof raw) != 1) {
+    char key[65], hex[17];
+    int fd = -1;
+    if (s_random_hex(key, 32) != 0) {
         snprintf(err, errlen, "no random bytes for the kernel's key");
         return NULL;
     }
-    for (int i = 0; i < 32; i++)
-        sprintf(key + 2 * i, "%02x", raw[i]);
-
-    /*  Short names in base 36: ipc endpoints must stay short (see ipc_dir). */
-    char name[32];
-    size_t at = sizeof name - 1;
-    unsigned long serial = opts->serial;
-    name[at] = 0;
-    do {
-        name[--at] = "0123456789abcdefghijklmnopqrstuvwxyz"[serial % 36];
-        serial /= 36;
-    } while (serial && at > 1);
-    name[--at] = 'k';
-    memmove(name, name + at, sizeof name - at);
-    conn->connection_file = zsys_sprintf("%s/%s.json", opts->runtime_dir, name);
-
     json_t *info = json_object();
     bool ipc = opts->transport && strcmp(opts->transport, "ipc") == 0;
     if (ipc) {
-        conn->ipc_base
-            = zsys_sprintf("%s/%s", opts->ipc_dir ? opts->ipc_dir : opts->runtime_dir, name);
+        if (s_pick_ipc_base(conn, opts, err, errlen) != 0)
+            goto fail;
         json_object_set_new(info, "transport", json_string("ipc"));
         json_object_set_new(info, "ip", json_string(conn->ipc_base));
         const char *keys[]
             = { "shell_port", "iopub_port", "stdin_port", "control_port", "hb_port" };
         for (int i = 0; i < 5; i++)
-            json_object_set_new(info, keys[i], json_integer(i + 1));
+            json_object_set_new(info, keys[i], json_integer(conn->ipc_ports[i]));
     } else {
         int ports[5];
         if (s_free_ports(ports) != 0) {
             snprintf(err, errlen, "no free TCP ports on 127.0.0.1: %s", strerror(errno));
-            json_decref(info);
-            return NULL;
+            goto fail;
         }
         json_object_set_new(info, "transport", json_string("tcp"));
         json_object_set_new(info, "ip", json_string("127.0.0.1"));
@@ -156,56 +261,144 @@ json_t *kb_connection_write(kb_connection_t *conn, const kb_kernelspec_t *spec,
     json_object_set_new(info, "signature_scheme", json_string("hmac-sha256"));
     json_object_set_new(info, "kernel_name", json_string(spec->name));
 
-    int fd = open(conn->connection_file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot write %s: %s", conn->connection_file, strerror(errno));
-        json_decref(info);
-        return NULL;
-    }
+    fd = s_create_files(conn, opts, hex, err, errlen);
+    if (fd < 0)
+        goto fail;
     char *text = json_dumps(info, JSON_INDENT(1));
-    size_t len = strlen(text);
-    ssize_t n = write(fd, text, len);
+    size_t len = text ? strlen(text) : 0;
+    ssize_t n = text ? write(fd, text, len) : -1;
     free(text);
     close(fd);
-    if (n != (ssize_t)len) {
+    if (n != (ssize_t)len || len == 0) {
         snprintf(err, errlen, "cannot write %s", conn->connection_file);
-        json_decref(info);
-        return NULL;
+        goto fail;
     }
-    char session[128];
-    snprintf(session, sizeof session, "%02x%02x%02x%02x%02x%02x-%s", raw[2], raw[3], raw[4], raw[5],
-             raw[6], raw[7], name);
-    conn->wire = kb_wire_new("hmac-sha256", (const unsigned char *)key, 64, session, "kernelbridge",
-                             err, errlen);
-    if (!conn->wire) {
-        json_decref(info);
-        return NULL;
-    }
-    /* Stream text is decoded once, by the run's scanner (kb_scan.h). */
-    kb_wire_set_lazy_streams(conn->wire, true);
+    conn->wire = s_new_wire("hmac-sha256", key, err, errlen);
+    if (!conn->wire)
+        goto fail;
     return info;
+fail:
+    json_decref(info);
+    return NULL;
+}
+
+int kb_connection_key(kb_connection_t *conn, const json_t *info, char *err, size_t errlen)
+{
+    const char *scheme = json_string_value(json_object_get(info, "signature_scheme"));
+    const char *key = json_string_value(json_object_get(info, "key"));
+    conn->wire = s_new_wire(scheme ? scheme : "hmac-sha256", key ? key : "", err, errlen);
+    return conn->wire ? 0 : -1;
+}
+
+/*  A host name as DNS spells it: labels of letters, digits and '-'. */
+static bool s_is_hostname(const char *s)
+{
+    size_t len = strlen(s), label = 0;
+    if (len == 0 || len > 253)
+        return false;
+    for (const char *p = s; *p; p++) {
+        if (*p == '.') {
+            if (label == 0)
+                return false;
+            label = 0;
+        } else if (isalnum((unsigned char)*p) || *p == '-') {
+            if (++label > 63)
+                return false;
+        } else
+            return false;
+    }
+    return label > 0;
+}
+
+int kb_connection_check(const json_t *info, char *err, size_t errlen)
+{
+    static const char *ports[]
+        = { "shell_port", "iopub_port", "stdin_port", "control_port", "hb_port" };
+    if (!json_is_object(info)) {
+        snprintf(err, errlen, "connection info is not a JSON object");
+        return -1;
+    }
+    const json_t *value = json_object_get(info, "transport");
+    const char *transport = "tcp";
+    if (value) {
+        transport = json_string_value(value);
+        if (!transport || (strcmp(transport, "tcp") != 0 && strcmp(transport, "ipc") != 0)) {
+            snprintf(err, errlen, "transport must be \"tcp\" or \"ipc\"");
+            return -1;
+        }
+    }
+    bool ipc = strcmp(transport, "ipc") == 0;
+    const char *ip = json_string_value(json_object_get(info, "ip"));
+    if (!ip || !*ip || strlen(ip) > 400) {
+        snprintf(err, errlen, "ip must be a non-empty string%s", ipc ? " (the ipc path)" : "");
+        return -1;
+    }
+    if (!ipc) {
+        unsigned char addr[sizeof(struct in6_addr)];
+        if (inet_pton(AF_INET, ip, addr) != 1 && inet_pton(AF_INET6, ip, addr) != 1
+            && !s_is_hostname(ip)) {
+            snprintf(err, errlen, "ip \"%.64s\" is neither an IP address nor a host name", ip);
+            return -1;
+        }
+    }
+    for (size_t i = 0; i < 5; i++) {
+        value = json_object_get(info, ports[i]);
+        json_int_t port = json_integer_value(value);
+        if (!json_is_integer(value) || port < (ipc ? 0 : 1) || port > (ipc ? INT_MAX : 65535)) {
+            snprintf(err, errlen, "%s must be an integer %s", ports[i],
+                     ipc ? "of at least 0" : "in 1..65535");
+            return -1;
+        }
+    }
+    const char *key = json_string_value(json_object_get(info, "key"));
+    if (!key || !*key) {
+        snprintf(err, errlen, "key must be a non-empty string");
+        return -1;
+    }
+    value = json_object_get(info, "signature_scheme");
+    if (value) {
+        const char *scheme = json_string_value(value);
+        char why[128];
+        kb_wire_t *wire
+            = scheme && strncmp(scheme, "hmac-", 5) == 0
+                  ? kb_wire_new(scheme, (const unsigned char *)"k", 1, "s", NULL, why, sizeof why)
+                  : NULL;
+        if (!wire) {
+            snprintf(err, errlen, "signature_scheme must be hmac-<digest>, as hmac-sha256");
+            return -1;
+        }
+        kb_wire_destroy(&wire);
+    }
+    return 0;
+}
+
+void kb_connection_forget(kb_connection_t *conn)
+{
+    free(conn->connection_file);
+    free(conn->log_file);
+    free(conn->ipc_base);
+    conn->connection_file = conn->log_file = conn->ipc_base = NULL;
 }
 
 void kb_connection_remove(kb_connection_t *conn)
 {
     if (conn->connection_file)
         unlink(conn->connection_file);
+    if (conn->log_file)
+        unlink(conn->log_file);
     if (conn->ipc_base)
-        for (int i = 1; i <= 5; i++) {
+        for (int i = 0; i < 5; i++) {
             char path[600];
-            snprintf(path, sizeof path, "%s-%d", conn->ipc_base, i);
+            snprintf(path, sizeof path, "%s-%d", conn->ipc_base, conn->ipc_ports[i]);
             unlink(path);
         }
-    free(conn->connection_file);
-    free(conn->ipc_base);
-    conn->connection_file = conn->ipc_base = NULL;
+    kb_connection_forget(conn);
 }
 
 int kb_launch_spawn(const kb_kernelspec_t *spec, const char *connection_file,
-                    const kb_kernel_opts_t *opts, pid_t *pid, int *output_fd, int64_t *started_ms,
+                    const kb_kernel_opts_t *opts, pid_t *pid, int log_fd, int64_t *started_ms,
                     char *err, size_t errlen)
 {
-    int pipefd[2] = { -1, -1 };
     char **argv = kb_kernelspec_build_argv(spec, connection_file, opts->system_python);
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attr;
@@ -215,16 +408,12 @@ int kb_launch_spawn(const kb_kernelspec_t *spec, const char *connection_file,
         kb_strv_free(argv);
         return -1;
     }
-    if (pipe2(pipefd, O_CLOEXEC) != 0) {
-        snprintf(err, errlen, "pipe: %s", strerror(errno));
-        kb_strv_free(argv);
-        return -1;
-    }
+    assert(log_fd > 2);
     posix_spawn_file_actions_init(&actions);
     posix_spawnattr_init(&attr);
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&actions, pipefd[1], 1);
-    posix_spawn_file_actions_adddup2(&actions, pipefd[1], 2);
+    posix_spawn_file_actions_adddup2(&actions, log_fd, 1);
+    posix_spawn_file_actions_adddup2(&actions, log_fd, 2);
     if (opts->cwd && *opts->cwd)
         posix_spawn_file_actions_addchdir_np(&actions, opts->cwd);
     posix_spawn_file_actions_addclosefrom_np(&actions, 3);
@@ -244,16 +433,104 @@ int kb_launch_spawn(const kb_kernelspec_t *spec, const char *connection_file,
         goto done;
     }
     *started_ms = kb_launch_now_ms();
-    *output_fd = pipefd[0];
-    pipefd[0] = -1;
-    fcntl(*output_fd, F_SETFL, O_NONBLOCK);
     rc = 0;
 done:
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
-    if (pipefd[0] >= 0)
-        close(pipefd[0]);
-    close(pipefd[1]);
     kb_strv_free(argv);
     return rc;
+}
+
+/* ---- the kernel's log ----------------------------------------------------- */
+
+int kb_launch_log_trim_fd(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return -1;
+    if (st.st_size <= KB_LOG_MAX)
+        return 0;
+    char *keep = malloc(KB_LOG_KEEP);
+    if (!keep) {
+        errno = ENOMEM;
+        return -1;
+    }
+    ssize_t n = pread(fd, keep, KB_LOG_KEEP, st.st_size - KB_LOG_KEEP);
+    int rc = -1;
+    /*  O_APPEND: what the kernel wrote since the read lands before our
+        copy rather than under it; a few lines out of order, none lost. */
+    if (n >= 0 && ftruncate(fd, 0) == 0 && write(fd, keep, (size_t)n) == n)
+        rc = 1;
+    free(keep);
+    return rc;
+}
+
+int kb_launch_log_trim(const char *path)
+{
+    int fd = open(path, O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int rc = kb_launch_log_trim_fd(fd);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+char *kb_launch_log_tail(const char *path, size_t max_bytes)
+{
+    int fd = path ? open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    struct stat st;
+    size_t len = 0;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_size > 0)
+        len = (size_t)st.st_size < max_bytes ? (size_t)st.st_size : max_bytes;
+    char *out = malloc(len + 1);
+    if (out && len > 0) {
+        ssize_t n = pread(fd, out, len, st.st_size - (off_t)len);
+        len = n > 0 ? (size_t)n : 0;
+    }
+    if (out)
+        out[len] = 0;
+    if (fd >= 0)
+        close(fd);
+    return out;
+}
+
+/* ---- processes ------------------------------------------------------------ */
+
+unsigned long long kb_proc_start_time(pid_t pid)
+{
+    char path[64], buf[1024];
+    if (pid <= 0)
+        return 0;
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    /*  "pid (comm) state ppid ...": comm may hold spaces and parens, so
+        the fields start after the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ')
+        return 0;
+    p += 2;
+    if (*p == 'Z' || *p == 'X' || *p == 0)
+        return 0;
+    /*  state is field 3; starttime is field 22, 19 fields further on. */
+    for (int field = 3; field < 22; field++) {
+        p = strchr(p, ' ');
+        if (!p)
+            return 0;
+        p++;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long start = strtoull(p, &end, 10);
+    if (errno || end == p || (*end != ' ' && *end != '\n' && *end != 0))
+        return 0;
+    return start;
 }

@@ -1,0 +1,87 @@
+/*  kb_kernel_impl.h - the kernel's struct and the steps of a start that
+    kb_kernel.c (launch, lifecycle) and kb_kernel_adopt.c (adoption) share.
+    Private to those two files.
+*/
+#ifndef KB_KERNEL_IMPL_H_INCLUDED
+#define KB_KERNEL_IMPL_H_INCLUDED
+
+#include "kernel/kb_kernel.h"
+#include "kernel/kb_launch.h"
+
+struct kb_kernel {
+    kb_loop_t *loop;
+    kb_kernelspec_t *spec;
+    kb_kernel_callbacks_t callbacks;
+    void *arg;
+    kb_kernel_state_t state;
+
+    pid_t pid;                    /* 0: attached (not a process of ours); -1 before spawn */
+    pid_t pgid;                   /* signals go to -pgid; 0 when not ours */
+    unsigned long long pid_start; /* kb_proc_start_time(pid) when it was ours */
+    bool own_child;               /* spawned here: its pid cannot be reused before we reap it */
+    bool adopted;                 /* started by someone else (pid > 0 or attached) */
+    bool remove_files;            /* destroy removes connection file, log, ipc sockets */
+    int pidfd;
+    int log_fd; /* O_RDWR|O_APPEND on the log, to keep it short; -1 without */
+    kb_io_t pid_io;
+    kb_timer_t log_timer;
+    kb_timer_t exit_timer; /* attached: an exit reported on the next turn */
+    bool reaped;
+    int exit_status; /* -1 unless exited normally */
+    int term_signal; /* 0 unless killed by a signal */
+    char exit_text[96];
+
+    kb_connection_t conn;
+    json_t *info;           /* the connection file's JSON, key included */
+    char *control_endpoint; /* connected on first use */
+    char *hb_endpoint;
+    zsock_t *shell;
+    zsock_t *control;
+    zsock_t *iopub;
+    zsock_t *hb; /* only without a pidfd */
+    kb_io_t shell_io, control_io, iopub_io, hb_io;
+    kb_timer_t hb_timer;
+    bool hb_waiting;    /* a ping is out and its echo has not come */
+    unsigned hb_misses; /* periods in a row without an echo */
+
+    /* readiness */
+    bool info_replied;
+    bool iopub_live;
+    int64_t started_ms;
+    int64_t last_info_ms;
+    int64_t deadline_ms;
+    kb_timer_t ready_timer;
+    char *language_info;
+
+    /* shutdown escalation */
+    kb_timer_t shutdown_timer;
+    int shutdown_step;
+    double shutdown_grace;
+
+    bool shutdown_sent;
+
+    size_t dropped;
+};
+
+/*  A kernel with nothing yet: no process, no sockets, timers stopped, the
+    callbacks set and a copy of spec. NULL with err. */
+kb_kernel_t *kb_kernel_blank(kb_loop_t *loop, const kb_kernelspec_t *spec,
+                             const kb_kernel_callbacks_t *callbacks, void *arg, char *err,
+                             size_t errlen);
+
+/*  Connect shell and iopub to the endpoints of self->info (ZeroMQ queues
+    what is sent until the kernel binds) and watch them. 0, or -1 with err. */
+int kb_kernel_connect_sockets(kb_kernel_t *self, char *err, size_t errlen);
+
+/*  The control socket, connected on first use; NULL when it cannot be. */
+zsock_t *kb_kernel_control(kb_kernel_t *self);
+
+/*  Watch self->pid through a pidfd; without pidfds (Linux before 5.3), or
+    for an attached kernel (pid 0), run the heartbeat. 0, or -1 with err. */
+int kb_kernel_watch_process(kb_kernel_t *self, char *err, size_t errlen);
+
+/*  Send kernel_info_request now and again until ready, or start_failed
+    once timeout seconds from started_ms passed; start the log check. */
+void kb_kernel_ask_ready(kb_kernel_t *self, double timeout);
+
+#endif

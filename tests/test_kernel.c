@@ -1,0 +1,799 @@
+/*  test_kernel.c - one kernel on real ipykernel, below the service: a
+    kernel released and adopted again keeps its state and is killed by
+    destroy; adoption of a busy kernel answers on control at once; a pid
+    that is another process now, or gone, is refused and never signalled;
+    a wrong key fails within the timeout; an attached kernel (pid 0) is
+    driven by messages only; process start times, the kernel's log (its
+    tail, its trimming), random file names made with O_EXCL, and the check
+    of a connection given by a user. */
+#include <czmq.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kb_testutil.h"
+#include "kernel/kb_kernel.h"
+#include "kernel/kb_launch.h"
+
+extern char **environ;
+
+static char *tmp;     /* private temp dir: runtime files */
+static char *ipc_dir; /* short, for ipc sockets */
+static kb_kernelspec_t *spec;
+
+/*  What one kernel told us, on one loop. */
+typedef struct {
+    kb_loop_t *loop;
+    kb_timer_t tick;
+    int64_t deadline_ms;
+    bool *until;
+    bool ready, failed, exited;
+    char why[1024];
+    char request[64]; /* msg_id of the execute we wait for */
+    bool replied, idle;
+    char out[8192]; /* stream text of any parent */
+    char ename[64]; /* of an error on iopub */
+} kb_seen_t;
+
+static void s_on_ready(kb_kernel_t *kernel, void *arg)
+{
+    ((kb_seen_t *)arg)->ready = true;
+}
+
+static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg)
+{
+    kb_seen_t *seen = arg;
+    seen->failed = true;
+    snprintf(seen->why, sizeof seen->why, "%s", why);
+}
+
+static void s_on_exited(kb_kernel_t *kernel, void *arg)
+{
+    ((kb_seen_t *)arg)->exited = true;
+}
+
+static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg)
+{
+    kb_seen_t *seen = arg;
+    bool ours = seen->request[0] && strcmp(msg->parent_msg_id, seen->request) == 0;
+    if (strcmp(msg->msg_type, "stream") == 0) {
+        json_t *content = msg->raw_content.data ? json_loadb((const char *)msg->raw_content.data,
+                                                             msg->raw_content.size, 0, NULL)
+                                                : json_incref(msg->content);
+        const char *text = json_string_value(json_object_get(content, "text"));
+        if (text)
+            strncat(seen->out, text, sizeof seen->out - strlen(seen->out) - 1);
+        json_decref(content);
+    } else if (strcmp(msg->msg_type, "error") == 0) {
+        snprintf(seen->ename, sizeof seen->ename, "%s",
+                 json_string_value(json_object_get(msg->content, "ename")));
+    } else if (ours && strcmp(msg->msg_type, "execute_reply") == 0) {
+        seen->replied = true;
+    } else if (ours && strcmp(msg->msg_type, "status") == 0
+               && strcmp(json_string_value(json_object_get(msg->content, "execution_state")),
+                         "idle")
+                      == 0) {
+        seen->idle = true;
+    }
+}
+
+static const kb_kernel_callbacks_t s_callbacks = {
+    .ready = s_on_ready,
+    .start_failed = s_on_start_failed,
+    .message = s_on_message,
+    .exited = s_on_exited,
+};
+
+static void s_on_tick(kb_timer_t *timer, void *arg)
+{
+    kb_seen_t *seen = arg;
+    if ((seen->until && *seen->until) || kb_loop_now_ms(seen->loop) >= seen->deadline_ms)
+        kb_loop_stop(seen->loop);
+}
+
+/*  Run the loop until *flag (NULL: for the whole time) or seconds passed. */
+static bool s_run_until(kb_seen_t *seen, bool *flag, double seconds)
+{
+    seen->until = flag;
+    seen->deadline_ms = kb_loop_now_ms(seen->loop) + (int64_t)(seconds * 1000);
+    kb_timer_start(seen->loop, &seen->tick, 5, 5, s_on_tick, seen);
+    kb_loop_run(seen->loop);
+    kb_timer_stop(&seen->tick);
+    return flag ? *flag : true;
+}
+
+static void s_seen_init(kb_seen_t *seen)
+{
+    memset(seen, 0, sizeof *seen);
+    seen->loop = kb_loop_new();
+    kb_timer_init(&seen->tick);
+}
+
+static void s_seen_free(kb_seen_t *seen)
+{
+    kb_loop_destroy(&seen->loop);
+}
+
+/*  Run code and wait for its execute_reply and idle (or seconds). */
+static bool s_exec(kb_seen_t *seen, kb_kernel_t *kernel, const char *code, double seconds)
+{
+    seen->replied = seen->idle = false;
+    seen->out[0] = 0;
+    if (kb_kernel_execute(kernel, code, false, seen->request, sizeof seen->request) != 0)
+        return false;
+    bool done = false;
+    int64_t deadline = kb_loop_now_ms(seen->loop) + (int64_t)(seconds * 1000);
+    while (!done && kb_loop_now_ms(seen->loop) < deadline) {
+        s_run_until(seen, &seen->idle, 0.05);
+        done = seen->replied && seen->idle;
+    }
+    return done;
+}
+
+static kb_kernel_t *s_launch(kb_seen_t *seen, const char *transport)
+{
+    kb_kernel_opts_t opts = {
+        .runtime_dir = tmp,
+        .ipc_dir = ipc_dir,
+        .serial = 1,
+        .transport = transport,
+        .envp = environ,
+        .system_python = "/usr/bin/python3",
+        .start_timeout = 60,
+    };
+    char err[512];
+    kb_kernel_t *kernel
+        = kb_kernel_new(seen->loop, spec, &opts, &s_callbacks, seen, err, sizeof err);
+    if (!kernel)
+        fprintf(stderr, "launch: %s\n", err);
+    return kernel;
+}
+
+/*  Launch and wait until ready; NULL (and a failed check) otherwise. */
+static kb_kernel_t *s_launch_ready(kb_seen_t *seen, const char *transport)
+{
+    kb_kernel_t *kernel = s_launch(seen, transport);
+    CHECK(kernel != NULL);
+    if (kernel && !s_run_until(seen, &seen->ready, 60)) {
+        fprintf(stderr, "not ready: %s\n", seen->why);
+        CHECK(seen->ready);
+        kb_kernel_destroy(&kernel);
+    }
+    return kernel;
+}
+
+/*  What a kernel's record would keep for the next daemon. */
+typedef struct {
+    json_t *connection;
+    char *connection_file;
+    char *log_file;
+    pid_t pid;
+    unsigned long long pid_start;
+} kb_record_t;
+
+static void s_record(kb_record_t *record, const kb_kernel_t *kernel)
+{
+    record->connection = json_deep_copy(kb_kernel_connection_info(kernel));
+    record->connection_file = strdup(kb_kernel_connection_file(kernel));
+    record->log_file = strdup(kb_kernel_log_file(kernel));
+    record->pid = kb_kernel_pid(kernel);
+    record->pid_start = kb_kernel_pid_start(kernel);
+}
+
+static kb_adopt_opts_t s_adopt_opts(const kb_record_t *record, double timeout)
+{
+    kb_adopt_opts_t opts = {
+        .connection = record->connection,
+        .connection_file = record->connection_file,
+        .log_file = record->log_file,
+        .pid = record->pid,
+        .pid_start = record->pid_start,
+        .timeout = timeout,
+    };
+    return opts;
+}
+
+/*  Whatever happened, the kernel's process (our child) is gone after this. */
+static void s_record_free(kb_record_t *record)
+{
+    if (record->pid > 0) {
+        kill(-record->pid, SIGKILL);
+        kill(record->pid, SIGKILL);
+        waitpid(record->pid, NULL, 0);
+    }
+    if (record->connection_file)
+        unlink(record->connection_file);
+    if (record->log_file)
+        unlink(record->log_file);
+    json_decref(record->connection);
+    free(record->connection_file);
+    free(record->log_file);
+    memset(record, 0, sizeof *record);
+}
+
+static bool s_exists(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+static bool s_alive(pid_t pid)
+{
+    return kb_proc_start_time(pid) != 0;
+}
+
+/* ---- adoption ------------------------------------------------------------- */
+
+static void test_release_then_adopt_keeps_state(void)
+{
+    kb_seen_t first, second;
+    kb_record_t record = { 0 };
+    s_seen_init(&first);
+    s_seen_init(&second);
+    kb_kernel_t *kernel = s_launch_ready(&first, "ipc");
+    if (!kernel)
+        goto done;
+    CHECK(s_exec(&first, kernel, "x = 41", 10));
+    s_record(&record, kernel);
+    CHECK(record.pid > 0);
+    CHECK(kb_kernel_pgid(kernel) == record.pid);
+    CHECK(record.pid_start != 0 && record.pid_start == kb_proc_start_time(record.pid));
+    CHECK(!kb_kernel_adopted(kernel));
+    kb_kernel_release(&kernel);
+    CHECK(kernel == NULL);
+    kb_loop_destroy(&first.loop); /* the daemon that started it is gone */
+    CHECK(s_alive(record.pid));
+    CHECK(s_exists(record.connection_file) && s_exists(record.log_file));
+
+    kb_adopt_opts_t opts = s_adopt_opts(&record, 5);
+    char err[512] = "";
+    double start = kb_test_now();
+    kernel = kb_kernel_adopt(second.loop, spec, &opts, &s_callbacks, &second, err, sizeof err);
+    CHECK(kernel != NULL);
+    if (!kernel) {
+        fprintf(stderr, "adopt: %s\n", err);
+        goto done;
+    }
+    CHECK(s_run_until(&second, &second.ready, 5));
+    fprintf(stderr, "adopted and ready in %.0f ms\n", (kb_test_now() - start) * 1000);
+    CHECK(kb_kernel_state(kernel) == KB_KERNEL_IDLE);
+    CHECK(kb_kernel_adopted(kernel));
+    CHECK(kb_kernel_pid(kernel) == record.pid && kb_kernel_pgid(kernel) == record.pid);
+    CHECK(kb_kernel_pid_start(kernel) == record.pid_start);
+    CHECK_STR(kb_kernel_connection_file(kernel), record.connection_file);
+    CHECK(json_equal((json_t *)kb_kernel_connection_info(kernel), record.connection));
+    CHECK(s_exec(&second, kernel, "print(x+1)", 10));
+    CHECK_STR(second.out, "42\n");
+    CHECK(kb_kernel_dropped(kernel) == 0);
+
+    kb_kernel_destroy(&kernel);
+    CHECK(!s_alive(record.pid)); /* killed, and reaped (it was our child here) */
+    CHECK(!s_exists(record.connection_file));
+    CHECK(!s_exists(record.log_file));
+done:
+    kb_kernel_destroy(&kernel);
+    s_record_free(&record);
+    s_seen_free(&first);
+    s_seen_free(&second);
+}
+
+static void test_adopt_busy_kernel_answers_on_control(void)
+{
+    kb_seen_t first, second;
+    kb_record_t record = { 0 };
+    s_seen_init(&first);
+    s_seen_init(&second);
+    kb_kernel_t *kernel = s_launch_ready(&first, "tcp");
+    if (!kernel)
+        goto done;
+    char busy[64];
+    CHECK(kb_kernel_execute(kernel, "import time; time.sleep(30)", false, busy, sizeof busy) == 0);
+    s_run_until(&first, NULL, 0.5); /* it is sleeping now */
+    s_record(&record, kernel);
+    kb_kernel_release(&kernel);
+
+    kb_adopt_opts_t opts = s_adopt_opts(&record, 5);
+    char err[512] = "";
+    double start = kb_test_now();
+    kernel = kb_kernel_adopt(second.loop, spec, &opts, &s_callbacks, &second, err, sizeof err);
+    CHECK(kernel != NULL);
+    if (!kernel)
+        goto done;
+    CHECK(s_run_until(&second, &second.ready, 5));
+    double took = kb_test_now() - start;
+    fprintf(stderr, "busy kernel adopted in %.0f ms\n", took * 1000);
+    CHECK(took < 1.5);
+
+    /*  The interrupt ends the sleep: its KeyboardInterrupt comes on iopub. */
+    start = kb_test_now();
+    kb_kernel_apply(kernel, KB_KEV_EXECUTE);
+    CHECK(kb_kernel_interrupt(kernel) == 0);
+    for (int i = 0; i < 100 && !second.ename[0]; i++)
+        s_run_until(&second, NULL, 0.05);
+    CHECK_STR(second.ename, "KeyboardInterrupt");
+    CHECK(kb_test_now() - start < 5);
+    kb_kernel_apply(kernel, KB_KEV_DONE);
+    CHECK(s_exec(&second, kernel, "print('after')", 10));
+    CHECK_STR(second.out, "after\n");
+done:
+    kb_kernel_destroy(&kernel);
+    s_record_free(&record);
+    s_seen_free(&first);
+    s_seen_free(&second);
+}
+
+static void test_adopt_refuses_another_process(void)
+{
+    kb_seen_t first, second;
+    kb_record_t record = { 0 };
+    s_seen_init(&first);
+    s_seen_init(&second);
+    kb_kernel_t *kernel = s_launch_ready(&first, "ipc");
+    if (!kernel)
+        goto done;
+    s_record(&record, kernel);
+    kb_kernel_release(&kernel);
+
+    kb_adopt_opts_t opts = s_adopt_opts(&record, 1);
+    opts.pid_start = record.pid_start + 1; /* as if the pid were reused */
+    char err[512] = "";
+    kernel = kb_kernel_adopt(second.loop, spec, &opts, &s_callbacks, &second, err, sizeof err);
+    CHECK(kernel == NULL);
+    CHECK(strstr(err, "another process") != NULL);
+    fprintf(stderr, "refused: %s\n", err);
+    s_run_until(&second, NULL, 0.3);
+    CHECK(s_alive(record.pid)); /* not signalled */
+    CHECK(!second.ready && !second.failed && !second.exited);
+    CHECK(s_exists(record.connection_file)); /* nor its files removed */
+    int status;
+    CHECK(waitpid(record.pid, &status, WNOHANG) == 0);
+done:
+    kb_kernel_destroy(&kernel);
+    s_record_free(&record);
+    s_seen_free(&first);
+    s_seen_free(&second);
+}
+
+static void test_adopt_refuses_a_dead_pid(void)
+{
+    kb_seen_t first, second;
+    kb_record_t record = { 0 };
+    s_seen_init(&first);
+    s_seen_init(&second);
+    kb_kernel_t *kernel = s_launch_ready(&first, "ipc");
+    if (!kernel)
+        goto done;
+    s_record(&record, kernel);
+    kb_kernel_release(&kernel);
+    kill(-record.pid, SIGKILL);
+    CHECK(waitpid(record.pid, NULL, 0) == record.pid);
+
+    kb_adopt_opts_t opts = s_adopt_opts(&record, 1);
+    char err[512] = "";
+    kernel = kb_kernel_adopt(second.loop, spec, &opts, &s_callbacks, &second, err, sizeof err);
+    CHECK(kernel == NULL);
+    CHECK(strstr(err, "gone") != NULL);
+    record.pid = 0; /* reaped: never kill that pid again */
+done:
+    kb_kernel_destroy(&kernel);
+    s_record_free(&record);
+    s_seen_free(&first);
+    s_seen_free(&second);
+}
+
+static void test_adopt_with_a_wrong_key_fails_in_time(void)
+{
+    kb_seen_t first, second;
+    kb_record_t record = { 0 };
+    s_seen_init(&first);
+    s_seen_init(&second);
+    kb_kernel_t *kernel = s_launch_ready(&first, "ipc");
+    if (!kernel)
+        goto done;
+    s_record(&record, kernel);
+    kb_kernel_release(&kernel);
+
+    json_object_set_new(record.connection, "key", json_string("not-the-key"));
+    kb_adopt_opts_t opts = s_adopt_opts(&record, 1.0);
+    char err[512] = "";
+    double start = kb_test_now();
+    kernel = kb_kernel_adopt(second.loop, spec, &opts, &s_callbacks, &second, err, sizeof err);
+    CHECK(kernel != NULL);
+    if (!kernel)
+        goto done;
+    CHECK(s_run_until(&second, &second.failed, 5));
+    double took = kb_test_now() - start;
+    fprintf(stderr, "wrong key failed after %.2f s: %.200s\n", took, second.why);
+    CHECK(took >= 0.9 && took < 2.0);
+    CHECK(!second.ready);
+    CHECK(strstr(second.why, "kernel_info_reply") != NULL);
+    CHECK(kb_kernel_state(kernel) == KB_KERNEL_DYING);
+    CHECK(s_alive(record.pid)); /* a failed adoption signals nothing */
+    kb_kernel_destroy(&kernel); /* ...but destroy kills it: it is ours */
+    CHECK(!s_alive(record.pid));
+    CHECK(!s_exists(record.connection_file));
+done:
+    kb_kernel_destroy(&kernel);
+    s_record_free(&record);
+    s_seen_free(&first);
+    s_seen_free(&second);
+}
+
+/*  pid 0: someone else's kernel. Driven by messages, never signalled. */
+static void test_attached_kernel(void)
+{
+    kb_seen_t first, second;
+    kb_record_t record = { 0 };
+    s_seen_init(&first);
+    s_seen_init(&second);
+    kb_kernel_t *kernel = s_launch_ready(&first, "tcp");
+    if (!kernel)
+        goto done;
+    s_record(&record, kernel);
+    kb_kernel_release(&kernel);
+
+    kb_adopt_opts_t opts = s_adopt_opts(&record, 5);
+    opts.pid = 0;
+    opts.pid_start = 0;
+    char err[512] = "";
+    kernel = kb_kernel_adopt(second.loop, spec, &opts, &s_callbacks, &second, err, sizeof err);
+    CHECK(kernel != NULL);
+    if (!kernel)
+        goto done;
+    CHECK(s_run_until(&second, &second.ready, 5));
+    CHECK(kb_kernel_pid(kernel) == 0 && kb_kernel_pgid(kernel) == 0);
+    CHECK(kb_kernel_pid_start(kernel) == 0 && kb_kernel_adopted(kernel));
+    CHECK(s_exec(&second, kernel, "print(6*7)", 10));
+    CHECK_STR(second.out, "42\n");
+
+    /*  The spec says signal; an attached kernel gets interrupt_request. */
+    char busy[64];
+    CHECK(kb_kernel_execute(kernel, "import time; time.sleep(30)", false, busy, sizeof busy) == 0);
+    kb_kernel_apply(kernel, KB_KEV_EXECUTE);
+    s_run_until(&second, NULL, 0.5);
+    CHECK(kb_kernel_interrupt(kernel) == 0);
+    for (int i = 0; i < 100 && !second.ename[0]; i++)
+        s_run_until(&second, NULL, 0.05);
+    CHECK_STR(second.ename, "KeyboardInterrupt");
+    kb_kernel_apply(kernel, KB_KEV_DONE);
+
+    /*  Shutdown: the request makes ipykernel exit; the silent heartbeat
+        says so. */
+    double start = kb_test_now();
+    kb_kernel_shutdown(kernel, 2.0);
+    CHECK(s_run_until(&second, &second.exited, 6));
+    fprintf(stderr, "attached kernel exited after %.2f s: %s\n", kb_test_now() - start,
+            kb_kernel_exit_text(kernel));
+    CHECK(kb_kernel_state(kernel) == KB_KERNEL_DEAD);
+    CHECK(kb_test_now() - start < 4.5);
+    CHECK(waitpid(record.pid, NULL, 0) == record.pid); /* it really ended (our child here) */
+    record.pid = 0;
+    kb_kernel_destroy(&kernel);
+    CHECK(s_exists(record.connection_file)); /* not ours to remove */
+    CHECK(s_exists(record.log_file));
+done:
+    kb_kernel_destroy(&kernel);
+    s_record_free(&record);
+    s_seen_free(&first);
+    s_seen_free(&second);
+}
+
+/* ---- processes ------------------------------------------------------------ */
+
+static void test_proc_start_time(void)
+{
+    CHECK(kb_proc_start_time(getpid()) > 0);
+    CHECK(kb_proc_start_time(0) == 0);
+    CHECK(kb_proc_start_time(-1) == 0);
+
+    /*  A reaped child's pid is nobody's now. */
+    pid_t gone = fork();
+    if (gone == 0)
+        _exit(0);
+    waitpid(gone, NULL, 0);
+    CHECK(kb_proc_start_time(gone) == 0);
+
+    /*  A zombie counts as gone. */
+    pid_t zombie = fork();
+    if (zombie == 0)
+        _exit(3);
+    char path[64], stat_text[512] = "";
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)zombie);
+    for (int i = 0; i < 200; i++) {
+        FILE *file = fopen(path, "r");
+        size_t n = file ? fread(stat_text, 1, sizeof stat_text - 1, file) : 0;
+        if (file)
+            fclose(file);
+        stat_text[n] = 0;
+        char *paren = strrchr(stat_text, ')');
+        if (paren && paren[2] == 'Z')
+            break;
+        usleep(10000);
+    }
+    CHECK(strstr(stat_text, ") Z ") != NULL);
+    CHECK(kb_proc_start_time(zombie) == 0);
+    int status;
+    CHECK(waitpid(zombie, &status, 0) == zombie && WEXITSTATUS(status) == 3);
+
+    /*  A name with spaces and parentheses does not shift the fields: the
+        start time read before and after the rename is the same. */
+    int to_child[2], from_child[2];
+    CHECK(pipe(to_child) == 0 && pipe(from_child) == 0);
+    pid_t named = fork();
+    if (named == 0) {
+        close(to_child[1]);
+        close(from_child[0]);
+        char c;
+        if (read(to_child[0], &c, 1) == 1)
+            prctl(PR_SET_NAME, "a) b (c) d e f", 0, 0, 0);
+        if (write(from_child[1], "r", 1) == 1 && read(to_child[0], &c, 1) >= 0)
+            _exit(0);
+        _exit(1);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    unsigned long long before = kb_proc_start_time(named);
+    char c;
+    CHECK(write(to_child[1], "n", 1) == 1 && read(from_child[0], &c, 1) == 1);
+    char *comm = NULL;
+    char command[128];
+    snprintf(command, sizeof command, "cat /proc/%d/comm", (int)named);
+    comm = kb_test_capture(command);
+    CHECK(comm && strncmp(comm, "a) b (c) d e f", 14) == 0);
+    free(comm);
+    unsigned long long after = kb_proc_start_time(named);
+    CHECK(before > 0 && after == before);
+    close(to_child[1]);
+    waitpid(named, NULL, 0);
+    close(from_child[0]);
+}
+
+/* ---- the log -------------------------------------------------------------- */
+
+static size_t s_file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+static void test_log_trim(void)
+{
+    char *path = zsys_sprintf("%s/big.log", tmp);
+    size_t size = 2 << 20;
+    unsigned char *data = malloc(size);
+    for (size_t i = 0; i < size; i++)
+        data[i] = (unsigned char)(i % 251);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0 && write(fd, data, size) == (ssize_t)size);
+    close(fd);
+    CHECK(kb_launch_log_trim(path) == 1);
+    CHECK(s_file_size(path) == KB_LOG_KEEP);
+    char *tail = kb_launch_log_tail(path, KB_LOG_KEEP * 2);
+    CHECK(tail && memcmp(tail, data + size - KB_LOG_KEEP, KB_LOG_KEEP) == 0);
+    free(tail);
+    CHECK(kb_launch_log_trim(path) == 0); /* small now: left alone */
+    CHECK(s_file_size(path) == KB_LOG_KEEP);
+    tail = kb_launch_log_tail(path, 10);
+    CHECK(tail && memcmp(tail, data + size - 10, 10) == 0 && tail[10] == 0);
+    free(tail);
+    unlink(path);
+    CHECK(kb_launch_log_trim(path) == -1);
+    tail = kb_launch_log_tail(path, 10);
+    CHECK_STR(tail, "");
+    free(tail);
+    free(data);
+    zstr_free(&path);
+}
+
+static void test_kernel_output_goes_to_its_log(void)
+{
+    kb_seen_t seen;
+    s_seen_init(&seen);
+    kb_kernel_t *kernel = s_launch_ready(&seen, "ipc");
+    if (!kernel)
+        goto done;
+    const char *log_file = kb_kernel_log_file(kernel);
+    struct stat st;
+    CHECK(log_file && stat(log_file, &st) == 0 && (st.st_mode & 0777) == 0600);
+    CHECK(s_exec(&seen, kernel, "import os; os.write(2, b'hello-log\\n')", 10));
+    char *tail = kb_kernel_output_tail(kernel, 1000);
+    CHECK(tail && strstr(tail, "hello-log\n"));
+    free(tail);
+
+    /*  Past KB_LOG_MAX the log is cut to its tail within about a second,
+        and what the kernel writes next lands at its new end. */
+    CHECK(s_exec(&seen, kernel, "os.write(1, b'x' * 2000000 + b'\\nEND-MARK\\n')", 10));
+    CHECK(s_file_size(log_file) > KB_LOG_MAX);
+    s_run_until(&seen, NULL, 1.5);
+    CHECK(s_file_size(log_file) <= KB_LOG_KEEP);
+    CHECK(s_exec(&seen, kernel, "os.write(2, b'after-trim\\n')", 10));
+    tail = kb_kernel_output_tail(kernel, 30);
+    CHECK(tail && strstr(tail, "END-MARK\nafter-trim\n"));
+    free(tail);
+    CHECK(s_file_size(log_file) <= KB_LOG_KEEP + 20);
+done:
+    kb_kernel_destroy(&kernel);
+    s_seen_free(&seen);
+}
+
+/* ---- connection files ----------------------------------------------------- */
+
+static bool s_is_random_name(const char *path, const char *suffix)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    if (strncmp(base, "k-", 2) != 0 || strlen(base) != 2 + 16 + strlen(suffix))
+        return false;
+    for (int i = 2; i < 18; i++)
+        if (!strchr("0123456789abcdef", base[i]))
+            return false;
+    return strcmp(base + 18, suffix) == 0;
+}
+
+static void test_connection_files_are_random_and_fresh(void)
+{
+    kb_seen_t seen;
+    s_seen_init(&seen);
+    kb_kernel_t *a = s_launch(&seen, "ipc");
+    kb_kernel_t *b = s_launch(&seen, "tcp");
+    CHECK(a && b);
+    if (!a || !b)
+        goto done;
+    const char *fa = kb_kernel_connection_file(a), *fb = kb_kernel_connection_file(b);
+    CHECK(strcmp(fa, fb) != 0);
+    CHECK(s_is_random_name(fa, ".json") && s_is_random_name(fb, ".json"));
+    CHECK(s_is_random_name(kb_kernel_log_file(a), ".log"));
+    CHECK(strncmp(fa, kb_kernel_log_file(a), strlen(fa) - 5) == 0); /* the same hex */
+    struct stat st;
+    CHECK(stat(fa, &st) == 0 && (st.st_mode & 0777) == 0600);
+    const char *ip = json_string_value(json_object_get(kb_kernel_connection_info(a), "ip"));
+    CHECK(ip && strlen(ip) + strlen("ipc://") + 2 <= 31); /* xeus's limit */
+    CHECK(strncmp(ip, ipc_dir, strlen(ipc_dir)) == 0);
+
+    /*  A file that is there already (left by an earlier daemon, or a link)
+        is never opened for writing. */
+    char *stale = zsys_sprintf("%s/k-0123456789abcdef.json", tmp);
+    char *link = zsys_sprintf("%s/k-fedcba9876543210.json", tmp);
+    char *target = zsys_sprintf("%s/target", tmp);
+    FILE *file = fopen(stale, "w");
+    fputs("stale", file);
+    fclose(file);
+    CHECK(symlink(target, link) == 0);
+    errno = 0;
+    CHECK(kb_launch_create_excl(stale) == -1 && errno == EEXIST);
+    CHECK(kb_launch_create_excl(link) == -1);
+    CHECK(!s_exists(target));
+    char *text = kb_launch_log_tail(stale, 100);
+    CHECK_STR(text, "stale");
+    free(text);
+    int fd = kb_launch_create_excl(target);
+    CHECK(fd >= 0 && fstat(fd, &st) == 0 && (st.st_mode & 0777) == 0600);
+    close(fd);
+    unlink(stale);
+    unlink(link);
+    unlink(target);
+    zstr_free(&stale);
+    zstr_free(&link);
+    zstr_free(&target);
+done:
+    kb_kernel_destroy(&a);
+    kb_kernel_destroy(&b);
+    s_seen_free(&seen);
+}
+
+/*  The check names the field; each case mutates one field of a good info. */
+static void s_refused(const char *field, json_t *value, const char *expect)
+{
+    json_t *info = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:s}", "transport", "tcp",
+                             "ip", "127.0.0.1", "shell_port", 5001, "iopub_port", 5002,
+                             "stdin_port", 5003, "control_port", 5004, "hb_port", 5005, "key",
+                             "abc", "signature_scheme", "hmac-sha256");
+    if (value)
+        json_object_set_new(info, field, value);
+    else
+        json_object_del(info, field);
+    char err[256] = "";
+    int rc = kb_connection_check(info, err, sizeof err);
+    CHECK(rc == -1);
+    CHECK(strstr(err, expect) != NULL);
+    if (rc != -1 || !strstr(err, expect))
+        fprintf(stderr, "  %s: rc %d, \"%s\"\n", field, rc, err);
+    json_decref(info);
+}
+
+static void test_connection_check(void)
+{
+    char err[256];
+    json_t *good = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:s}", "transport", "tcp",
+                             "ip", "127.0.0.1", "shell_port", 5001, "iopub_port", 5002,
+                             "stdin_port", 5003, "control_port", 5004, "hb_port", 5005, "key",
+                             "abc", "signature_scheme", "hmac-sha256");
+    CHECK(kb_connection_check(good, err, sizeof err) == 0);
+    json_object_del(good, "transport");        /* tcp by default */
+    json_object_del(good, "signature_scheme"); /* hmac-sha256 by default */
+    CHECK(kb_connection_check(good, err, sizeof err) == 0);
+    const char *hosts[] = { "::1", "localhost", "10.1.2.3", "kernel-1.example.org" };
+    for (size_t i = 0; i < 4; i++) {
+        json_object_set_new(good, "ip", json_string(hosts[i]));
+        CHECK(kb_connection_check(good, err, sizeof err) == 0);
+    }
+    json_object_set_new(good, "transport", json_string("ipc"));
+    json_object_set_new(good, "ip", json_string("/tmp/kbx/k1"));
+    json_object_set_new(good, "shell_port", json_integer(0));
+    json_object_set_new(good, "hb_port", json_integer(100000));
+    CHECK(kb_connection_check(good, err, sizeof err) == 0);
+    json_object_set_new(good, "hb_port", json_integer(-1));
+    CHECK(kb_connection_check(good, err, sizeof err) == -1 && strstr(err, "hb_port"));
+    json_decref(good);
+    CHECK(kb_connection_check(NULL, err, sizeof err) == -1);
+    json_t *array = json_array();
+    CHECK(kb_connection_check(array, err, sizeof err) == -1);
+    json_decref(array);
+
+    s_refused("transport", json_string("udp"), "transport");
+    s_refused("transport", json_integer(1), "transport");
+    s_refused("ip", NULL, "ip");
+    s_refused("ip", json_integer(127), "ip");
+    s_refused("ip", json_string(""), "ip");
+    s_refused("ip", json_string("not a host!"), "ip");
+    const char *ports[] = { "shell_port", "iopub_port", "stdin_port", "control_port", "hb_port" };
+    for (size_t i = 0; i < 5; i++) {
+        s_refused(ports[i], NULL, ports[i]);
+        s_refused(ports[i], json_string("5001"), ports[i]);
+        s_refused(ports[i], json_integer(0), ports[i]);
+        s_refused(ports[i], json_integer(65536), ports[i]);
+        s_refused(ports[i], json_real(5001.5), ports[i]);
+    }
+    s_refused("key", NULL, "key");
+    s_refused("key", json_string(""), "key");
+    s_refused("key", json_integer(1), "key");
+    s_refused("signature_scheme", json_string("sha256"), "signature_scheme");
+    s_refused("signature_scheme", json_string("hmac-nosuchdigest"), "signature_scheme");
+    s_refused("signature_scheme", json_null(), "signature_scheme");
+
+    /*  Adoption checks first, and signals nothing. */
+    kb_seen_t seen;
+    s_seen_init(&seen);
+    json_t *bad
+        = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:s}", "ip", "127.0.0.1", "shell_port", 1,
+                    "iopub_port", 2, "stdin_port", 3, "control_port", 4, "hb_port", 5, "key", "");
+    kb_adopt_opts_t opts
+        = { .connection = bad, .pid = getpid(), .pid_start = kb_proc_start_time(getpid()) };
+    CHECK(kb_kernel_adopt(seen.loop, spec, &opts, &s_callbacks, &seen, err, sizeof err) == NULL);
+    CHECK(strstr(err, "key") != NULL);
+    json_decref(bad);
+    s_seen_free(&seen);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    tmp = kb_test_tmpdir();
+    ipc_dir = strdup("/tmp/kbtXXXXXX");
+    char err[512];
+    spec = kb_kernelspec_load("/usr/share/jupyter/kernels/python3", "python3", err, sizeof err);
+    if (!tmp || !mkdtemp(ipc_dir) || !spec) {
+        fprintf(stderr, "set-up: %s\n", spec ? "temp dirs" : err);
+        return 1;
+    }
+    RUN_TEST(test_proc_start_time);
+    RUN_TEST(test_log_trim);
+    RUN_TEST(test_connection_check);
+    RUN_TEST(test_connection_files_are_random_and_fresh);
+    RUN_TEST(test_release_then_adopt_keeps_state);
+    RUN_TEST(test_adopt_busy_kernel_answers_on_control);
+    RUN_TEST(test_adopt_refuses_another_process);
+    RUN_TEST(test_adopt_refuses_a_dead_pid);
+    RUN_TEST(test_adopt_with_a_wrong_key_fails_in_time);
+    RUN_TEST(test_attached_kernel);
+    RUN_TEST(test_kernel_output_goes_to_its_log);
+    kb_kernelspec_destroy(&spec);
+    kb_test_rmtree(tmp);
+    kb_test_rmtree(ipc_dir);
+    free(tmp);
+    free(ipc_dir);
+    return kb_test_summary();
+}
