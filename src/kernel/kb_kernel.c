@@ -169,6 +169,8 @@ static zsock_t *s_connect(zsock_t *sock, const char *endpoint)
     if (!sock)
         return NULL;
     zsock_set_linger(sock, 0);
+    if (strncmp(endpoint, "tcp://[", 7) == 0)
+        zsock_set_ipv6(sock, 1);
     if (zsock_connect(sock, "%s", endpoint) != 0)
         zsock_destroy(&sock);
     return sock;
@@ -414,20 +416,16 @@ static void s_on_pidfd(kb_io_t *io, void *arg)
     kb_kernel_t *self = arg;
     int status = 0;
     pid_t rc = waitpid(self->pid, &status, WNOHANG);
-    if (rc == 0 && !self->adopted)
-        return; /* spurious */
-    if (rc == 0) {
-        /*  Our child after all (adopted by the daemon that spawned it),
-            readable since it exited: it is reaped at once. */
-        rc = waitpid(self->pid, &status, 0);
-    }
+    if (rc == 0)
+        return; /* our child, not exited: spurious */
     kb_io_stop(&self->pid_io);
     if (rc == self->pid)
         s_record_exit(self, status);
     else {
-        self->reaped = true;
-        snprintf(self->exit_text, sizeof self->exit_text,
-                 "kernel exited (not our child: status unknown)");
+        self->reaped = true; /* by someone else: its status is unknown */
+        if (self->adopted)
+            snprintf(self->exit_text, sizeof self->exit_text,
+                     "kernel exited (not our child: status unknown)");
     }
     s_sweep_group(self); /* whatever the kernel left running in its group */
     s_gone(self);
