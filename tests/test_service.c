@@ -15,6 +15,7 @@
 
 static kb_service_t *service;
 static char *state_dir;
+static char *kernel_dir; /* <state_dir>/kernels: connection files and kernel logs */
 
 typedef struct {
     char order[64]; /* o / e per stream event, in arrival order */
@@ -694,7 +695,7 @@ static bool s_settled(int children, int fds, int files)
 {
     for (int i = 0; i < 100; i++) {
         if (s_count_children() == children && kb_test_count_fds() == fds
-            && s_count_files(state_dir) == files)
+            && s_count_files(kernel_dir) == files)
             return true;
         usleep(50000);
     }
@@ -714,7 +715,7 @@ static void test_create_delete_cycles(void)
     CHECK(s_count_children() == (int)before_contexts);
     int children = s_count_children();
     int fds = kb_test_count_fds();
-    int files = s_count_files(state_dir);
+    int files = s_count_files(kernel_dir);
     for (int i = 0; i < 100; i++) {
         char *ctx = s_create(NULL, "python", NULL);
         if (i % 10 == 0) {
@@ -727,7 +728,7 @@ static void test_create_delete_cycles(void)
     }
     CHECK(s_settled(children, fds, files));
     fprintf(stderr, "children %d/%d fds %d/%d files %d/%d\n", s_count_children(), children,
-            kb_test_count_fds(), fds, s_count_files(state_dir), files);
+            kb_test_count_fds(), fds, s_count_files(kernel_dir), files);
     list = kb_service_context_list(service, true, &err);
     CHECK(json_array_size(json_object_get(list, "contexts")) == before_contexts);
     json_decref(list);
@@ -737,6 +738,7 @@ int main(void)
 {
     char *tmp = kb_test_tmpdir();
     state_dir = zsys_sprintf("%s/state", tmp);
+    kernel_dir = zsys_sprintf("%s/kernels", state_dir);
     kb_service_config_t config = { .state_dir = state_dir, .interrupt_grace = 2.0 };
     kb_error_t err;
     service = kb_service_new(&config, &err);
@@ -765,9 +767,16 @@ int main(void)
     RUN_TEST(test_create_delete_cycles);
     kb_service_destroy(&service);
     CHECK(s_count_children() == 0);
-    CHECK(s_count_files(state_dir) == 0);
+    CHECK(s_count_files(kernel_dir) == 0);
+    /* what stays: the lock and state.db (the records, kept across restarts) */
+    char *db_path = zsys_sprintf("%s/state.db", state_dir),
+         *lock_path = zsys_sprintf("%s/lock", state_dir);
+    CHECK(access(db_path, F_OK) == 0 && access(lock_path, F_OK) == 0);
+    zstr_free(&db_path);
+    zstr_free(&lock_path);
     kb_test_rmtree(tmp);
     free(tmp);
     zstr_free(&state_dir);
+    zstr_free(&kernel_dir);
     return kb_test_summary();
 }

@@ -29,8 +29,11 @@ typedef struct kb_service kb_service_t;
 
 /*  Settings of one service. Zero / NULL fields take the documented default. */
 typedef struct {
-    const char *state_dir;         /* private 0700 dir for connection files; NULL: a fresh one
-                                      under $XDG_RUNTIME_DIR or /tmp, removed on destroy */
+    const char *state_dir;         /* private 0700 dir: the lock, state.db (contexts, process
+                                      records and their logs, kept across restarts) and
+                                      kernels/ (connection files, kernel logs); NULL: a fresh
+                                      one under $XDG_RUNTIME_DIR or /tmp, without state.db,
+                                      removed on destroy (nothing survives) */
     const char *sandbox_id;        /* NULL: $KB_SANDBOX_ID, else kept in state_dir/sandbox_id */
     const char *transport;         /* "ipc" (default) or "tcp" (127.0.0.1) */
     const char *const *kernel_map; /* NULL-terminated "language=kernelspec" overrides */
@@ -50,6 +53,9 @@ typedef struct {
     const char *const *pool;       /* NULL-terminated "language=count" (or "kernelspec=count"):
                                       kernels kept started and ready for new contexts and
                                       isolated runs; NULL = no pool */
+    bool no_adopt;                 /* kernels recorded in state_dir are killed, not adopted */
+    bool keep_kernels;             /* destroy leaves kernels running for the next service on
+                                      state_dir (runs still going end as sandbox_stopped) */
 } kb_service_config_t;
 
 /*  Start a service and its engine thread. Returns NULL and fills err on
@@ -83,9 +89,12 @@ json_t *kb_service_kernelspecs(kb_service_t *self);
 typedef struct {
     const char *language; /* one of language / kernel_name is required */
     const char *kernel_name;
-    const char *context_id; /* NULL: generated "ctx_..." */
-    const char *cwd;        /* NULL: the daemon's cwd */
-    json_t *env;            /* object of string values, or NULL; borrowed */
+    const char *context_id;  /* NULL: generated "ctx_..." */
+    const char *cwd;         /* NULL: the daemon's cwd */
+    json_t *env;             /* object of string values, or NULL; borrowed */
+    json_t *connection_info; /* a running kernel's connection file (its JSON): drive that
+                                kernel instead of starting one; it is never signalled;
+                                NULL: start one; borrowed */
 } kb_context_opts_t;
 
 /*  Create a context and wait until its kernel is ready. Returns the context

@@ -23,6 +23,7 @@
 #include "kernelbridge.h"
 #include "server/kb_e2b.h"
 #include "server/kb_server.h"
+#include "state/kb_statedir.h"
 #include "util/kb_vec.h"
 
 #define KB_DEFAULT_PORT 8899
@@ -42,8 +43,19 @@ static const char usage[]
       "  --token-file FILE         require Authorization: Bearer <the file's first line>\n"
       "                            [KB_TOKEN_FILE, or the token itself in KB_TOKEN]\n"
       "  --insecure                allow a non-loopback address without a token [KB_INSECURE=1]\n"
-      "  --state-dir DIR           private 0700 dir for connection files and the sandbox id\n"
-      "                            [KB_STATE_DIR, default: a fresh dir removed at exit]\n"
+      "  --state-dir DIR           private 0700 dir of the daemon's state: contexts, run\n"
+      "                            records and logs (state.db), kernels' files, the sandbox\n"
+      "                            id; one daemon at a time [KB_STATE_DIR, default\n"
+      "                            /var/lib/kernelbridge for root, else\n"
+      "                            $XDG_STATE_HOME/kernelbridge or ~/.local/state/kernelbridge]\n"
+      "  --ephemeral               a fresh state dir removed at exit instead: nothing\n"
+      "                            survives the daemon [KB_EPHEMERAL=1]\n"
+      "  --no-adopt                kill the kernels a killed daemon left in the state dir\n"
+      "                            instead of adopting them as the same contexts\n"
+      "                            [KB_NO_ADOPT=1]\n"
+      "  --keep-kernels            at stop, leave kernels running for the next daemon on the\n"
+      "                            state dir (an upgrade) instead of shutting them down\n"
+      "                            [KB_KEEP_KERNELS=1]\n"
       "  --sandbox-id ID           name of this daemon [KB_SANDBOX_ID, default: kept in DIR]\n"
       "  --kernel LANG=KERNELSPEC  run LANG on KERNELSPEC; repeatable\n"
       "                            [KB_KERNELS=\"python=xpython,r=ir\"]\n"
@@ -87,6 +99,7 @@ typedef struct {
     const char *port_file;
     const char *log_format;
     bool insecure;
+    bool ephemeral;
     kb_strv_t kernels; /* --kernel entries, NULL-terminated */
     kb_strv_t pool;    /* --pool entries */
     kb_strv_t preload; /* --preload entries */
@@ -238,6 +251,9 @@ enum {
     OPT_PORT_FILE,
     OPT_E2B_LISTEN,
     OPT_E2B_PORT_FILE,
+    OPT_EPHEMERAL,
+    OPT_NO_ADOPT,
+    OPT_KEEP_KERNELS,
 };
 
 static const struct option long_options[] = {
@@ -266,6 +282,9 @@ static const struct option long_options[] = {
     { "port-file", required_argument, NULL, OPT_PORT_FILE },
     { "e2b-listen", required_argument, NULL, OPT_E2B_LISTEN },
     { "e2b-port-file", required_argument, NULL, OPT_E2B_PORT_FILE },
+    { "ephemeral", no_argument, NULL, OPT_EPHEMERAL },
+    { "no-adopt", no_argument, NULL, OPT_NO_ADOPT },
+    { "keep-kernels", no_argument, NULL, OPT_KEEP_KERNELS },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -323,6 +342,15 @@ static int apply(serve_opts_t *o, int opt, const char *value, char *listen_buf, 
             return 0;
         case OPT_INSECURE:
             o->insecure = true;
+            return 0;
+        case OPT_EPHEMERAL:
+            o->ephemeral = true;
+            return 0;
+        case OPT_NO_ADOPT:
+            o->service.no_adopt = true;
+            return 0;
+        case OPT_KEEP_KERNELS:
+            o->service.keep_kernels = true;
             return 0;
         case OPT_STATE_DIR:
             o->service.state_dir = value;
@@ -472,6 +500,7 @@ int kb_cli_serve(int argc, char **argv)
     mallopt(M_MMAP_THRESHOLD, 128 * 1024);
     kb_server_t *e2b = NULL;
     char *token = NULL;
+    char *default_state_dir = NULL;
     bool wrote_port_file = false, wrote_e2b_port_file = false;
     int status = 2;
 
@@ -481,9 +510,19 @@ int kb_cli_serve(int argc, char **argv)
             && apply(&o, env_names[i].opt, value, listen_buf, sizeof listen_buf) < 0)
             goto done;
     }
-    const char *insecure = getenv("KB_INSECURE");
-    if (insecure && (strcmp(insecure, "1") == 0 || strcasecmp(insecure, "true") == 0))
-        o.insecure = true;
+    /* switches: KB_INSECURE=1 (or true) and the like */
+    static const struct {
+        int opt;
+        const char *env;
+    } switches[] = { { OPT_INSECURE, "KB_INSECURE" },
+                     { OPT_EPHEMERAL, "KB_EPHEMERAL" },
+                     { OPT_NO_ADOPT, "KB_NO_ADOPT" },
+                     { OPT_KEEP_KERNELS, "KB_KEEP_KERNELS" } };
+    for (size_t i = 0; i < sizeof switches / sizeof switches[0]; i++) {
+        const char *value = getenv(switches[i].env);
+        if (value && (strcmp(value, "1") == 0 || strcasecmp(value, "true") == 0))
+            apply(&o, switches[i].opt, value, listen_buf, sizeof listen_buf);
+    }
 
     bool kernels_from_flags = false, preload_from_flags = false, pool_from_flags = false;
     optind = 1;
@@ -533,6 +572,19 @@ int kb_cli_serve(int argc, char **argv)
     if (!o.pool.len && !pool_from_flags && !getenv("KB_POOL")
         && kb_strv_push(&o.pool, strdup("python=1")) != KB_BUF_OK)
         goto done;
+    if (o.ephemeral && o.service.state_dir) {
+        fprintf(stderr, "kernelbridge serve: --ephemeral and --state-dir exclude each other\n");
+        goto done;
+    }
+    if (!o.ephemeral && !o.service.state_dir) {
+        default_state_dir = kb_statedir_default();
+        if (!default_state_dir) {
+            fprintf(stderr, "kernelbridge serve: no default state dir (no home directory is "
+                            "known): give --state-dir or --ephemeral\n");
+            goto done;
+        }
+        o.service.state_dir = default_state_dir;
+    }
     o.service.kernel_map = (const char *const *)o.kernels.items;
     o.service.pool = (const char *const *)o.pool.items;
     kb_log_format_t format = o.server.log_format;
@@ -573,6 +625,8 @@ int kb_cli_serve(int argc, char **argv)
     service = kb_service_new(&o.service, &err);
     if (!service) {
         kb_server_log(format, "error", "cannot start the service: %s", err.message);
+        if (err.code == KB_ERR_BAD_REQUEST)
+            status = 2; /* a refused state dir: in use, unreadable, too new */
         goto done;
     }
     for (size_t i = 0; i < o.preload.len; i++) {
@@ -633,6 +687,7 @@ int kb_cli_serve(int argc, char **argv)
     kb_server_log(format, "info", "stopped");
     status = 0;
 done:
+    free(default_state_dir);
     if (wrote_port_file)
         unlink(o.port_file);
     if (wrote_e2b_port_file)

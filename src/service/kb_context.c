@@ -12,6 +12,7 @@
 
 #include "service/kb_adapter.h"
 #include "service/kb_execution.h"
+#include "util/kb_buf.h"
 #include "util/kb_stamp.h"
 
 struct kb_context {
@@ -35,6 +36,11 @@ struct kb_context {
     zlistx_t *held;        /* kb_call_t * answered when the kernel is ready */
     kb_execution_t *setup; /* applying cwd/env to a kernel taken from the pool */
     char setup_msg_id[96];
+    bool adopted;   /* its kernel was taken over after a daemon restart */
+    bool attached;  /* a kernel this daemon did not start (connection_info) */
+    bool barrier;   /* adopted: the shell may still run the old daemon's cell */
+    bool attaching; /* attached by a request now (not restored), not answered yet */
+    char barrier_msg_id[96];
 };
 
 static void s_on_ready(kb_kernel_t *kernel, void *arg);
@@ -107,7 +113,7 @@ static const char *s_state(const kb_context_t *self)
         return "starting";
     if (state == KB_KERNEL_DEAD || state == KB_KERNEL_DYING)
         return "dead";
-    return self->running ? "busy" : "idle";
+    return self->running || self->barrier ? "busy" : "idle";
 }
 
 json_t *kb_context_json(const kb_context_t *self)
@@ -125,7 +131,10 @@ json_t *kb_context_json(const kb_context_t *self)
     json_object_set_new(json, "created_at", json_string(created));
     json_object_set_new(json, "last_activity_at", json_string(active));
     json_object_set_new(json, "execution_count", json_integer(self->execution_count));
-    json_object_set_new(json, "pid", kernel ? json_integer(kb_kernel_pid(kernel)) : json_null());
+    /* null: no kernel, or one this daemon did not start (attached) */
+    json_object_set_new(json, "pid",
+                        kernel && kb_kernel_pid(kernel) > 0 ? json_integer(kb_kernel_pid(kernel))
+                                                            : json_null());
     json_object_set_new(json, "default", json_boolean(self->is_default));
     json_object_set_new(
         json, "heartbeat",
@@ -135,9 +144,15 @@ json_t *kb_context_json(const kb_context_t *self)
 
 /* ---- the run queue -------------------------------------------------------------- */
 
+static void s_changed(kb_context_t *self)
+{
+    if (self->env->changed && !self->over)
+        self->env->changed(self, self->env->gone_arg);
+}
+
 static void s_pump(kb_context_t *self)
 {
-    if (!self->ready || self->running || !self->kernel || self->over)
+    if (!self->ready || self->running || !self->kernel || self->over || self->barrier)
         return;
     kb_run_t *run = zlistx_detach(self->queue, NULL);
     if (!run)
@@ -162,6 +177,7 @@ static void s_on_run_ended(kb_run_t *run, long long execution_count, void *arg)
     if (execution_count >= 0)
         self->execution_count = execution_count;
     self->last_activity_at = kb_now();
+    s_changed(self);
     if (self->isolated)
         s_over(self, "isolated run finished", false);
     else
@@ -229,9 +245,25 @@ static void s_became_ready(kb_context_t *self)
     s_pump(self);
 }
 
+/*  An adopted kernel answered on control; its shell may still be busy with
+    the cell the old daemon sent, whose reply goes to a socket that is gone.
+    A kernel_info_request on shell is answered after that cell: until then
+    the context is busy and runs wait. */
+static void s_send_barrier(kb_context_t *self)
+{
+    self->barrier = kb_kernel_send(self->kernel, KB_CHANNEL_SHELL, "kernel_info_request",
+                                   json_object(), self->barrier_msg_id, sizeof self->barrier_msg_id)
+                    == 0;
+}
+
 static void s_on_ready(kb_kernel_t *kernel, void *arg)
 {
-    s_became_ready(arg);
+    kb_context_t *self = arg;
+    self->attaching = false;
+    if (self->adopted)
+        s_send_barrier(self);
+    s_changed(self);
+    s_became_ready(self);
 }
 
 static void s_start_failed(kb_context_t *self, const char *why)
@@ -239,9 +271,16 @@ static void s_start_failed(kb_context_t *self, const char *why)
     zsys_warning("context %s: kernel %s failed to start: %s", self->id, self->spec->name, why);
     self->over = true;
     kb_call_t *call;
-    while ((call = zlistx_detach(self->held, NULL)))
-        kb_call_fail(call, KB_ERR_KERNEL_START_FAILED, "kernel %s failed to start: %s",
-                     self->spec->name, why);
+    while ((call = zlistx_detach(self->held, NULL))) {
+        if (self->attaching)
+            kb_call_fail(call, KB_ERR_BAD_REQUEST,
+                         "connection_info: the kernel did not answer (%s): its key or ports are "
+                         "not usable",
+                         why);
+        else
+            kb_call_fail(call, KB_ERR_KERNEL_START_FAILED, "kernel %s failed to start: %s",
+                         self->spec->name, why);
+    }
     s_end_queued(self, &(kb_run_event_t){ .type = KB_RUN_EV_START_FAILED, .why = why });
     s_retire_kernel(self, true);
     self->env->gone(self, why, false, self->env->gone_arg); /* it never lived */
@@ -249,7 +288,18 @@ static void s_start_failed(kb_context_t *self, const char *why)
 
 static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg)
 {
-    s_start_failed(arg, why);
+    kb_context_t *self = arg;
+    if (!self->adopted || self->attaching) {
+        s_start_failed(self, why);
+        return;
+    }
+    /*  It lived before the restart: it vanishes, and says why. */
+    char text[700];
+    snprintf(text, sizeof text,
+             "its kernel (pid %d) did not answer after the daemon restarted (%s); it was killed",
+             (int)kb_kernel_pid(kernel), why);
+    zsys_warning("context %s: %s", self->id, text);
+    s_over(self, text, true);
 }
 
 /*  The reply to the cwd/env snippet sent to a kernel taken from the pool:
@@ -278,6 +328,13 @@ static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg
         if (channel == KB_CHANNEL_SHELL && strcmp(msg->parent_msg_id, self->setup_msg_id) == 0)
             s_on_setup_reply(self, msg);
         return;
+    }
+    if (self->barrier) {
+        if (channel == KB_CHANNEL_SHELL && strcmp(msg->parent_msg_id, self->barrier_msg_id) == 0) {
+            self->barrier = false;
+            s_pump(self);
+        }
+        return; /* the old daemon's cell: nobody waits for it */
     }
     if (self->running && kb_run_owns_message(self->running, msg))
         kb_run_apply(
@@ -317,6 +374,7 @@ static bool s_take_pooled(kb_context_t *self)
     }
     kb_kernel_set_callbacks(kernel, &s_kernel_callbacks, self);
     self->kernel = kernel;
+    s_changed(self);
     if (!setup) {
         self->ready = true;
         return true;
@@ -334,7 +392,10 @@ static int s_start_kernel(kb_context_t *self, kb_error_t *err)
     self->ready = false;
     self->kernel = launcher->launch(launcher->impl, self->spec, self->cwd, self->kernel_env,
                                     &s_kernel_callbacks, self, err);
-    return self->kernel ? 0 : -1;
+    if (!self->kernel)
+        return -1;
+    s_changed(self); /* recorded while it starts: a crash now leaves no orphan */
+    return 0;
 }
 
 kb_context_t *kb_context_new(const kb_context_env_t *env, const kb_kernelspec_t *spec,
@@ -429,6 +490,8 @@ int kb_context_restart(kb_context_t *self, kb_error_t *err)
     kb_execution_destroy(&self->setup);
     self->execution_count = 0;
     self->generation++;
+    /* the new kernel is one of ours, started now */
+    self->adopted = self->attached = self->barrier = false;
     self->last_activity_at = kb_now();
     if (s_start_kernel(self, err) != 0) {
         s_over(self, "its restart failed", true);
@@ -446,4 +509,106 @@ void kb_context_stop(kb_context_t *self)
     while ((call = zlistx_detach(self->held, NULL)))
         kb_call_fail(call, KB_ERR_UNAVAILABLE, "the service is stopping");
     s_retire_kernel(self, !self->ready);
+}
+
+/* ---- the state database ---------------------------------------------------------- */
+
+char *kb_context_row(const kb_context_t *self, kb_db_context_t *row)
+{
+    kb_kernel_t *kernel = self->kernel;
+    const json_t *info = kernel ? kb_kernel_connection_info(kernel) : NULL;
+    json_t *names = json_array();
+    const char *name;
+    json_t *value;
+    json_object_foreach(self->kernel_env, name, value)
+        json_array_append_new(names, json_string(name));
+    kb_buf_t strings;
+    kb_buf_init(&strings, 0);
+    /* two strings in one allocation: the connection, then the env names */
+    kb_buf_append_json(&strings, info, JSON_COMPACT);
+    kb_buf_putc(&strings, 0);
+    size_t names_at = strings.len;
+    kb_buf_append_json(&strings, names, JSON_COMPACT);
+    json_decref(names);
+    char *both = kb_buf_take(&strings, NULL);
+    *row = (kb_db_context_t){
+        .id = self->id,
+        .kind = self->isolated     ? "isolated"
+                : self->is_default ? "default"
+                : self->attached   ? "attached"
+                                   : "context",
+        .language = self->language,
+        .kernel_name = self->spec->name,
+        .cwd = self->cwd,
+        .env_names = both && self->kernel_env ? both + names_at : NULL,
+        .connection = both && info ? both : NULL,
+        .connection_file = kernel ? kb_kernel_connection_file(kernel) : NULL,
+        .log_file = kernel ? kb_kernel_log_file(kernel) : NULL,
+        .pid = kernel && !self->attached ? kb_kernel_pid(kernel) : 0,
+        .pid_start = kernel ? kb_kernel_pid_start(kernel) : 0,
+        .pgid = kernel && !self->attached ? kb_kernel_pgid(kernel) : 0,
+        .execution_count = self->execution_count,
+        .generation = self->generation,
+        .created_at = self->created_at,
+        .last_activity_at = self->last_activity_at,
+    };
+    return both;
+}
+
+kb_context_t *kb_context_adopt(const kb_context_env_t *env, const kb_kernelspec_t *spec,
+                               const kb_context_opts_int_t *opts, kb_kernel_t *kernel,
+                               const kb_context_restored_t *restored, kb_error_t *err)
+{
+    kb_context_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    self->env = env;
+    self->spec = kb_kernelspec_dup(spec);
+    self->id = strdup(opts->id);
+    self->language = strdup(opts->language ? opts->language : spec->language);
+    for (char *p = self->language; p && *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+    self->cwd = opts->cwd ? strdup(opts->cwd) : NULL;
+    self->is_default = opts->is_default;
+    self->attached = opts->attached;
+    self->attaching = opts->attached && !restored;
+    self->adopted = true;
+    self->generation = restored && restored->generation > 0 ? restored->generation : 1;
+    self->execution_count = restored ? restored->execution_count : 0;
+    self->created_at = restored && restored->created_at > 0 ? restored->created_at : kb_now();
+    self->last_activity_at
+        = restored && restored->last_activity_at > 0 ? restored->last_activity_at : kb_now();
+    self->queue = zlistx_new();
+    self->held = zlistx_new();
+    if (!self->spec || !self->id || !self->language || !self->queue || !self->held) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        self->kernel = NULL;
+        kb_context_destroy(&self);
+        return NULL;
+    }
+    self->kernel = kernel;
+    kb_kernel_set_callbacks(kernel, &s_kernel_callbacks, self);
+    return self;
+}
+
+void kb_context_release(kb_context_t *self)
+{
+    self->over = true;
+    s_end_running(self, &(kb_run_event_t){ .type = KB_RUN_EV_SERVICE_STOPS });
+    s_end_queued(self, &(kb_run_event_t){ .type = KB_RUN_EV_SERVICE_STOPS });
+    kb_call_t *call;
+    while ((call = zlistx_detach(self->held, NULL)))
+        kb_call_fail(call, KB_ERR_UNAVAILABLE, "the service is stopping");
+    if (self->kernel && self->ready && !self->isolated
+        && kb_kernel_state(self->kernel) != KB_KERNEL_DEAD)
+        kb_kernel_release(&self->kernel); /* left running for the next daemon */
+    else
+        s_retire_kernel(self, !self->ready);
+}
+
+bool kb_context_settled(const kb_context_t *self)
+{
+    return self->ready || self->over;
 }

@@ -22,6 +22,7 @@
 #include "service/kb_call.h"
 #include "service/kb_launcher.h"
 #include "service/kb_run.h"
+#include "state/kb_db.h"
 
 typedef struct kb_context kb_context_t;
 
@@ -37,6 +38,9 @@ typedef struct {
     const char *sandbox_id;
     kb_context_gone_fn *gone;
     void *gone_arg;
+    /* what the state database keeps of it changed (a kernel, a count);
+       called with gone_arg; may be NULL */
+    void (*changed)(kb_context_t *ctx, void *arg);
 } kb_context_env_t;
 
 typedef struct {
@@ -47,12 +51,41 @@ typedef struct {
     bool is_default;
     bool isolated;        /* for one isolated run: over once the run ends */
     long long generation; /* 0: 1 (a new context); a default context started afresh: one more */
+    bool attached;        /* a kernel this daemon did not start (adopted by connection_info) */
 } kb_context_opts_int_t;
+
+/*  What a context brings back from the state database. */
+typedef struct {
+    long long execution_count, generation;
+    double created_at, last_activity_at;
+} kb_context_restored_t;
 
 /*  A context whose kernel is starting (or taken ready from the pool).
     NULL with err when the kernel cannot even be launched. Caller owns it. */
 kb_context_t *kb_context_new(const kb_context_env_t *env, const kb_kernelspec_t *spec,
                              const kb_context_opts_int_t *opts, kb_error_t *err);
+
+/*  A context around a kernel being adopted (kb_kernel_adopt; taken): the
+    same id, counts and times as before (restored may be NULL for a kernel
+    adopted by connection_info). It is ready when the kernel answers; its
+    runs wait until the kernel's shell is free of whatever it ran before.
+    When the kernel does not answer, the context vanishes (its kernel
+    killed) and says why. NULL with err (out of memory; kernel not taken). */
+kb_context_t *kb_context_adopt(const kb_context_env_t *env, const kb_kernelspec_t *spec,
+                               const kb_context_opts_int_t *opts, kb_kernel_t *kernel,
+                               const kb_context_restored_t *restored, kb_error_t *err);
+
+/*  Whether the kernel answered or the context is over (adoption settled). */
+bool kb_context_settled(const kb_context_t *self);
+
+/*  Its row for the state database: fields borrowed from the context, but
+    for the strings in the returned allocation (caller frees it). */
+char *kb_context_row(const kb_context_t *self, kb_db_context_t *row);
+
+/*  The service stops and keeps kernels (--keep-kernels): runs end as
+    stopped, the kernel is released, still running, for the next daemon.
+    No `gone` call. */
+void kb_context_release(kb_context_t *self);
 
 /*  Free a context that is over or never had a kernel. Safe on NULL. */
 void kb_context_destroy(kb_context_t **self_p);

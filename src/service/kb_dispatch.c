@@ -20,7 +20,7 @@ size_t kb_engine_kernel_count(kb_engine_t *self);
 
 /* ---- vanished contexts ---------------------------------------------------- */
 
-static void s_remember_vanished(kb_engine_t *self, const char *id, const char *why)
+void kb_dispatch_remember_vanished(kb_engine_t *self, const char *id, const char *why)
 {
     char when[40];
     kb_iso_time(kb_now(), when, sizeof when);
@@ -59,10 +59,11 @@ void kb_dispatch_context_gone(kb_context_t *ctx, const char *why, bool vanished,
 {
     kb_engine_t *self = arg;
     if (vanished && !kb_context_isolated(ctx))
-        s_remember_vanished(self, kb_context_id(ctx), why);
+        kb_dispatch_remember_vanished(self, kb_context_id(ctx), why);
     if (kb_context_is_default(ctx))
         zhashx_update(self->default_generations, kb_context_id(ctx),
                       (void *)(intptr_t)kb_context_generation(ctx));
+    kb_restore_forget(self, ctx);
     if (zhashx_lookup(self->contexts, kb_context_id(ctx)) == ctx)
         zhashx_delete(self->contexts, kb_context_id(ctx));
     if (zlistx_size(self->gone) == 0)
@@ -153,6 +154,47 @@ static void s_answer_json(kb_call_t *call, json_t *json)
     kb_call_answer(call);
 }
 
+#define KB_ATTACH_TIMEOUT 5.0 /* seconds for an attached kernel to answer kernel_info */
+
+/*  A context on a kernel someone else started (connection_info): its
+    sockets connected, kernel_info asked; the call is answered once it
+    answers. NULL with err. */
+static kb_context_t *s_context_attach(kb_engine_t *self, const char *id,
+                                      const kb_context_opts_t *opts, kb_error_t *err)
+{
+    kb_kernelspec_t *spec = self->launcher.find_spec(
+        self->launcher.impl, opts->kernel_name ? NULL : opts->language, opts->kernel_name, err);
+    if (!spec)
+        return NULL;
+    if (kb_engine_kernel_count(self) >= self->config.max_contexts) {
+        kb_error_set(err, KB_ERR_TOO_MANY_CONTEXTS, "%zu kernels are running, the limit",
+                     kb_engine_kernel_count(self));
+        kb_kernelspec_destroy(&spec);
+        return NULL;
+    }
+    kb_adopt_opts_t adopt = { .connection = opts->connection_info, .timeout = KB_ATTACH_TIMEOUT };
+    static const kb_kernel_callbacks_t none = { 0 };
+    char problem[512];
+    kb_kernel_t *kernel
+        = kb_kernel_adopt(self->loop, spec, &adopt, &none, NULL, problem, sizeof problem);
+    if (!kernel) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "connection_info: %s", problem);
+        kb_kernelspec_destroy(&spec);
+        return NULL;
+    }
+    kb_context_opts_int_t ctx_opts
+        = { .id = id, .language = opts->kernel_name ? NULL : opts->language, .attached = true };
+    kb_context_t *ctx = kb_context_adopt(&self->context_env, spec, &ctx_opts, kernel, NULL, err);
+    kb_kernelspec_destroy(&spec);
+    if (!ctx) {
+        kb_kernel_destroy(&kernel);
+        return NULL;
+    }
+    zhashx_insert(self->contexts, kb_context_id(ctx), ctx);
+    s_forget_vanished(self, kb_context_id(ctx));
+    return ctx;
+}
+
 static void s_handle_create(kb_engine_t *self, kb_call_t *call)
 {
     const kb_context_opts_t *opts = call->context_opts; /* checked: kb_context_opts_validate */
@@ -163,9 +205,11 @@ static void s_handle_create(kb_engine_t *self, kb_call_t *call)
         return;
     }
     kb_error_t err;
-    kb_context_t *ctx
-        = s_context_new(self, id, opts->kernel_name ? NULL : opts->language, opts->kernel_name,
-                        opts->cwd, opts->env, strncmp(id, "default-", 8) == 0, false, &err);
+    kb_context_t *ctx = opts->connection_info
+                            ? s_context_attach(self, id, opts, &err)
+                            : s_context_new(self, id, opts->kernel_name ? NULL : opts->language,
+                                            opts->kernel_name, opts->cwd, opts->env,
+                                            strncmp(id, "default-", 8) == 0, false, &err);
     free(id);
     if (!ctx)
         kb_call_fail(call, err.code, "%s", err.message);
@@ -240,11 +284,15 @@ static void s_handle_health(kb_engine_t *self, kb_call_t *call)
     for (kb_context_t *ctx = zhashx_first(self->contexts); ctx; ctx = zhashx_next(self->contexts))
         if (!kb_context_isolated(ctx))
             count++;
-    s_answer_json(call, json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o}", "status", "ok", "version",
-                                  KB_VERSION, "sandbox_id", self->sandbox_id, "contexts",
+    /* the state dir: durable (state.db and its writer) or ephemeral */
+    json_t *state = self->persist ? kb_persist_json(self->persist) : json_object();
+    json_object_set_new(state, "durable", json_boolean(self->persist != NULL));
+    json_object_set_new(state, "dir", json_string(self->state_dir));
+    s_answer_json(call, json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o, s:o}", "status", "ok",
+                                  "version", KB_VERSION, "sandbox_id", self->sandbox_id, "contexts",
                                   (json_int_t)count, "uptime_s", kb_now() - self->started_at,
                                   "pool", kb_pool_json(self->pool), "output_memory",
-                                  kb_procstore_budget_json(self->procs)));
+                                  kb_procstore_budget_json(self->procs), "state", state));
 }
 
 /* ---- runs ---------------------------------------------------------------------- */

@@ -125,7 +125,7 @@ static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char
     /* Deno's kernel, for one, cannot use ipc endpoints */
     kb_kernelspec_quirks_t quirks = kb_kernelspec_quirks(spec);
     kb_kernel_opts_t opts = {
-        .runtime_dir = self->state_dir,
+        .runtime_dir = self->kernel_dir ? self->kernel_dir : self->state_dir,
         .ipc_dir = self->ipc_dir,
         .serial = ++self->kernel_serial,
         .transport = quirks.transport ? quirks.transport : self->config.transport,
@@ -143,10 +143,59 @@ static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char
     return kernel;
 }
 
+/*  A pool kernel's row: so that a next daemon finds it (and kills it)
+    when this one is killed. */
+static void s_pool_row(kb_engine_t *self, kb_kernel_t *kernel, bool present)
+{
+    if (!self->persist)
+        return;
+    char id[40];
+    snprintf(id, sizeof id, "pool-%d", (int)kb_kernel_pid(kernel));
+    if (!present) {
+        kb_persist_context_delete(self->persist, id);
+        return;
+    }
+    const kb_kernelspec_t *spec = kb_kernel_spec(kernel);
+    char *connection = json_dumps(kb_kernel_connection_info(kernel), JSON_COMPACT);
+    kb_db_context_t row = { .id = id,
+                            .kind = "pool",
+                            .language = spec->language,
+                            .kernel_name = spec->name,
+                            .connection = connection,
+                            .connection_file = kb_kernel_connection_file(kernel),
+                            .log_file = kb_kernel_log_file(kernel),
+                            .pid = kb_kernel_pid(kernel),
+                            .pid_start = kb_kernel_pid_start(kernel),
+                            .pgid = kb_kernel_pgid(kernel),
+                            .created_at = kb_now(),
+                            .last_activity_at = kb_now() };
+    kb_persist_context_put(self->persist, &row);
+    free(connection);
+}
+
+static kb_kernel_t *s_pool_launch(void *impl, const kb_kernelspec_t *spec, const char *cwd,
+                                  const json_t *env, const kb_kernel_callbacks_t *callbacks,
+                                  void *arg, kb_error_t *err)
+{
+    kb_kernel_t *kernel = s_launch(impl, spec, cwd, env, callbacks, arg, err);
+    if (kernel)
+        s_pool_row(impl, kernel, true);
+    return kernel;
+}
+
+static void s_pool_retire(void *impl, kb_kernel_t *kernel, bool kill_now)
+{
+    s_pool_row(impl, kernel, false);
+    s_retire(impl, kernel, kill_now);
+}
+
 static kb_kernel_t *s_take_pooled(void *impl, const char *spec_name)
 {
     kb_engine_t *self = impl;
-    return kb_pool_take(self->pool, spec_name);
+    kb_kernel_t *kernel = kb_pool_take(self->pool, spec_name);
+    if (kernel)
+        s_pool_row(self, kernel, false); /* the context's row follows */
+    return kernel;
 }
 
 size_t kb_engine_kernel_count(kb_engine_t *self)
@@ -167,17 +216,16 @@ size_t kb_engine_dying(const kb_engine_t *self)
 
 /* ---- making and unmaking --------------------------------------------------------- */
 
+static void s_context_changed(kb_context_t *ctx, void *arg)
+{
+    kb_restore_mark(arg, ctx);
+}
+
 static char *s_make_state_dir(const char *given, bool *own, kb_error_t *err)
 {
     if (given) {
-        if (mkdir(given, 0700) != 0 && errno != EEXIST) {
-            kb_error_set(err, KB_ERR_BAD_REQUEST, "cannot create state dir %s: %s", given,
-                         strerror(errno));
-            return NULL;
-        }
-        chmod(given, 0700);
         *own = false;
-        return strdup(given);
+        return strdup(given); /* made private and locked by kb_restore_open */
     }
     const char *base = getenv("XDG_RUNTIME_DIR");
     if (!base || access(base, W_OK) != 0)
@@ -275,6 +323,8 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
     zlistx_set_duplicator(self->vanished_order, (zlistx_duplicator_fn *)strdup);
     self->dying = zlistx_new();
     self->reap = zlistx_new();
+    self->lock_fd = -1;
+    self->dirty_contexts = zhashx_new();
     self->loop = kb_loop_new();
     if (!self->loop) {
         kb_error_set(err, KB_ERR_INTERNAL, "cannot create an epoll set: %s", strerror(errno));
@@ -284,7 +334,10 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
     self->state_dir = s_make_state_dir(config->state_dir, &self->own_state_dir, err);
     if (!self->state_dir)
         goto fail;
-    if (strcmp(self->config.transport, "ipc") == 0) {
+    if (!self->own_state_dir) {
+        if (kb_restore_open(self, err) != 0)
+            goto fail;
+    } else if (strcmp(self->config.transport, "ipc") == 0) {
         /*  Short on purpose: xeus-based kernels refuse ipc endpoints longer
             than 31 characters, and a state dir can be any length. */
         self->ipc_dir = strdup("/tmp/kbXXXXXX");
@@ -306,6 +359,8 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
                                       .find_spec = s_find_spec,
                                       .has_room = s_has_room };
     self->pool_launcher = self->launcher;
+    self->pool_launcher.launch = s_pool_launch;
+    self->pool_launcher.retire = s_pool_retire;
     self->pool_launcher.take_pooled = NULL;
     self->run_settings = (kb_run_settings_t){
         .loop = self->loop,
@@ -318,11 +373,14 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
                                             .run_settings = &self->run_settings,
                                             .sandbox_id = self->sandbox_id,
                                             .gone = kb_dispatch_context_gone,
+                                            .changed = s_context_changed,
                                             .gone_arg = self };
     self->procs = kb_procstore_new(self->loop, self->config.max_processes,
                                    self->config.max_process_bytes, self->config.max_output_memory);
     self->pool = kb_pool_new(config->pool, &self->pool_launcher, self->loop, err);
     if (!self->procs || !self->pool)
+        goto fail;
+    if (!self->own_state_dir && kb_restore_run(self, err) != 0)
         goto fail;
     return self;
 fail:
@@ -337,7 +395,9 @@ void kb_engine_destroy(kb_engine_t **self_p)
     kb_engine_t *self = *self_p;
     *self_p = NULL;
     assert(!self->contexts || zhashx_size(self->contexts) == 0);
+    kb_restore_close(self);
     zhashx_destroy(&self->contexts);
+    zhashx_destroy(&self->dirty_contexts);
     zlistx_destroy(&self->gone);
     zhashx_destroy(&self->vanished);
     zlistx_destroy(&self->vanished_order);
@@ -351,8 +411,9 @@ void kb_engine_destroy(kb_engine_t **self_p)
     if (self->own_state_dir && self->state_dir)
         rmdir(self->state_dir);
     if (self->ipc_dir)
-        rmdir(self->ipc_dir);
+        rmdir(self->ipc_dir); /* fails, as it should, while kept kernels listen there */
     free(self->ipc_dir);
+    free(self->kernel_dir);
     free(self->state_dir);
     free(self->sandbox_id);
     free(self->system_python);
@@ -373,7 +434,14 @@ void kb_engine_stop_begin(kb_engine_t *self)
     kb_pool_stop(self->pool);
     zlistx_t *all = zhashx_values(self->contexts);
     for (kb_context_t *ctx = zlistx_first(all); ctx; ctx = zlistx_next(all)) {
-        kb_context_stop(ctx);
+        /* kept kernels keep their rows, written as they are now */
+        if (self->config.keep_kernels && self->persist && !kb_context_isolated(ctx)) {
+            kb_restore_keep(self, ctx);
+            kb_context_release(ctx);
+        } else {
+            kb_restore_forget(self, ctx);
+            kb_context_stop(ctx);
+        }
         zhashx_delete(self->contexts, kb_context_id(ctx));
         zlistx_add_end(self->gone, ctx);
     }

@@ -18,9 +18,11 @@
 #include "service/kb_call.h"
 #include "service/kb_context.h"
 #include "service/kb_launcher.h"
+#include "service/kb_persist.h"
 #include "service/kb_pool.h"
 #include "service/kb_procstore.h"
 #include "service/kb_run.h"
+#include "state/kb_db.h"
 #include "util/kb_loop.h"
 
 typedef struct kb_engine kb_engine_t;
@@ -57,6 +59,14 @@ struct kb_engine {
     kb_launcher_t pool_launcher; /* for the pool itself */
     kb_run_settings_t run_settings;
     kb_context_env_t context_env;
+
+    /* durable state (kb_restore.c); all NULL / -1 with an ephemeral state dir */
+    int lock_fd;              /* holds <state_dir>/lock */
+    kb_db_t *db;              /* state.db while restoring; then the writer's */
+    kb_persist_t *persist;    /* the writer */
+    char *kernel_dir;         /* <state_dir>/kernels: connection files, kernel logs */
+    zhashx_t *dirty_contexts; /* id -> kb_context_t * whose row changed this turn */
+    int64_t adopt_deadline_ms;
 };
 
 /*  An engine for config (copied; defaults filled in): state dir, socket
@@ -75,6 +85,27 @@ void kb_engine_start(kb_engine_t *self);
 
 /*  Runs end as sandbox_stopped; kernels are asked to shut down. */
 void kb_engine_stop_begin(kb_engine_t *self);
+
+/*  The state dir (kb_restore.c): take the lock, open state.db, choose
+    the kernels' dirs. 0, or -1 with err. */
+int kb_restore_open(kb_engine_t *self, kb_error_t *err);
+
+/*  Bring back what state.db holds (records, then kernels, adopted on the
+    loop before it returns) and start writing changes. 0, or -1 with err. */
+int kb_restore_run(kb_engine_t *self, kb_error_t *err);
+
+/*  The row of ctx changed / ctx is over: written at the end of the turn. */
+void kb_restore_mark(kb_engine_t *self, kb_context_t *ctx);
+void kb_restore_forget(kb_engine_t *self, kb_context_t *ctx);
+
+/*  The service stops and keeps ctx's kernel: its row is written now. */
+void kb_restore_keep(kb_engine_t *self, kb_context_t *ctx);
+
+/*  Write what is queued, close state.db, let the lock go. */
+void kb_restore_close(kb_engine_t *self);
+
+/*  Remember that context id vanished, and why (SESSION_NOT_FOUND says it). */
+void kb_dispatch_remember_vanished(kb_engine_t *self, const char *id, const char *why);
 
 /*  Kernels still shutting down. */
 size_t kb_engine_dying(const kb_engine_t *self);

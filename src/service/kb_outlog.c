@@ -207,6 +207,58 @@ size_t kb_outlog_append_scan(kb_outlog_t *self, const char *json, size_t len, si
     return s_commit(self, &frame, err_len, ok, cursor_out);
 }
 
+size_t kb_outlog_restore(kb_outlog_t *self, kb_log_channel_t channel, const char *text, size_t len,
+                         const char *date, double timestamp)
+{
+    size_t keep = len;
+    if (channel != KB_LOG_SYSTEM)
+        keep = kb_utf8_prefix(text, len, kb_outlog_room(self, len));
+    if (keep == 0)
+        return 0;
+    kb_frame_rec_t frame;
+    s_frame_init(&frame, channel, date);
+    frame.timestamp = timestamp;
+    pthread_mutex_lock(&self->lock);
+    size_t old_len = self->text[channel].len;
+    bool ok = kb_buf_append(&self->text[channel], text, keep) == KB_BUF_OK;
+    return s_commit(self, &frame, old_len, ok, NULL);
+}
+
+void kb_outlog_set_view(kb_outlog_t *self, size_t stdout_start, size_t stderr_start)
+{
+    pthread_mutex_lock(&self->lock);
+    self->view[0] = stdout_start < self->text[0].len ? stdout_start : self->text[0].len;
+    self->view[1] = stderr_start < self->text[1].len ? stderr_start : self->text[1].len;
+    pthread_mutex_unlock(&self->lock);
+}
+
+size_t kb_outlog_view_start(kb_outlog_t *self, kb_log_channel_t channel)
+{
+    pthread_mutex_lock(&self->lock);
+    size_t start = channel == KB_LOG_SYSTEM ? 0 : self->view[channel];
+    pthread_mutex_unlock(&self->lock);
+    return start;
+}
+
+int kb_outlog_frame_copy(kb_outlog_t *self, long long cursor, kb_outlog_frame_t *frame,
+                         kb_buf_t *text)
+{
+    int rc = -1;
+    kb_buf_reset(text);
+    pthread_mutex_lock(&self->lock);
+    if (cursor >= 0 && (size_t)cursor < self->frames.len) {
+        kb_frame_rec_t *rec = kb_vec_at(&self->frames, (size_t)cursor);
+        frame->channel = rec->channel;
+        frame->timestamp = rec->timestamp;
+        memcpy(frame->date, rec->date, sizeof frame->date);
+        rc = kb_buf_append(text, self->text[rec->channel].data + rec->offset, rec->len) == KB_BUF_OK
+                 ? 0
+                 : -1;
+    }
+    pthread_mutex_unlock(&self->lock);
+    return rc;
+}
+
 void kb_outlog_charge(kb_outlog_t *self, size_t bytes)
 {
     s_charge(self, bytes);

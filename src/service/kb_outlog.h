@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "util/kb_buf.h"
 #include "wire/kb_scan.h"
 
 typedef enum { KB_LOG_STDOUT, KB_LOG_STDERR, KB_LOG_SYSTEM } kb_log_channel_t;
@@ -77,6 +78,17 @@ size_t kb_outlog_append_scan(kb_outlog_t *self, const char *json, size_t len, si
     make_room for want bytes); SIZE_MAX without a budget. 0 once stopped. */
 size_t kb_outlog_room(kb_outlog_t *self, size_t want);
 
+/*  Append a frame read back from the state database, with the time it was
+    first kept (kept as kb_outlog_append keeps text). Returns the bytes
+    kept. */
+size_t kb_outlog_restore(kb_outlog_t *self, kb_log_channel_t channel, const char *text, size_t len,
+                         const char *date, double timestamp);
+
+/*  Where the result's stdout and stderr start (as kb_outlog_clear_view
+    left them), to store and restore. */
+void kb_outlog_set_view(kb_outlog_t *self, size_t stdout_start, size_t stderr_start);
+size_t kb_outlog_view_start(kb_outlog_t *self, kb_log_channel_t channel);
+
 /*  Charge bytes that the run keeps elsewhere (its rich outputs) to the
     budget, for as long as the log lives. */
 void kb_outlog_charge(kb_outlog_t *self, size_t bytes);
@@ -101,6 +113,18 @@ long long kb_outlog_next_cursor(kb_outlog_t *self);
     one). NULL when there is no such frame or out of memory. Caller owns. */
 json_t *kb_outlog_frame_json(kb_outlog_t *self, long long cursor);
 json_t *kb_outlog_event_json(kb_outlog_t *self, long long cursor);
+
+/*  A frame as the state database stores it. */
+typedef struct {
+    kb_log_channel_t channel;
+    double timestamp;
+    char date[36];
+} kb_outlog_frame_t;
+
+/*  Frame cursor: its fields into *frame, its text into text (emptied
+    first). 0, or -1 when there is no such frame or no memory. */
+int kb_outlog_frame_copy(kb_outlog_t *self, long long cursor, kb_outlog_frame_t *frame,
+                         kb_buf_t *text);
 
 /*  The channel of frame cursor; -1 when there is none. */
 int kb_outlog_frame_channel(kb_outlog_t *self, long long cursor);

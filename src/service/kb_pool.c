@@ -126,6 +126,15 @@ static size_t s_count(kb_pool_t *self, const kb_pool_slot_t *slot, bool ready_on
     return count;
 }
 
+size_t kb_pool_starting(kb_pool_t *self)
+{
+    size_t count = 0;
+    for (kb_pooled_t *p = self->pooled ? zlistx_first(self->pooled) : NULL; p;
+         p = zlistx_next(self->pooled))
+        count += !p->ready;
+    return count;
+}
+
 size_t kb_pool_size(kb_pool_t *self)
 {
     return self->pooled ? zlistx_size(self->pooled) : 0;
@@ -223,6 +232,43 @@ void kb_pool_start(kb_pool_t *self)
 {
     for (size_t i = 0; self->slots && self->slots[i]; i++)
         s_fill(self->slots[i]);
+}
+
+/*  The kernelspec name a slot starts, or NULL (caller frees). */
+static char *s_slot_spec_name(kb_pool_t *self, const kb_pool_slot_t *slot)
+{
+    kb_error_t err;
+    kb_kernelspec_t *spec = self->launcher->find_spec(self->launcher->impl, slot->key, NULL, &err);
+    if (!spec)
+        spec = self->launcher->find_spec(self->launcher->impl, NULL, slot->key, &err);
+    char *name = spec ? strdup(spec->name) : NULL;
+    kb_kernelspec_destroy(&spec);
+    return name;
+}
+
+bool kb_pool_adopt(kb_pool_t *self, kb_kernel_t *kernel)
+{
+    const char *name = kb_kernel_spec(kernel)->name;
+    for (size_t i = 0; !self->stopping && self->slots && self->slots[i]; i++) {
+        kb_pool_slot_t *slot = self->slots[i];
+        char *slot_name = s_slot_spec_name(self, slot);
+        bool fits = slot_name && strcmp(slot_name, name) == 0
+                    && s_count(self, slot, false) < slot->target;
+        free(slot_name);
+        if (!fits)
+            continue;
+        kb_pooled_t *pooled = calloc(1, sizeof *pooled);
+        if (!pooled || !(pooled->spec_name = strdup(name))) {
+            free(pooled);
+            return false;
+        }
+        pooled->slot = slot;
+        pooled->kernel = kernel;
+        kb_kernel_set_callbacks(kernel, &s_pooled_callbacks, pooled);
+        zlistx_add_end(self->pooled, pooled);
+        return true;
+    }
+    return false;
 }
 
 kb_kernel_t *kb_pool_take(kb_pool_t *self, const char *spec_name)

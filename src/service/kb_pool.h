@@ -36,6 +36,14 @@ void kb_pool_stop(kb_pool_t *self);
     refill follows on a later loop turn. */
 kb_kernel_t *kb_pool_take(kb_pool_t *self, const char *spec_name);
 
+/*  Take a kernel being adopted (kb_kernel_adopt) into the slot of its
+    kernelspec, when that slot has room: it is ready once it answers.
+    False, and the kernel is still the caller's, when no slot wants it. */
+bool kb_pool_adopt(kb_pool_t *self, kb_kernel_t *kernel);
+
+/*  Kernels in the pool not ready yet (starting, or being adopted). */
+size_t kb_pool_starting(kb_pool_t *self);
+
 /*  Kernels in the pool, ready or starting. */
 size_t kb_pool_size(kb_pool_t *self);
 

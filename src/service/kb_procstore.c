@@ -32,6 +32,13 @@ struct kb_proc {
 
     zlistx_t *followers; /* kb_stream_t * following the logs */
     zlistx_t *waiters;   /* kb_call_t * waiting for the end */
+
+    /* the state database */
+    long long seq;          /* order of creation */
+    bool dirty;             /* in the store's dirty list */
+    bool row_dirty;         /* the row itself changed (not only its frames) */
+    bool stored;            /* a row was written */
+    long long stored_until; /* frames before this cursor are written */
 };
 
 struct kb_procstore {
@@ -41,7 +48,10 @@ struct kb_procstore {
     zhashx_t *procs;    /* id -> kb_proc_t * */
     zlistx_t *finished; /* kb_proc_t * finished, oldest first */
     size_t finished_bytes;
-    kb_budget_t budget; /* all output held in memory */
+    kb_budget_t budget;    /* all output held in memory */
+    kb_persist_t *persist; /* or NULL: nothing is kept across restarts */
+    zlistx_t *dirty;       /* kb_proc_t * with writes to queue */
+    long long next_seq;
 };
 
 static void s_make_room(void *arg, size_t need, kb_outlog_t *asking);
@@ -62,11 +72,111 @@ kb_procstore_t *kb_procstore_new(kb_loop_t *loop, size_t max_records, size_t max
     self->budget.arg = self;
     self->procs = zhashx_new();
     self->finished = zlistx_new();
+    self->dirty = zlistx_new();
     return self;
+}
+
+/* ---- the state database ------------------------------------------------------------ */
+
+/*  Mark proc for the end of the turn; row: its row changed, not only its
+    frames. */
+static void s_mark(kb_proc_t *proc, bool row)
+{
+    kb_procstore_t *self = proc->store;
+    if (!self->persist)
+        return;
+    proc->row_dirty = proc->row_dirty || row;
+    if (!proc->dirty) {
+        zlistx_add_end(self->dirty, proc);
+        proc->dirty = true;
+    }
+    kb_persist_touch(self->persist);
+}
+
+/*  The record goes: no more writes, and its row is deleted. */
+static void s_unstore(kb_proc_t *proc)
+{
+    kb_procstore_t *self = proc->store;
+    if (proc->dirty) {
+        zlistx_detach(self->dirty, zlistx_find(self->dirty, proc));
+        proc->dirty = false;
+    }
+    if (self->persist && proc->stored)
+        kb_persist_record_delete(self->persist, proc->id);
+}
+
+static void s_put_row(kb_procstore_t *self, kb_proc_t *proc)
+{
+    char *result = proc->result ? json_dumps(proc->result, JSON_COMPACT) : NULL;
+    kb_db_record_t row = {
+        .id = proc->id,
+        .context_id = proc->context_id,
+        .language = proc->language,
+        .running = proc->running,
+        .submitted_at = proc->submitted_at,
+        .ended_at = proc->ended_at,
+        .result = result,
+        .reason = proc->running ? NULL : kb_reason_name(proc->reason),
+        .exit_code = proc->exit_code,
+        .signal = proc->signal,
+        .raw_reason = proc->raw_reason,
+        .view_stdout = proc->log ? (long long)kb_outlog_view_start(proc->log, KB_LOG_STDOUT) : 0,
+        .view_stderr = proc->log ? (long long)kb_outlog_view_start(proc->log, KB_LOG_STDERR) : 0,
+        .seq = proc->seq,
+    };
+    kb_persist_record_put(self->persist, &row);
+    free(result);
+    proc->stored = true;
+}
+
+/*  The end of a turn: the rows and new frames of what changed. */
+static void s_collect(kb_persist_t *persist, void *arg)
+{
+    kb_procstore_t *self = arg;
+    kb_proc_t *proc;
+    while ((proc = zlistx_detach(self->dirty, NULL))) {
+        proc->dirty = false;
+        if (proc->row_dirty || !proc->stored)
+            s_put_row(self, proc);
+        proc->row_dirty = false;
+        long long next = proc->log ? kb_outlog_next_cursor(proc->log) : 0;
+        kb_persist_frames(persist, proc->id, proc->log, proc->stored_until, next);
+        proc->stored_until = next;
+    }
+}
+
+void kb_procstore_set_persist(kb_procstore_t *self, kb_persist_t *persist)
+{
+    self->persist = persist;
+    kb_persist_add_collector(persist, s_collect, self);
+}
+
+static size_t s_proc_bytes(const kb_proc_t *proc);
+static void s_enforce_retention(kb_procstore_t *self);
+
+static kb_reason_t s_reason_of(const char *name)
+{
+    for (kb_reason_t r = KB_REASON_EXITED; r <= KB_REASON_SANDBOX_STOPPED; r++)
+        if (name && strcmp(kb_reason_name(r), name) == 0)
+            return r;
+    return KB_REASON_FAILED;
+}
+
+static const char *s_static_signal(const char *name)
+{
+    static const char *names[]
+        = { "SIGINT",  "SIGTERM", "SIGKILL", "SIGHUP",  "SIGQUIT", "SIGABRT",
+            "SIGSEGV", "SIGBUS",  "SIGFPE",  "SIGILL",  "SIGPIPE", "SIGALRM",
+            "SIGUSR1", "SIGUSR2", "SIGXCPU", "SIGXFSZ", "SIGSYS",  "SIGTRAP" };
+    for (size_t i = 0; name && i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(names[i], name) == 0)
+            return names[i];
+    return NULL;
 }
 
 static void s_proc_free(kb_proc_t *proc)
 {
+    s_unstore(proc);
     kb_outlog_unref(&proc->log);
     kb_stream_t *stream;
     while ((stream = zlistx_detach(proc->followers, NULL)))
@@ -87,6 +197,7 @@ void kb_procstore_destroy(kb_procstore_t **self_p)
         return;
     kb_procstore_t *self = *self_p;
     *self_p = NULL;
+    self->persist = NULL; /* the records stay in the database */
     zlistx_t *all = zhashx_values(self->procs);
     for (kb_proc_t *proc = zlistx_first(all); proc; proc = zlistx_next(all)) {
         assert(!proc->running);
@@ -95,6 +206,7 @@ void kb_procstore_destroy(kb_procstore_t **self_p)
     zlistx_destroy(&all);
     zhashx_destroy(&self->procs);
     zlistx_destroy(&self->finished);
+    zlistx_destroy(&self->dirty);
     free(self);
 }
 
@@ -111,8 +223,62 @@ kb_proc_t *kb_procstore_add(kb_procstore_t *self, const char *context_id, const 
     proc->log = kb_outlog_new(&self->budget);
     proc->followers = zlistx_new();
     proc->waiters = zlistx_new();
+    proc->seq = ++self->next_seq;
+    zhashx_insert(self->procs, proc->id, proc);
+    s_mark(proc, true);
+    return proc;
+}
+
+kb_proc_t *kb_procstore_restore(kb_procstore_t *self, const kb_db_record_t *row)
+{
+    json_t *result = row->result ? json_loads(row->result, 0, NULL) : NULL;
+    if (!row->running && !result)
+        return NULL; /* a terminal record without its result: nothing to show */
+    kb_proc_t *proc = calloc(1, sizeof *proc);
+    if (!proc) {
+        json_decref(result);
+        return NULL;
+    }
+    proc->store = self;
+    proc->id = strdup(row->id);
+    proc->context_id = strdup(row->context_id ? row->context_id : "");
+    proc->language = strdup(row->language ? row->language : "");
+    proc->running = row->running;
+    proc->submitted_at = row->submitted_at;
+    proc->ended_at = row->ended_at;
+    proc->result = result;
+    proc->reason = row->running ? KB_REASON_NONE : s_reason_of(row->reason);
+    proc->exit_code = row->exit_code;
+    proc->signal = s_static_signal(row->signal);
+    proc->raw_reason = row->raw_reason ? strdup(row->raw_reason) : NULL;
+    proc->log = kb_outlog_new(&self->budget);
+    proc->followers = zlistx_new();
+    proc->waiters = zlistx_new();
+    proc->seq = row->seq;
+    proc->stored = true;
+    if (row->seq > self->next_seq)
+        self->next_seq = row->seq;
+    if (!proc->id || !proc->context_id || !proc->language || !proc->log || !proc->followers
+        || !proc->waiters) {
+        proc->stored = false;
+        s_proc_free(proc);
+        return NULL;
+    }
     zhashx_insert(self->procs, proc->id, proc);
     return proc;
+}
+
+void kb_procstore_restored(kb_proc_t *proc, long long view_stdout, long long view_stderr)
+{
+    kb_procstore_t *self = proc->store;
+    kb_outlog_set_view(proc->log, (size_t)view_stdout, (size_t)view_stderr);
+    proc->stored_until = kb_outlog_next_cursor(proc->log);
+    if (proc->running)
+        return; /* its end, which the caller makes, is written as any other */
+    zlistx_add_end(self->finished, proc);
+    proc->bytes = s_proc_bytes(proc);
+    self->finished_bytes += proc->bytes;
+    s_enforce_retention(self);
 }
 
 void kb_proc_forget(kb_proc_t *proc)
@@ -157,6 +323,7 @@ kb_outlog_t *kb_proc_outlog(const kb_proc_t *proc)
 
 void kb_proc_logged(kb_proc_t *proc, long long cursor)
 {
+    s_mark(proc, false);
     for (kb_stream_t *follower = zlistx_first(proc->followers); follower;
          follower = zlistx_next(proc->followers))
         kb_stream_push_text(follower, KB_EVENT_LOG, proc->log, cursor);
@@ -166,7 +333,7 @@ void kb_proc_log(kb_proc_t *proc, kb_log_channel_t channel, const char *text)
 {
     long long cursor;
     if (proc->log && kb_outlog_append(proc->log, channel, text, strlen(text), NULL, &cursor))
-        kb_proc_logged(proc, cursor);
+        kb_proc_logged(proc, cursor); /* marks it */
 }
 
 json_t *kb_procstore_budget_json(kb_procstore_t *self)
@@ -192,6 +359,11 @@ static json_t *s_proc_json(const kb_proc_t *proc)
         "signal", proc->signal ? json_string(proc->signal) : json_null(), "reason",
         proc->running ? json_null() : json_string(kb_reason_name(proc->reason)), "raw_reason",
         proc->raw_reason ? json_string(proc->raw_reason) : json_null());
+}
+
+json_t *kb_procstore_record_json(const kb_proc_t *proc)
+{
+    return s_proc_json(proc);
 }
 
 static json_t *s_wait_json(const kb_proc_t *proc)
@@ -278,6 +450,7 @@ void kb_proc_end(kb_proc_t *proc, json_t *result, kb_reason_t reason, int exit_c
     zlistx_add_end(self->finished, proc);
     proc->bytes = s_proc_bytes(proc);
     self->finished_bytes += proc->bytes;
+    s_mark(proc, true);
     s_enforce_retention(self);
 }
 

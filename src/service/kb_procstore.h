@@ -18,6 +18,8 @@
 #include "kernelbridge/kb_result.h"
 #include "service/kb_call.h"
 #include "service/kb_outlog.h"
+#include "service/kb_persist.h"
+#include "state/kb_db.h"
 #include "util/kb_loop.h"
 
 typedef struct kb_procstore kb_procstore_t;
@@ -32,6 +34,22 @@ kb_procstore_t *kb_procstore_new(kb_loop_t *loop, size_t max_records, size_t max
 
 /*  {limit, used, peak} of the output memory budget, for /health. */
 json_t *kb_procstore_budget_json(kb_procstore_t *self);
+
+/*  Keep the records in the state database from now on: each change (a
+    new record, its frames, its end, its eviction) is written at the end
+    of its loop turn. persist is borrowed and outlives the store. */
+void kb_procstore_set_persist(kb_procstore_t *self, kb_persist_t *persist);
+
+/*  A record read back from the database (copied; its result parsed), with
+    an empty output for the caller to fill with kb_outlog_restore; then
+    kb_procstore_restored. A record that was running when the daemon went
+    comes back running, with no owner: the caller ends it (kb_proc_end).
+    NULL when the row is unusable or out of memory. */
+kb_proc_t *kb_procstore_restore(kb_procstore_t *self, const kb_db_record_t *row);
+
+/*  Its output is back: the result's view is set, and a terminal record
+    joins the finished ones (retention applies). */
+void kb_procstore_restored(kb_proc_t *proc, long long view_stdout, long long view_stderr);
 
 /*  Frees every record; none may be running. Safe on NULL. */
 void kb_procstore_destroy(kb_procstore_t **self_p);
@@ -49,6 +67,9 @@ kb_proc_t *kb_procstore_find(kb_procstore_t *self, const char *id);
 
 /*  The record's id ("prc_..."), borrowed. */
 const char *kb_proc_id(const kb_proc_t *proc);
+
+/*  The record as GET /processes/{id} shows it (no logs). Caller owns it. */
+json_t *kb_procstore_record_json(const kb_proc_t *proc);
 bool kb_proc_running(const kb_proc_t *proc);
 
 /*  What runs the record (a kb_run_t of kb_run.c) while it runs, or NULL.

@@ -3,6 +3,7 @@
     names per front end, and the value checks of those options. Pure code:
     no I/O, no service state. */
 #include "service/kb_request.h"
+#include "kernel/kb_kernel.h"
 #include "util/kb_utf8.h"
 
 #include <assert.h>
@@ -28,6 +29,7 @@ typedef enum {
     KB_FIELD_TIMEOUT,
     KB_FIELD_CWD,
     KB_FIELD_ENV,
+    KB_FIELD_CONNECTION_INFO,
     KB_FIELD_STRIP_ANSI,
 } kb_field_id_t;
 
@@ -66,6 +68,7 @@ static const kb_field_t s_native_context[] = {
     { "context_id", KB_FIELD_CONTEXT_ID },
     { "cwd", KB_FIELD_CWD },
     { "env", KB_FIELD_ENV },
+    { "connection_info", KB_FIELD_CONNECTION_INFO },
 };
 
 static const kb_field_t s_e2b_run[] = {
@@ -280,6 +283,9 @@ int kb_run_request_parse(kb_run_request_t *self, kb_front_t front, const char *d
             case KB_FIELD_STRIP_ANSI:
                 rc = s_bool(self->body, name, &opts->strip_ansi, err);
                 break;
+            case KB_FIELD_CONNECTION_INFO:
+                assert(!"a context's field in a run table");
+                break;
         }
         if (rc < 0)
             goto fail;
@@ -341,6 +347,9 @@ int kb_context_request_parse(kb_context_request_t *self, kb_front_t front, const
                 break;
             case KB_FIELD_ENV:
                 rc = s_object(self->body, name, &opts->env, err);
+                break;
+            case KB_FIELD_CONNECTION_INFO:
+                rc = s_object(self->body, name, &opts->connection_info, err);
                 break;
             default:
                 assert(!"a run's field in a context table");
@@ -445,5 +454,14 @@ int kb_context_opts_validate(const kb_context_opts_t *opts, kb_error_t *err)
         return -1;
     if (!opts->language && !opts->kernel_name)
         return kb_error_set(err, KB_ERR_BAD_REQUEST, "one of language or kernel_name is required");
+    if (opts->connection_info) {
+        char problem[300];
+        if (opts->cwd || opts->env)
+            return kb_error_set(err, KB_ERR_BAD_REQUEST,
+                                "cwd and env cannot be given with connection_info: that kernel "
+                                "is running already");
+        if (kb_connection_check(opts->connection_info, problem, sizeof problem) != 0)
+            return kb_error_set(err, KB_ERR_BAD_REQUEST, "connection_info: %s", problem);
+    }
     return 0;
 }

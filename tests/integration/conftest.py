@@ -118,9 +118,10 @@ class SseStream:
 class Daemon:
     """One running `kernelbridge serve`."""
 
-    def __init__(self, args=(), env=None, token=None, workdir=None):
+    def __init__(self, args=(), env=None, token=None, workdir=None, state_dir=None):
         self.dir = Path(tempfile.mkdtemp(prefix="kbit-", dir="/tmp"))
-        self.state_dir = self.dir / "state"
+        # a state dir of the caller's outlives this daemon (restarts on it)
+        self.state_dir = Path(state_dir) if state_dir else self.dir / "state"
         self.port_file = self.dir / "port"
         self.stdout_path = self.dir / "stdout"
         self.stderr_path = self.dir / "stderr"
@@ -132,8 +133,7 @@ class Daemon:
             "serve",
             "--listen",
             "127.0.0.1:0",
-            "--state-dir",
-            str(self.state_dir),
+            *(() if "--ephemeral" in args else ("--state-dir", str(self.state_dir))),
             "--port-file",
             str(self.port_file),
             *args,
@@ -305,8 +305,8 @@ def daemon_factory():
     """Start daemons with given args / env; all are stopped at the end."""
     started = []
 
-    def start(*args, env=None, token=None, workdir=None):
-        d = Daemon(args, env=env, token=token, workdir=workdir)
+    def start(*args, env=None, token=None, workdir=None, state_dir=None):
+        d = Daemon(args, env=env, token=token, workdir=workdir, state_dir=state_dir)
         started.append(d)
         return d
 

@@ -1,0 +1,393 @@
+"""Durability (SPEC "Durability"): a daemon killed, or stopped with
+--keep-kernels, and started again on the same state dir gives back its
+contexts (the same kernels, variables intact), its process records and
+their logs; kernels that cannot come back are killed and their contexts
+say why; a state dir in use, a damaged or newer state.db are refused.
+
+Every daemon here is killed or stopped for real; kernels are found in
+/proc by the state dir their connection file lives in, and every test kills
+what is left in `finally`.
+"""
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import BINARY, Daemon, error_of, pid_alive, wait_until
+
+
+@pytest.fixture
+def state_dir():
+    path = Path(tempfile.mkdtemp(prefix="kbdur-", dir="/tmp")) / "state"
+    try:
+        yield path
+    finally:
+        for pid in kernel_pids(path):
+            kill_group(pid)
+        shutil.rmtree(path.parent, ignore_errors=True)
+
+
+def kernel_pids(state_dir):
+    """Live processes started with a connection file in state_dir/kernels."""
+    inside = (str(state_dir) + "/kernels/").encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(arg.startswith(inside) for arg in argv) and pid_alive(int(entry)):
+            found.append(int(entry))
+    return sorted(found)
+
+
+def kill_group(pid):
+    for target in (-pid, pid):
+        try:
+            os.kill(target, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def start(state_dir, *args):
+    return Daemon(("--pool", "python=0", *args), state_dir=state_dir)
+
+
+def crash(d):
+    """SIGKILL: nothing is cleaned up, as in a crash."""
+    d.proc.kill()
+    d.proc.wait(timeout=30)
+    shutil.rmtree(d.dir, ignore_errors=True)
+
+
+def contexts_by_id(d):
+    return {c["context_id"]: c for c in d.ok("GET", "/contexts?all=true")["contexts"]}
+
+
+def test_contexts_come_back_after_sigkill(state_dir):
+    d = start(state_dir)
+    made = []
+    try:
+        for i in range(10):
+            ctx = d.ok("POST", "/contexts", {"language": "python"}, status=201)
+            made.append(ctx["context_id"])
+            assert d.run("x = %d * 7" % i, context_id=ctx["context_id"])["error"] is None
+        default = d.run("y = 'default'", language="python")
+        assert default["error"] is None
+        before = contexts_by_id(d)
+        pids = {cid: before[cid]["pid"] for cid in before}
+    finally:
+        crash(d)
+    assert all(pid_alive(pid) for pid in pids.values()), "kernels outlive a killed daemon"
+    d = start(state_dir)
+    try:
+        health = d.ok("GET", "/health")
+        assert health["state"]["durable"] is True, health
+        after = contexts_by_id(d)
+        assert set(after) == set(before), (after, before)
+        for cid, ctx in after.items():
+            for key in ("language", "kernel_name", "pid", "execution_count", "generation",
+                        "created_at"):
+                assert ctx[key] == before[cid][key], (key, ctx, before[cid])
+        for i, cid in enumerate(made):
+            result = d.run("print(x)", context_id=cid)
+            assert result["logs"]["stdout"] == "%d\n" % (i * 7), result
+            assert result["context"]["generation"] == 1
+        assert d.run("print(y)", language="python")["logs"]["stdout"] == "default\n"
+        # the same kernels: none started, none left over
+        assert sorted(kernel_pids(state_dir)) == sorted(pids.values())
+    finally:
+        d.close()
+    assert kernel_pids(state_dir) == [], "a plain stop shuts the adopted kernels down"
+
+
+def test_records_and_a_run_in_flight_survive(state_dir):
+    d = start(state_dir)
+    try:
+        done = d.run("print('kept output'); import sys; print('to stderr', file=sys.stderr)",
+                     language="python")
+        ctx = d.ok("POST", "/contexts", {"language": "python"}, status=201)
+        cid = ctx["context_id"]
+        stream = d.run_stream("import time\nprint('before the crash', flush=True)\n"
+                              "time.sleep(4)\nprint('after')\nz = 5", context_id=cid)
+        events = stream.events()
+        start_event = next(events)
+        running = start_event.data["process_id"]
+        for event in events:
+            if "before the crash" in (event.raw or ""):
+                break
+        time.sleep(0.3)  # the frame reaches state.db within a loop turn
+    finally:
+        crash(d)
+    d = start(state_dir)
+    try:
+        record = d.ok("GET", "/processes/%s" % done["process"]["process_id"])
+        assert record["reason"] == "exited" and record["state"] == "terminal", record
+        result = d.ok("GET", "/processes/%s/result" % done["process"]["process_id"])
+        assert result["logs"]["stdout"] == "kept output\n", result
+        assert result["logs"]["stderr"] == "to stderr\n", result
+        stopped = d.ok("GET", "/processes/%s" % running)
+        assert stopped["state"] == "terminal" and stopped["reason"] == "sandbox_stopped", stopped
+        logs = d.ok("GET", "/processes/%s/logs" % running)
+        texts = [frame["data"] for frame in logs["frames"]]
+        assert any("before the crash" in t for t in texts), logs
+        assert any("daemon stopped" in t for t in texts), logs
+        # the kernel was busy with that cell: adopted all the same, and the
+        # next run waits for the cell to end
+        ctx_after = d.ok("GET", "/contexts/%s" % cid)
+        assert ctx_after["pid"] == ctx["pid"]
+        result = d.run("print(z)", context_id=cid)
+        assert result["logs"]["stdout"] == "5\n", result
+    finally:
+        d.close()
+
+
+def test_no_adopt_kills_every_kernel(state_dir):
+    d = start(state_dir)
+    try:
+        cid = d.ok("POST", "/contexts", {"language": "python"}, status=201)["context_id"]
+        d.run("1", language="python")
+        pids = kernel_pids(state_dir)
+        assert len(pids) == 2
+    finally:
+        crash(d)
+    d = start(state_dir, "--no-adopt")
+    try:
+        assert wait_until(lambda: kernel_pids(state_dir) == [], 10), kernel_pids(state_dir)
+        # a killed process is gone a moment after its command line
+        assert wait_until(lambda: not any(pid_alive(p) for p in pids), 10)
+        body = error_of(d.get("/contexts/%s" % cid), 404, "SESSION_NOT_FOUND")
+        assert "--no-adopt" in body["message"], body
+        assert [c for c in d.ok("GET", "/contexts?all=true")["contexts"]] == []
+        assert os.listdir(state_dir / "kernels") == [], "no stale connection file or log"
+    finally:
+        d.close()
+
+
+def test_keep_kernels_hands_them_to_the_next_daemon(state_dir):
+    d = start(state_dir, "--keep-kernels")
+    try:
+        cid = d.ok("POST", "/contexts", {"language": "python"}, status=201)["context_id"]
+        d.run("kept = 'yes'", context_id=cid)
+        pid = d.ok("GET", "/contexts/%s" % cid)["pid"]
+    finally:
+        d.close()  # SIGTERM, exit 0
+    assert pid_alive(pid), "--keep-kernels leaves the kernel running"
+    d = start(state_dir)
+    try:
+        ctx = d.ok("GET", "/contexts/%s" % cid)
+        assert ctx["pid"] == pid and ctx["execution_count"] == 1, ctx
+        assert d.run("print(kept)", context_id=cid)["logs"]["stdout"] == "yes\n"
+    finally:
+        d.close()
+    assert wait_until(lambda: not pid_alive(pid), 10)
+
+
+def test_kernel_gone_while_down_and_pid_reused(state_dir):
+    d = start(state_dir)
+    try:
+        dead = d.ok("POST", "/contexts", {"language": "python"}, status=201)
+        reused = d.ok("POST", "/contexts", {"language": "python"}, status=201)
+    finally:
+        crash(d)
+    kill_group(dead["pid"])
+    assert wait_until(lambda: not pid_alive(dead["pid"]), 10)
+    # the other row now names a process that is not the kernel it started
+    # (a reused pid): it must be neither adopted nor signalled
+    db = sqlite3.connect(str(state_dir / "state.db"))
+    with db:
+        assert db.execute("UPDATE contexts SET pid_start = pid_start + 12345 WHERE id = ?",
+                          (reused["context_id"],)).rowcount == 1
+    db.close()
+    d = start(state_dir)
+    try:
+        gone = error_of(d.get("/contexts/%s" % dead["context_id"]), 404, "SESSION_NOT_FOUND")
+        assert "did not come back" in gone["message"], gone
+        other = error_of(d.get("/contexts/%s" % reused["context_id"]), 404, "SESSION_NOT_FOUND")
+        assert "another process" in other["message"], other
+        assert pid_alive(reused["pid"]), "a pid that is not our kernel any more is not killed"
+    finally:
+        d.close()
+        kill_group(reused["pid"])
+
+
+def refused(state_dir, *args):
+    out = subprocess.run([BINARY, "serve", "--listen", "127.0.0.1:0", "--pool", "python=0",
+                          "--state-dir", str(state_dir), *args],
+                         capture_output=True, text=True, timeout=60)
+    return out.returncode, out.stderr
+
+
+def test_state_dir_in_use_damaged_or_newer_is_refused(state_dir):
+    d = start(state_dir)
+    try:
+        code, err = refused(state_dir)
+        assert code == 2 and "in use" in err and str(d.proc.pid) in err, err
+    finally:
+        d.close()
+    db = sqlite3.connect(str(state_dir / "state.db"))
+    db.execute("PRAGMA user_version = 99")
+    db.close()  # the last connection: the WAL is checkpointed into the file
+    before = (state_dir / "state.db").read_bytes()
+    code, err = refused(state_dir)
+    assert code == 2 and "newer" in err and "99" in err, err
+    assert (state_dir / "state.db").read_bytes() == before, "a newer file is left as it is"
+    for name in os.listdir(state_dir):
+        if name.startswith("state.db"):
+            os.unlink(state_dir / name)
+    (state_dir / "state.db").write_bytes(os.urandom(8192))
+    code, err = refused(state_dir)
+    assert code == 2 and "state.db" in err, err
+
+
+def test_ephemeral_keeps_nothing(tmp_path):
+    d = Daemon(("--pool", "python=0", "--ephemeral"), state_dir=None)
+    try:
+        health = d.ok("GET", "/health")
+        assert health["state"]["durable"] is False, health
+    finally:
+        d.proc.send_signal(signal.SIGTERM)
+        d.proc.wait(timeout=30)
+        shutil.rmtree(d.dir, ignore_errors=True)
+    code = subprocess.run([BINARY, "serve", "--ephemeral", "--state-dir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=30)
+    assert code.returncode == 2 and "exclude" in code.stderr, code.stderr
+
+
+def test_crash_cycles_leave_no_orphan_and_lose_no_record(state_dir):
+    records = []
+    cid = None
+    for cycle in range(20):
+        d = start(state_dir)
+        try:
+            if cid is None:
+                cid = d.ok("POST", "/contexts", {"language": "python"}, status=201)["context_id"]
+                d.run("n = 0", context_id=cid)
+            result = d.run("n += 1; print(n)", context_id=cid)
+            assert result["logs"]["stdout"] == "%d\n" % (cycle + 1), (cycle, result)
+            records.append(result["process"]["process_id"])
+            if cycle % 5 == 4:
+                d.ok("POST", "/contexts/%s/restart" % cid)  # a new kernel, one more generation
+                d.run("n = %d" % (cycle + 1), context_id=cid)
+            time.sleep(0.05)
+        finally:
+            crash(d)
+        assert len(kernel_pids(state_dir)) == 1, (cycle, kernel_pids(state_dir))
+    d = start(state_dir)
+    try:
+        kept = {p["process_id"] for p in d.ok("GET", "/processes")["processes"]}
+        assert set(records) <= kept, set(records) - kept
+        ctx = d.ok("GET", "/contexts/%s" % cid)
+        assert ctx["generation"] == 5, ctx
+        files = sorted(os.listdir(state_dir / "kernels"))
+        assert len(files) == 2, files  # the one kernel's connection file and log
+    finally:
+        d.close()
+    assert kernel_pids(state_dir) == []
+
+
+def free_ports(n):
+    import socket
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@pytest.fixture
+def outside_kernel(tmp_path):
+    """An ipykernel this test starts itself, from a connection file it wrote."""
+    import json
+    ports = free_ports(5)
+    info = {"transport": "tcp", "ip": "127.0.0.1", "key": os.urandom(16).hex(),
+            "signature_scheme": "hmac-sha256", "kernel_name": "python3"}
+    for name, port in zip(("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"),
+                          ports):
+        info[name] = port
+    path = tmp_path / "outside.json"
+    path.write_text(json.dumps(info))
+    proc = subprocess.Popen(["/usr/bin/python3", "-m", "ipykernel_launcher", "-f", str(path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        yield info, proc
+    finally:
+        kill_group(proc.pid)
+        proc.wait(timeout=30)
+
+
+def test_connection_info_attaches_a_running_kernel(state_dir, outside_kernel):
+    info, proc = outside_kernel
+    d = start(state_dir)
+    try:
+        # malformed: refused at once, by field
+        body = error_of(d.post("/contexts", {"language": "python",
+                                             "connection_info": dict(info, key=None)}),
+                        400, "BAD_REQUEST")
+        assert "key" in body["message"], body
+        body = error_of(d.post("/contexts", {"language": "python", "connection_info":
+                                             dict(info, shell_port=70000)}), 400, "BAD_REQUEST")
+        assert "shell_port" in body["message"], body
+        # a wrong key: the kernel drops what we send, and we say so
+        wrong = error_of(d.post("/contexts", {"language": "python", "connection_info":
+                                              dict(info, key="0" * 32)}), 400, "BAD_REQUEST")
+        assert "key or ports" in wrong["message"], wrong
+        ctx = None
+        deadline = time.monotonic() + 60
+        while ctx is None:  # the kernel may still be starting up
+            r = d.post("/contexts", {"language": "python", "connection_info": info})
+            if r.status == 201:
+                ctx = r.json
+            elif time.monotonic() > deadline:
+                raise AssertionError(r)
+        assert ctx["pid"] is None, ctx  # not a process of ours
+        cid = ctx["context_id"]
+        result = d.run("import os; attached = os.getpid(); print(attached)", context_id=cid)
+        assert result["logs"]["stdout"] == "%d\n" % proc.pid, result
+    finally:
+        crash(d)
+    assert proc.poll() is None
+    d = start(state_dir)
+    try:
+        again = d.ok("GET", "/contexts/%s" % cid)
+        assert again["pid"] is None
+        result = d.run("print(attached)", context_id=cid)
+        assert result["logs"]["stdout"] == "%d\n" % proc.pid, result
+    finally:
+        d.close()
+
+
+def test_pool_kernels_go_back_to_the_pool(state_dir):
+    d = Daemon(("--pool", "python=1"), state_dir=state_dir)
+    try:
+        assert wait_until(lambda: d.ok("GET", "/health")["pool"]["python"]["ready"] == 1, 60)
+        pids = d.ok("GET", "/health")["pool"]["python"]["ready_pids"]
+        assert len(pids) == 1, pids
+    finally:
+        crash(d)
+    d = Daemon(("--pool", "python=1"), state_dir=state_dir)
+    try:
+        assert wait_until(lambda: d.ok("GET", "/health")["pool"]["python"]["ready"] == 1, 30)
+        assert d.ok("GET", "/health")["pool"]["python"]["ready_pids"] == pids
+        assert kernel_pids(state_dir) == pids, "adopted, not started again"
+        # a context takes it as it takes any pooled kernel
+        ctx = d.ok("POST", "/contexts", {"language": "python"}, status=201)
+        assert ctx["pid"] == pids[0], ctx
+        assert d.run("print(6 * 7)", context_id=ctx["context_id"])["logs"]["stdout"] == "42\n"
+    finally:
+        d.close()
