@@ -239,6 +239,72 @@ const char *kb_request_e2b_context_id(const char *id, kb_error_t *err)
     return NULL;
 }
 
+/* ---- The fields of a body ------------------------------------------------------ */
+
+/*  Where each field read goes; NULL for a field the table cannot hold. */
+typedef struct {
+    const char **code, **language, **kernel_name, **context_id, **cwd;
+    bool *isolated, *strip_ansi;
+    double *timeout;
+    json_t **env, **connection_info;
+} kb_field_dest_t;
+
+/*  Read the fields of a front end's table from body into dest, in the
+    table's order: the first bad one fails, by name. 0 / -1 with err. */
+static int s_read_fields(const json_t *body, const kb_field_t *fields, size_t count,
+                         const kb_field_dest_t *dest, kb_error_t *err)
+{
+    for (size_t i = 0; i < count; i++) {
+        const char *name = fields[i].name;
+        int rc = 0;
+        switch (fields[i].id) {
+            case KB_FIELD_CODE:
+                assert(dest->code);
+                rc = kb_request_string(body, name, dest->code, err);
+                break;
+            case KB_FIELD_LANGUAGE:
+                assert(dest->language);
+                rc = kb_request_string(body, name, dest->language, err);
+                break;
+            case KB_FIELD_KERNEL_NAME:
+                assert(dest->kernel_name);
+                rc = kb_request_string(body, name, dest->kernel_name, err);
+                break;
+            case KB_FIELD_CONTEXT_ID:
+                assert(dest->context_id);
+                rc = kb_request_string(body, name, dest->context_id, err);
+                break;
+            case KB_FIELD_ISOLATED:
+                assert(dest->isolated);
+                rc = s_bool(body, name, dest->isolated, err);
+                break;
+            case KB_FIELD_TIMEOUT:
+                assert(dest->timeout);
+                rc = s_seconds(body, name, dest->timeout, err);
+                break;
+            case KB_FIELD_CWD:
+                assert(dest->cwd);
+                rc = kb_request_string(body, name, dest->cwd, err);
+                break;
+            case KB_FIELD_ENV:
+                assert(dest->env);
+                rc = s_object(body, name, dest->env, err);
+                break;
+            case KB_FIELD_CONNECTION_INFO:
+                assert(dest->connection_info);
+                rc = s_object(body, name, dest->connection_info, err);
+                break;
+            case KB_FIELD_STRIP_ANSI:
+                assert(dest->strip_ansi);
+                rc = s_bool(body, name, dest->strip_ansi, err);
+                break;
+        }
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* ---- Runs ------------------------------------------------------------------ */
 
 int kb_run_request_parse(kb_run_request_t *self, kb_front_t front, const char *data, size_t len,
@@ -252,44 +318,17 @@ int kb_run_request_parse(kb_run_request_t *self, kb_front_t front, const char *d
         return -1;
     kb_run_opts_t *opts = &self->opts;
     const char *language = NULL, *context_id = NULL;
-    for (size_t i = 0; i < spec->run_len; i++) {
-        const char *name = spec->run[i].name;
-        int rc = 0;
-        switch (spec->run[i].id) {
-            case KB_FIELD_CODE:
-                rc = kb_request_string(self->body, name, &opts->code, err);
-                break;
-            case KB_FIELD_LANGUAGE:
-                rc = kb_request_string(self->body, name, &language, err);
-                break;
-            case KB_FIELD_KERNEL_NAME:
-                rc = kb_request_string(self->body, name, &opts->kernel_name, err);
-                break;
-            case KB_FIELD_CONTEXT_ID:
-                rc = kb_request_string(self->body, name, &context_id, err);
-                break;
-            case KB_FIELD_ISOLATED:
-                rc = s_bool(self->body, name, &opts->isolated, err);
-                break;
-            case KB_FIELD_TIMEOUT:
-                rc = s_seconds(self->body, name, &opts->timeout, err);
-                break;
-            case KB_FIELD_CWD:
-                rc = kb_request_string(self->body, name, &opts->cwd, err);
-                break;
-            case KB_FIELD_ENV:
-                rc = s_object(self->body, name, &opts->env, err);
-                break;
-            case KB_FIELD_STRIP_ANSI:
-                rc = s_bool(self->body, name, &opts->strip_ansi, err);
-                break;
-            case KB_FIELD_CONNECTION_INFO:
-                assert(!"a context's field in a run table");
-                break;
-        }
-        if (rc < 0)
-            goto fail;
-    }
+    kb_field_dest_t dest = { .code = &opts->code,
+                             .language = &language,
+                             .kernel_name = &opts->kernel_name,
+                             .context_id = &context_id,
+                             .isolated = &opts->isolated,
+                             .timeout = &opts->timeout,
+                             .cwd = &opts->cwd,
+                             .env = &opts->env,
+                             .strip_ansi = &opts->strip_ansi };
+    if (s_read_fields(self->body, spec->run, spec->run_len, &dest, err) != 0)
+        goto fail;
     if (spec->exclusive_target && context_id && language) {
         kb_error_set(err, KB_ERR_BAD_REQUEST, "Only one of context_id or language can be provided");
         goto fail;
@@ -329,35 +368,14 @@ int kb_context_request_parse(kb_context_request_t *self, kb_front_t front, const
         return -1;
     kb_context_opts_t *opts = &self->opts;
     const char *language = NULL;
-    for (size_t i = 0; i < spec->context_len; i++) {
-        const char *name = spec->context[i].name;
-        int rc = 0;
-        switch (spec->context[i].id) {
-            case KB_FIELD_LANGUAGE:
-                rc = kb_request_string(self->body, name, &language, err);
-                break;
-            case KB_FIELD_KERNEL_NAME:
-                rc = kb_request_string(self->body, name, &opts->kernel_name, err);
-                break;
-            case KB_FIELD_CONTEXT_ID:
-                rc = kb_request_string(self->body, name, &opts->context_id, err);
-                break;
-            case KB_FIELD_CWD:
-                rc = kb_request_string(self->body, name, &opts->cwd, err);
-                break;
-            case KB_FIELD_ENV:
-                rc = s_object(self->body, name, &opts->env, err);
-                break;
-            case KB_FIELD_CONNECTION_INFO:
-                rc = s_object(self->body, name, &opts->connection_info, err);
-                break;
-            default:
-                assert(!"a run's field in a context table");
-                break;
-        }
-        if (rc < 0)
-            goto fail;
-    }
+    kb_field_dest_t dest = { .language = &language,
+                             .kernel_name = &opts->kernel_name,
+                             .context_id = &opts->context_id,
+                             .cwd = &opts->cwd,
+                             .env = &opts->env,
+                             .connection_info = &opts->connection_info };
+    if (s_read_fields(self->body, spec->context, spec->context_len, &dest, err) != 0)
+        goto fail;
     opts->language = language;
     if (spec->language_aliases
         && !(opts->language = s_e2b_language(language, self->language, sizeof self->language, err)))
