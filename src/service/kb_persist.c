@@ -54,6 +54,7 @@ struct kb_persist {
     pthread_cond_t wake; /* the writer: work, or stop */
     pthread_cond_t done; /* the engine: a batch was written */
     kb_batch_t pending;  /* handed over, not written yet */
+    kb_batch_t writing;  /* being written; its ops' logs are touched under lock */
     unsigned long long handed, written;
     bool stopping;
 
@@ -222,8 +223,22 @@ void kb_persist_record_put(kb_persist_t *self, const kb_db_record_t *row)
     s_queue(self, op, copied);
 }
 
+/*  The frames of a record that goes need not be written: their output is
+    let go now (it may be what a running run needs room for). */
+static void s_drop_frames(kb_batch_t *batch, const char *id)
+{
+    for (kb_op_t *op = batch->head; op; op = op->next)
+        if (op->kind == KB_OP_FRAMES && op->log && strcmp(op->key, id) == 0)
+            kb_outlog_unref(&op->log);
+}
+
 void kb_persist_record_delete(kb_persist_t *self, const char *id)
 {
+    s_drop_frames(&self->turn, id);
+    pthread_mutex_lock(&self->lock);
+    s_drop_frames(&self->pending, id);
+    s_drop_frames(&self->writing, id); /* a frame being copied holds the lock */
+    pthread_mutex_unlock(&self->lock);
     s_delete(self, KB_OP_RECORD_DELETE, id);
 }
 
@@ -261,8 +276,15 @@ static long long s_write(kb_persist_t *self, kb_op_t *op, kb_buf_t *text)
         case KB_OP_FRAMES:
             for (long long cursor = op->from; cursor < op->to; cursor++) {
                 kb_outlog_frame_t frame;
-                if (kb_outlog_frame_copy(op->log, cursor, &frame, text) != 0)
-                    return -1;
+                /* one frame at a time under the lock: the engine may take the
+                   output away between two (its record went, s_drop_frames) */
+                pthread_mutex_lock(&self->lock);
+                int copied = op->log ? kb_outlog_frame_copy(op->log, cursor, &frame, text) : 1;
+                pthread_mutex_unlock(&self->lock);
+                if (copied > 0)
+                    break;
+                if (copied != 0)
+                    continue; /* dropped from the output since (over its cap): not kept */
                 kb_db_frame_t row = { .record_id = op->key,
                                       .cursor = cursor,
                                       .channel = (int)frame.channel,
@@ -289,6 +311,9 @@ static void s_write_batch(kb_persist_t *self, kb_batch_t *batch)
         failed = "begin";
     for (kb_op_t *op = batch->head; op && !failed; op = op->next) {
         long long n = s_write(self, op, &text);
+        pthread_mutex_lock(&self->lock);
+        kb_outlog_unref(&op->log); /* let go as soon as it is copied, not with the batch */
+        pthread_mutex_unlock(&self->lock);
         if (n < 0)
             failed = "write";
         else
@@ -319,12 +344,16 @@ static void *s_writer(void *arg)
         while (!self->pending.head && !self->stopping)
             pthread_cond_wait(&self->wake, &self->lock);
         if (!self->pending.head)
-            break; /* stopping, and everything is written */
-        kb_batch_t batch = self->pending;
+            break;                     /* stopping, and everything is written */
+        self->writing = self->pending; /* still in reach of s_drop_frames */
         unsigned long long upto = self->handed;
         self->pending.head = self->pending.tail = NULL;
         pthread_mutex_unlock(&self->lock);
-        s_write_batch(self, &batch);
+        s_write_batch(self, &self->writing);
+        pthread_mutex_lock(&self->lock);
+        kb_batch_t batch = self->writing;
+        self->writing.head = self->writing.tail = NULL;
+        pthread_mutex_unlock(&self->lock);
         s_batch_free(&batch);
         pthread_mutex_lock(&self->lock);
         self->written = upto;
