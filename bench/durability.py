@@ -68,7 +68,7 @@ class Daemon:
 
     def ok(self, method, path, body=None):
         status, data = self.call(method, path, body)
-        if status != 200:
+        if status not in (200, 201):
             raise RuntimeError("%s %s: %s %s" % (method, path, status, data))
         return data
 
@@ -84,6 +84,13 @@ class Daemon:
             self.proc.wait(60)
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def cpu_seconds(pid):
+    """utime + stime of every thread of pid, in seconds (clock ticks)."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def kernel_pids(state_dir):
@@ -128,6 +135,7 @@ def persistence(binary, rounds):
         for warm in range(20):
             for name, d in daemons.items():
                 d.ok("POST", "/run", body[name])
+        cpu0 = {name: cpu_seconds(d.proc.pid) for name, d in daemons.items()}
         for _ in range(rounds):
             order = list(places)
             random.shuffle(order)
@@ -136,6 +144,8 @@ def persistence(binary, rounds):
                 r = daemons[name].ok("POST", "/run", body[name])
                 samples[name].append((time.perf_counter() - t0) * 1e6)
                 assert r["results"][0]["text"] == "2", r
+        cpu = {name: (cpu_seconds(d.proc.pid) - cpu0[name]) / rounds * 1e6
+               for name, d in daemons.items()}
         writes = {name: d.ok("GET", "/health")["state"] for name, d in daemons.items()}
     finally:
         for name, d in daemons.items():
@@ -146,12 +156,15 @@ def persistence(binary, rounds):
                 shutil.rmtree(base, ignore_errors=True)
     base = pct(samples["ephemeral"], 50)
     print("\n### persistence: `1+1` through POST /run, %d interleaved rounds\n" % rounds)
-    print("| state dir | p50 (µs) | p90 (µs) | p50 added (µs) | batches written |")
-    print("|---|---|---|---|---|")
+    print("| state dir | p50 (µs) | p90 (µs) | p50 added (µs) | paired difference p50 (µs) "
+          "| daemon CPU per run (µs, all threads) | batches written |")
+    print("|---|---|---|---|---|---|---|")
     for name in places:
         p50 = pct(samples[name], 50)
-        print("| %s | %.0f | %.0f | %+.0f | %s |" % (name, p50, pct(samples[name], 90), p50 - base,
-                                                  writes[name].get("batches", "-")))
+        paired = pct([a - b for a, b in zip(samples[name], samples["ephemeral"])], 50)
+        print("| %s | %.0f | %.0f | %+.0f | %+.0f | %.0f | %s |" % (
+            name, p50, pct(samples[name], 90), p50 - base, paired, cpu[name],
+            writes[name].get("batches", "-")))
 
 
 def adopt(binary, counts):
