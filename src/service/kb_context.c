@@ -398,7 +398,9 @@ static int s_start_kernel(kb_context_t *self, kb_error_t *err)
     return 0;
 }
 
-kb_context_t *kb_context_new(const kb_context_env_t *env, const kb_kernelspec_t *spec,
+/*  A context without a kernel: what every one has, from opts. NULL with
+    err (out of memory). */
+static kb_context_t *s_alloc(const kb_context_env_t *env, const kb_kernelspec_t *spec,
                              const kb_context_opts_int_t *opts, kb_error_t *err)
 {
     kb_context_t *self = calloc(1, sizeof *self);
@@ -416,6 +418,7 @@ kb_context_t *kb_context_new(const kb_context_env_t *env, const kb_kernelspec_t 
     self->kernel_env = opts->env ? json_deep_copy(opts->env) : NULL;
     self->is_default = opts->is_default;
     self->isolated = opts->isolated;
+    self->attached = opts->attached;
     self->generation = opts->generation > 0 ? opts->generation : 1;
     self->created_at = self->last_activity_at = kb_now();
     self->queue = zlistx_new();
@@ -425,6 +428,15 @@ kb_context_t *kb_context_new(const kb_context_env_t *env, const kb_kernelspec_t 
         kb_context_destroy(&self);
         return NULL;
     }
+    return self;
+}
+
+kb_context_t *kb_context_new(const kb_context_env_t *env, const kb_kernelspec_t *spec,
+                             const kb_context_opts_int_t *opts, kb_error_t *err)
+{
+    kb_context_t *self = s_alloc(env, spec, opts, err);
+    if (!self)
+        return NULL;
     if (!s_take_pooled(self) && s_start_kernel(self, err) != 0) {
         kb_context_destroy(&self);
         return NULL;
@@ -500,7 +512,8 @@ int kb_context_restart(kb_context_t *self, kb_error_t *err)
     return 0;
 }
 
-void kb_context_stop(kb_context_t *self)
+/*  The service stops: runs end as stopped, waiting calls are refused. */
+static void s_stop_runs(kb_context_t *self)
 {
     self->over = true;
     s_end_running(self, &(kb_run_event_t){ .type = KB_RUN_EV_SERVICE_STOPS });
@@ -508,6 +521,11 @@ void kb_context_stop(kb_context_t *self)
     kb_call_t *call;
     while ((call = zlistx_detach(self->held, NULL)))
         kb_call_fail(call, KB_ERR_UNAVAILABLE, "the service is stopping");
+}
+
+void kb_context_stop(kb_context_t *self)
+{
+    s_stop_runs(self);
     s_retire_kernel(self, !self->ready);
 }
 
@@ -559,34 +577,18 @@ kb_context_t *kb_context_adopt(const kb_context_env_t *env, const kb_kernelspec_
                                const kb_context_opts_int_t *opts, kb_kernel_t *kernel,
                                const kb_context_restored_t *restored, kb_error_t *err)
 {
-    kb_context_t *self = calloc(1, sizeof *self);
-    if (!self) {
-        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+    kb_context_t *self = s_alloc(env, spec, opts, err);
+    if (!self)
         return NULL;
-    }
-    self->env = env;
-    self->spec = kb_kernelspec_dup(spec);
-    self->id = strdup(opts->id);
-    self->language = strdup(opts->language ? opts->language : spec->language);
-    for (char *p = self->language; p && *p; p++)
-        *p = (char)tolower((unsigned char)*p);
-    self->cwd = opts->cwd ? strdup(opts->cwd) : NULL;
-    self->is_default = opts->is_default;
-    self->attached = opts->attached;
     self->attaching = opts->attached && !restored;
     self->adopted = true;
-    self->generation = restored && restored->generation > 0 ? restored->generation : 1;
-    self->execution_count = restored ? restored->execution_count : 0;
-    self->created_at = restored && restored->created_at > 0 ? restored->created_at : kb_now();
-    self->last_activity_at
-        = restored && restored->last_activity_at > 0 ? restored->last_activity_at : kb_now();
-    self->queue = zlistx_new();
-    self->held = zlistx_new();
-    if (!self->spec || !self->id || !self->language || !self->queue || !self->held) {
-        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
-        self->kernel = NULL;
-        kb_context_destroy(&self);
-        return NULL;
+    if (restored) {
+        self->generation = restored->generation > 0 ? restored->generation : 1;
+        self->execution_count = restored->execution_count;
+        if (restored->created_at > 0)
+            self->created_at = restored->created_at;
+        if (restored->last_activity_at > 0)
+            self->last_activity_at = restored->last_activity_at;
     }
     self->kernel = kernel;
     kb_kernel_set_callbacks(kernel, &s_kernel_callbacks, self);
@@ -595,12 +597,7 @@ kb_context_t *kb_context_adopt(const kb_context_env_t *env, const kb_kernelspec_
 
 void kb_context_release(kb_context_t *self)
 {
-    self->over = true;
-    s_end_running(self, &(kb_run_event_t){ .type = KB_RUN_EV_SERVICE_STOPS });
-    s_end_queued(self, &(kb_run_event_t){ .type = KB_RUN_EV_SERVICE_STOPS });
-    kb_call_t *call;
-    while ((call = zlistx_detach(self->held, NULL)))
-        kb_call_fail(call, KB_ERR_UNAVAILABLE, "the service is stopping");
+    s_stop_runs(self);
     if (self->kernel && self->ready && !self->isolated
         && kb_kernel_state(self->kernel) != KB_KERNEL_DEAD)
         kb_kernel_release(&self->kernel); /* left running for the next daemon */

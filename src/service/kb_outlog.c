@@ -160,8 +160,10 @@ static void s_frame_init(kb_frame_rec_t *frame, kb_log_channel_t channel, const 
     }
 }
 
-size_t kb_outlog_append(kb_outlog_t *self, kb_log_channel_t channel, const char *text, size_t len,
-                        const char *date, long long *cursor_out)
+/*  Append a frame of text (cut to the room left but for system frames) at
+    timestamp (< 0: now). */
+static size_t s_append(kb_outlog_t *self, kb_log_channel_t channel, const char *text, size_t len,
+                       const char *date, double timestamp, long long *cursor_out)
 {
     size_t keep = len;
     if (channel != KB_LOG_SYSTEM)
@@ -170,10 +172,18 @@ size_t kb_outlog_append(kb_outlog_t *self, kb_log_channel_t channel, const char 
         return 0;
     kb_frame_rec_t frame;
     s_frame_init(&frame, channel, date);
+    if (timestamp >= 0)
+        frame.timestamp = timestamp;
     pthread_mutex_lock(&self->lock);
     size_t old_len = self->text[channel].len;
     bool ok = kb_buf_append(&self->text[channel], text, keep) == KB_BUF_OK;
     return s_commit(self, &frame, old_len, ok, cursor_out);
+}
+
+size_t kb_outlog_append(kb_outlog_t *self, kb_log_channel_t channel, const char *text, size_t len,
+                        const char *date, long long *cursor_out)
+{
+    return s_append(self, channel, text, len, date, -1, cursor_out);
 }
 
 size_t kb_outlog_append_scan(kb_outlog_t *self, const char *json, size_t len, size_t max,
@@ -210,18 +220,7 @@ size_t kb_outlog_append_scan(kb_outlog_t *self, const char *json, size_t len, si
 size_t kb_outlog_restore(kb_outlog_t *self, kb_log_channel_t channel, const char *text, size_t len,
                          const char *date, double timestamp)
 {
-    size_t keep = len;
-    if (channel != KB_LOG_SYSTEM)
-        keep = kb_utf8_prefix(text, len, kb_outlog_room(self, len));
-    if (keep == 0)
-        return 0;
-    kb_frame_rec_t frame;
-    s_frame_init(&frame, channel, date);
-    frame.timestamp = timestamp;
-    pthread_mutex_lock(&self->lock);
-    size_t old_len = self->text[channel].len;
-    bool ok = kb_buf_append(&self->text[channel], text, keep) == KB_BUF_OK;
-    return s_commit(self, &frame, old_len, ok, NULL);
+    return s_append(self, channel, text, len, date, timestamp < 0 ? 0 : timestamp, NULL);
 }
 
 void kb_outlog_set_view(kb_outlog_t *self, size_t stdout_start, size_t stderr_start)
