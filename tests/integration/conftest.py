@@ -277,6 +277,27 @@ def pid_alive(pid):
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
+def pids_with_arg_under(prefix, containing=None):
+    """Live processes with a command-line argument that starts with prefix
+    (a kernel's connection file under a state dir) and, when containing is
+    given, one that contains it (a kernelspec's name)."""
+    inside = str(prefix).encode()
+    needle = containing.encode() if containing else b""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % entry, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if (any(arg.startswith(inside) for arg in argv) and any(needle in arg for arg in argv)
+                and pid_alive(int(entry))):
+            found.append(int(entry))
+    return sorted(found)
+
+
 def wait_until(predicate, timeout, interval=0.05):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

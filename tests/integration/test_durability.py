@@ -15,13 +15,12 @@ import signal
 import sqlite3
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from conftest import BINARY, Daemon, error_of, pid_alive, wait_until
+from conftest import BINARY, Daemon, error_of, pid_alive, pids_with_arg_under, wait_until
 
 
 @pytest.fixture
@@ -37,19 +36,7 @@ def state_dir():
 
 def kernel_pids(state_dir):
     """Live processes started with a connection file in state_dir/kernels."""
-    inside = (str(state_dir) + "/kernels/").encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % entry, "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if any(arg.startswith(inside) for arg in argv) and pid_alive(int(entry)):
-            found.append(int(entry))
-    return sorted(found)
+    return pids_with_arg_under(str(state_dir) + "/kernels/")
 
 
 def kill_group(pid):
@@ -143,6 +130,10 @@ def test_records_and_a_run_in_flight_survive(state_dir):
         texts = [frame["data"] for frame in logs["frames"]]
         assert any("before the crash" in t for t in texts), logs
         assert any("daemon stopped" in t for t in texts), logs
+        result = d.ok("GET", "/processes/%s/result" % running)
+        assert result["process"]["reason"] == "sandbox_stopped", result
+        assert result["error"]["name"] == "SandboxStopped", result
+        assert result["logs"]["stdout"] == "before the crash\n", result
         # the kernel was busy with that cell: adopted all the same, and the
         # next run waits for the cell to end
         ctx_after = d.ok("GET", "/contexts/%s" % cid)
@@ -246,9 +237,11 @@ def test_state_dir_in_use_damaged_or_newer_is_refused(state_dir):
     for name in os.listdir(state_dir):
         if name.startswith("state.db"):
             os.unlink(state_dir / name)
-    (state_dir / "state.db").write_bytes(os.urandom(8192))
+    garbage = os.urandom(8192)
+    (state_dir / "state.db").write_bytes(garbage)
     code, err = refused(state_dir)
     assert code == 2 and "state.db" in err, err
+    assert (state_dir / "state.db").read_bytes() == garbage, "a damaged file is not deleted"
 
 
 def test_ephemeral_keeps_nothing(tmp_path):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import BINARY
+from conftest import BINARY, pids_with_arg_under
 from kernels_testlib import (KERNELSPECS, assert_ok, create, error_of, kernel_daemon,
                              kernel_daemon_factory, kernel_env, pid_alive, run, texts,
                              wait_until)
@@ -32,20 +32,7 @@ def process_logs(d, result):
 def kernels_of(d, name):
     """PIDs of live kernels of kernelspec name launched by daemon d (with a
     connection file in its state dir)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % entry, "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        inside = (str(d.state_dir) + "/").encode()  # the connection file's directory
-        if (any(arg.startswith(inside) for arg in argv)
-                and any(name.encode() in arg for arg in argv) and pid_alive(int(entry))):
-            found.append(int(entry))
-    return found
+    return pids_with_arg_under(str(d.state_dir) + "/", containing=name)
 
 
 def rss_kib(pid):
