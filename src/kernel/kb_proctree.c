@@ -1,0 +1,423 @@
+/*  kb_proctree.c - process trees read from /proc (see kb_proctree.h).
+    Engine thread only.
+*/
+#include "kernel/kb_proctree.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "util/kb_vec.h"
+
+#define KB_KILL_ROUNDS 8 /* of kb_proctree_kill_descendants */
+
+/*  What a sample needs of /proc/<pid>/stat. */
+typedef struct {
+    char state;
+    pid_t ppid, session;
+    unsigned long long cpu_ticks; /* utime + stime + cutime + cstime */
+    unsigned long long start;     /* clock ticks since boot */
+    unsigned long long rss_pages;
+} kb_stat_t;
+
+typedef struct {
+    pid_t pid;
+    unsigned long long start;
+    int fd; /* /proc/<pid>/stat, open */
+} kb_member_t;
+
+/*  A candidate of this update: its member record, then its stat. */
+typedef struct {
+    kb_member_t m;
+    kb_stat_t st;
+} kb_fresh_t;
+
+struct kb_proctree {
+    kb_procscan_t *scan;
+    pid_t root;
+    kb_vec_t members; /* kb_member_t, in the order found: the root first */
+};
+
+struct kb_procscan {
+    kb_vec_t trees; /* kb_proctree_t * */
+    kb_vec_t seen;  /* pid_t, ascending: the pids of the last update */
+    kb_vec_t next;  /* pid_t: this update's, swapped with seen */
+    kb_vec_t fresh; /* kb_fresh_t: candidates of this update, not yet placed */
+    bool full;      /* the next update reads every process, not only new ones */
+};
+
+static long s_page_size, s_ticks;
+
+/* ---- /proc/<pid>/stat -------------------------------------------------------------- */
+
+/*  Parse a stat line. 0, or -1 when it is not one. */
+static int s_parse_stat(char *buf, kb_stat_t *out)
+{
+    /*  "pid (comm) state ppid pgrp session ...": comm may hold spaces and
+        parens, so the fields start after the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p || p[1] != ' ' || !p[2])
+        return -1;
+    p += 2;
+    out->state = *p;
+    unsigned long long f[24] = { 0 }; /* f[n]: field n, from 4 on */
+    char *end;
+    for (int field = 4; field <= 24; field++) {
+        p = strchr(p, ' ');
+        if (!p)
+            return -1;
+        p++;
+        f[field - 1] = strtoull(p, &end, 10);
+        if (end == p)
+            f[field - 1] = (unsigned long long)strtoll(p, &end, 10);
+    }
+    out->ppid = (pid_t)f[3];
+    out->session = (pid_t)f[5];
+    out->cpu_ticks = f[13] + f[14] + f[15] + f[16];
+    out->start = f[21];
+    out->rss_pages = f[23];
+    return 0;
+}
+
+static int s_read_stat_fd(int fd, kb_stat_t *out)
+{
+    char buf[1024];
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    return s_parse_stat(buf, out);
+}
+
+/*  Open /proc/<pid>/stat and read it. The descriptor, or -1. */
+static int s_open_stat(pid_t pid, kb_stat_t *out)
+{
+    char path[48];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0 && s_read_stat_fd(fd, out) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* ---- trees ------------------------------------------------------------------------- */
+
+static kb_member_t *s_member(const kb_proctree_t *self, size_t i)
+{
+    return kb_vec_at(&self->members, i);
+}
+
+static bool s_is_member(const kb_proctree_t *self, pid_t pid)
+{
+    for (size_t i = 0; i < self->members.len; i++)
+        if (s_member(self, i)->pid == pid)
+            return true;
+    return false;
+}
+
+static void s_drop(kb_proctree_t *self, size_t i)
+{
+    kb_member_t *m = s_member(self, i);
+    if (m->fd >= 0)
+        close(m->fd);
+    memmove(m, m + 1, (self->members.len - i - 1) * sizeof *m);
+    self->members.len--;
+}
+
+kb_proctree_t *kb_proctree_new(kb_procscan_t *scan, pid_t root)
+{
+    kb_proctree_t *self = calloc(1, sizeof *self);
+    if (!self)
+        return NULL;
+    self->scan = scan;
+    self->root = root;
+    kb_vec_init(&self->members, sizeof(kb_member_t), 0);
+    kb_stat_t st;
+    kb_member_t m = { root, 0, s_open_stat(root, &st) };
+    if (m.fd >= 0)
+        m.start = st.start;
+    if ((m.fd >= 0 && kb_vec_push(&self->members, &m) != KB_BUF_OK)
+        || kb_vec_push(&scan->trees, &self) != KB_BUF_OK) {
+        if (m.fd >= 0)
+            close(m.fd);
+        kb_vec_free(&self->members);
+        free(self);
+        return NULL;
+    }
+    scan->full = true;
+    return self;
+}
+
+void kb_proctree_destroy(kb_proctree_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    kb_proctree_t *self = *self_p;
+    *self_p = NULL;
+    kb_vec_t *trees = &self->scan->trees;
+    for (size_t i = 0; i < trees->len; i++) {
+        kb_proctree_t **t = kb_vec_at(trees, i);
+        if (*t == self) {
+            memmove(t, t + 1, (trees->len - i - 1) * sizeof *t);
+            trees->len--;
+            break;
+        }
+    }
+    while (self->members.len)
+        s_drop(self, self->members.len - 1);
+    kb_vec_free(&self->members);
+    free(self);
+}
+
+pid_t kb_proctree_root(const kb_proctree_t *self)
+{
+    return self->root;
+}
+
+int kb_proctree_sample(kb_proctree_t *self, kb_tree_sample_t *out)
+{
+    *out = (kb_tree_sample_t){ 0 };
+    bool root_alive = false;
+    unsigned long long ticks = 0, pages = 0;
+    for (size_t i = 0; i < self->members.len;) {
+        kb_member_t *m = s_member(self, i);
+        kb_stat_t st;
+        if (s_read_stat_fd(m->fd, &st) != 0 || st.start != m->start || st.state == 'X') {
+            s_drop(self, i); /* gone (a reused pid is another process) */
+            continue;
+        }
+        ticks += st.cpu_ticks;
+        if (st.state != 'Z') {
+            pages += st.rss_pages;
+            out->pids++;
+            if (m->pid == self->root)
+                root_alive = true;
+        }
+        i++;
+    }
+    out->rss_bytes = (uint64_t)pages * (uint64_t)s_page_size;
+    out->cpu_time_s = (double)ticks / (double)s_ticks;
+    return root_alive ? 0 : -1;
+}
+
+size_t kb_proctree_signal(kb_proctree_t *self, int sig, bool include_root)
+{
+    size_t n = 0;
+    for (size_t i = self->members.len; i-- > 0;) {
+        kb_member_t *m = s_member(self, i);
+        if ((m->pid != self->root || include_root) && kill(m->pid, sig) == 0)
+            n++;
+    }
+    return n;
+}
+
+size_t kb_proctree_kill_over(kb_proctree_t *self, size_t keep)
+{
+    kb_tree_sample_t sample;
+    kb_proctree_sample(self, &sample); /* drops the dead */
+    size_t killed = 0;
+    /*  Members are in the order found, which is the order of creation but
+        for the members of a full update; the newest have the latest start. */
+    while (sample.pids > keep && killed < self->members.len) {
+        kb_member_t *newest = NULL;
+        for (size_t i = 0; i < self->members.len; i++) {
+            kb_member_t *m = s_member(self, i);
+            if (m->pid != self->root && m->fd >= 0 && (!newest || m->start >= newest->start))
+                newest = m;
+        }
+        if (!newest)
+            break;
+        kill(newest->pid, SIGKILL);
+        close(newest->fd);
+        newest->fd = -1; /* not chosen again; dropped below */
+        killed++;
+        sample.pids--;
+    }
+    for (size_t i = 0; i < self->members.len;)
+        if (s_member(self, i)->fd < 0)
+            s_drop(self, i);
+        else
+            i++;
+    return killed;
+}
+
+size_t kb_proctree_kill_descendants(kb_proctree_t *self)
+{
+    size_t killed = 0;
+    for (int round = 0; round < KB_KILL_ROUNDS; round++) {
+        /*  Stop them first, so that none forks again between the kills. */
+        size_t n = kb_proctree_signal(self, SIGSTOP, false);
+        kb_proctree_signal(self, SIGKILL, false);
+        killed += n;
+        kb_procscan_update(self->scan);
+        kb_tree_sample_t sample;
+        kb_proctree_sample(self, &sample);
+        if (n == 0 || self->members.len <= 1)
+            break;
+    }
+    return killed;
+}
+
+static int s_root_file(const kb_proctree_t *self, const char *name, int flags)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)self->root, name);
+    return open(path, flags | O_CLOEXEC);
+}
+
+uint64_t kb_proctree_root_peak(const kb_proctree_t *self)
+{
+    int fd = s_root_file(self, "status", O_RDONLY);
+    if (fd < 0)
+        return 0;
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    const char *p = strstr(buf, "\nVmHWM:");
+    return p ? strtoull(p + 7, NULL, 10) * 1024 : 0;
+}
+
+int kb_proctree_root_peak_reset(const kb_proctree_t *self)
+{
+    int fd = s_root_file(self, "clear_refs", O_WRONLY);
+    if (fd < 0)
+        return -1;
+    int rc = write(fd, "5", 1) == 1 ? 0 : -1;
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
+}
+
+/* ---- the scan ------------------------------------------------------------------------ */
+
+kb_procscan_t *kb_procscan_new(void)
+{
+    if (!s_page_size) {
+        s_page_size = sysconf(_SC_PAGESIZE);
+        s_ticks = sysconf(_SC_CLK_TCK);
+        if (s_page_size <= 0)
+            s_page_size = 4096;
+        if (s_ticks <= 0)
+            s_ticks = 100;
+    }
+    kb_procscan_t *self = calloc(1, sizeof *self);
+    if (!self)
+        return NULL;
+    kb_vec_init(&self->trees, sizeof(kb_proctree_t *), 0);
+    kb_vec_init(&self->seen, sizeof(pid_t), 0);
+    kb_vec_init(&self->next, sizeof(pid_t), 0);
+    kb_vec_init(&self->fresh, sizeof(kb_fresh_t), 0);
+    return self;
+}
+
+void kb_procscan_destroy(kb_procscan_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    kb_procscan_t *self = *self_p;
+    *self_p = NULL;
+    kb_vec_free(&self->trees);
+    kb_vec_free(&self->seen);
+    kb_vec_free(&self->next);
+    kb_vec_free(&self->fresh);
+    free(self);
+}
+
+/*  The tree a process belongs to: its parent's or its session's. */
+static kb_proctree_t *s_tree_of(const kb_procscan_t *self, const kb_stat_t *st)
+{
+    for (size_t i = 0; i < self->trees.len; i++) {
+        kb_proctree_t *tree = *(kb_proctree_t **)kb_vec_at(&self->trees, i);
+        if (st->session == tree->root || s_is_member(tree, st->ppid))
+            return tree;
+    }
+    return NULL;
+}
+
+/*  Place the candidates whose parent is known, until none moves (a child
+    listed before its parent, as after a pid wrap, waits a pass). */
+static void s_place_fresh(kb_procscan_t *self)
+{
+    bool moved = true;
+    while (moved && self->fresh.len) {
+        moved = false;
+        for (size_t i = 0; i < self->fresh.len;) {
+            kb_fresh_t *f = kb_vec_at(&self->fresh, i);
+            kb_proctree_t *tree = s_tree_of(self, &f->st);
+            if (!tree || s_is_member(tree, f->m.pid)) {
+                i++;
+                continue;
+            }
+            if (kb_vec_push(&tree->members, &f->m) != KB_BUF_OK) {
+                i++;
+                continue;
+            }
+            f->m.fd = -1; /* the tree has it now */
+            memmove(f, f + 1, (self->fresh.len - i - 1) * sizeof *f);
+            self->fresh.len--;
+            moved = true;
+        }
+    }
+    for (size_t i = 0; i < self->fresh.len; i++) {
+        kb_fresh_t *f = kb_vec_at(&self->fresh, i);
+        if (f->m.fd >= 0)
+            close(f->m.fd);
+    }
+    self->fresh.len = 0;
+}
+
+int kb_procscan_update(kb_procscan_t *self)
+{
+    DIR *dir = opendir("/proc");
+    if (!dir)
+        return -1;
+    bool full = self->full || self->trees.len == 0;
+    self->full = false;
+    self->next.len = 0;
+    size_t at = 0; /* in seen, ascending like readdir's numbered entries */
+    struct dirent *entry;
+    while ((entry = readdir(dir))) {
+        const char *name = entry->d_name;
+        if (*name < '1' || *name > '9')
+            continue;
+        pid_t pid = (pid_t)strtol(name, NULL, 10);
+        kb_vec_push(&self->next, &pid);
+        while (at < self->seen.len && *(pid_t *)kb_vec_at(&self->seen, at) < pid)
+            at++;
+        bool known = at < self->seen.len && *(pid_t *)kb_vec_at(&self->seen, at) == pid;
+        if ((known && !full) || self->trees.len == 0)
+            continue;
+        kb_fresh_t f;
+        f.m.pid = pid;
+        f.m.fd = s_open_stat(pid, &f.st);
+        if (f.m.fd < 0)
+            continue;
+        f.m.start = f.st.start;
+        if (f.st.state == 'Z' || f.st.state == 'X' || kb_vec_push(&self->fresh, &f) != KB_BUF_OK)
+            close(f.m.fd);
+    }
+    closedir(dir);
+    kb_vec_t swap = self->seen;
+    self->seen = self->next;
+    self->next = swap;
+    s_place_fresh(self);
+    return 0;
+}
+
+int kb_proc_limit_data(pid_t pid, uint64_t bytes)
+{
+    struct rlimit limit = { (rlim_t)bytes, (rlim_t)bytes };
+    return prlimit(pid, RLIMIT_DATA, &limit, NULL);
+}

@@ -1,0 +1,80 @@
+/*  kb_proctree.h - a kernel's process tree, read from /proc: the kernel
+    and every descendant, found incrementally; the tree's resident memory,
+    CPU time and process count; signalling it; the kernel's RLIMIT_DATA.
+
+    One kb_procscan_t serves every tree of a loop. Its update lists /proc
+    and reads only the processes it has not seen before: a new process
+    joins a tree when its parent is a member or when it is in the kernel's
+    session (a kernel is started as a session leader, so orphans that init
+    adopted are still found). A member's stat file stays open and is read
+    with one pread per sample; a member that is gone is dropped. A pid is
+    taken for one process by its start time (a reused pid is a new
+    process). Without /proc entries for threads' children (no
+    CONFIG_PROC_CHILDREN here), this is the cheap way to know a tree.
+    Engine thread only.
+*/
+#ifndef KB_PROCTREE_H_INCLUDED
+#define KB_PROCTREE_H_INCLUDED
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct kb_procscan kb_procscan_t;
+typedef struct kb_proctree kb_proctree_t;
+
+/*  One sample of a tree. */
+typedef struct {
+    uint64_t rss_bytes; /* resident memory, summed over the live members */
+    double cpu_time_s;  /* user+system time of live members and the children they reaped */
+    unsigned pids;      /* live (not zombie) processes */
+} kb_tree_sample_t;
+
+/*  NULL without memory. */
+kb_procscan_t *kb_procscan_new(void);
+void kb_procscan_destroy(kb_procscan_t **self_p);
+
+/*  List /proc and give every process not seen before to the tree it
+    belongs to. 0, or -1 with errno (/proc unreadable). */
+int kb_procscan_update(kb_procscan_t *self);
+
+/*  The tree of root (a kernel started as a session leader), registered
+    with scan; the next update looks at every process once more to find
+    its members (a re-adopted kernel may have children already). NULL
+    without memory. */
+kb_proctree_t *kb_proctree_new(kb_procscan_t *scan, pid_t root);
+void kb_proctree_destroy(kb_proctree_t **self_p);
+
+pid_t kb_proctree_root(const kb_proctree_t *self);
+
+/*  Read every member's stat (dropping the members that are gone) into
+    out. 0; -1 when the root itself is gone (out still filled from the
+    rest). */
+int kb_proctree_sample(kb_proctree_t *self, kb_tree_sample_t *out);
+
+/*  Send sig to every member, newest first (the root last, and only with
+    include_root). The number of processes signalled. */
+size_t kb_proctree_signal(kb_proctree_t *self, int sig, bool include_root);
+
+/*  SIGKILL the newest members (never the root) until at most keep are
+    left alive. The number killed. */
+size_t kb_proctree_kill_over(kb_proctree_t *self, size_t keep);
+
+/*  SIGKILL every member but the root, updating scan between rounds so
+    that children forked meanwhile go too (a few rounds at most). The
+    number killed. */
+size_t kb_proctree_kill_descendants(kb_proctree_t *self);
+
+/*  The root's peak resident memory (VmHWM) since the last reset, and
+    resetting it to the current figure (/proc/<pid>/clear_refs, "5").
+    0 when unknown; reset -1 with errno. */
+uint64_t kb_proctree_root_peak(const kb_proctree_t *self);
+int kb_proctree_root_peak_reset(const kb_proctree_t *self);
+
+/*  Set the process's RLIMIT_DATA (soft and hard) to bytes, so that its
+    allocator fails rather than the machine running out. 0, or -1 with
+    errno. */
+int kb_proc_limit_data(pid_t pid, uint64_t bytes);
+
+#endif
