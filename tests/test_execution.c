@@ -842,7 +842,8 @@ static void test_to_json_shape(void)
     free(text);
     json_decref(live);
     CHECK(json != NULL);
-    CHECK_STR(keys_of(json), "context,error,execution_count,logs,process,results,truncated");
+    CHECK_STR(keys_of(json),
+              "context,error,execution_count,logs,process,resources,results,truncated");
     json_t *process = json_object_get(json, "process");
     CHECK_STR(keys_of(process), "exit_code,process_id,raw_reason,reason,signal");
     CHECK(json_is(process, "{\"process_id\": \"prc_1\", \"exit_code\": 0, \"signal\": null,"
@@ -900,7 +901,8 @@ static void test_to_json_shape(void)
                         " \"\"}, \"error\": {\"name\": \"KernelDied\", \"value\": \"kernel killed"
                         " by SIGSEGV\", \"traceback\": []}, \"execution_count\": null,"
                         " \"context\": {\"sandbox_id\": null, \"context_id\": null, \"language\":"
-                        " null}, \"truncated\": false}"));
+                        " null}, \"truncated\": false, \"resources\": {\"wall_time_s\": 0.0,"
+                        " \"cpu_time_s\": null, \"peak_memory_bytes\": null}}"));
     json_decref(json);
     kb_result_destroy(&result);
     kb_execution_destroy(&exe);

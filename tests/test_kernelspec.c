@@ -405,6 +405,8 @@ static void test_quirks(void)
         "{\"argv\": [\"deno\", \"jupyter\", \"--kernel\", \"--conn\", \"{connection_file}\"],"
         " \"display_name\": \"Deno\", \"language\": \"typescript\"}");
     CHECK(spec && kb_kernelspec_quirks(spec).transport != NULL);
+    /* V8 maps ~1.2 GiB of data at start: no RLIMIT_DATA */
+    CHECK(spec && kb_kernelspec_quirks(spec).no_rlimit_data);
     kb_kernelspec_destroy(&spec);
 
     /* deno running something else, or a kernel that only looks like it: none */
@@ -418,8 +420,9 @@ static void test_quirks(void)
     };
     for (size_t i = 0; i < sizeof plain / sizeof *plain; i++) {
         spec = load_text(tmp, "plain", plain[i]);
-        quirks = spec ? kb_kernelspec_quirks(spec) : (kb_kernelspec_quirks_t){ "x", 1, true };
-        CHECK(quirks.transport == NULL && quirks.late_output == 0 && !quirks.no_color);
+        quirks = spec ? kb_kernelspec_quirks(spec) : (kb_kernelspec_quirks_t){ "x", 1, true, true };
+        CHECK(quirks.transport == NULL && quirks.late_output == 0 && !quirks.no_color
+              && !quirks.no_rlimit_data);
         kb_kernelspec_destroy(&spec);
     }
 
@@ -428,26 +431,29 @@ static void test_quirks(void)
         tmp, "given",
         "{\"argv\": [\"k\"], \"display_name\": \"g\", \"language\": \"g\","
         " \"metadata\": {\"kernelbridge\": {\"transport\": \"tcp\", \"late_output\": 0.25,"
-        " \"no_color\": true}}}");
+        " \"no_color\": true, \"rlimit_data\": false}}}");
     quirks = spec ? kb_kernelspec_quirks(spec) : (kb_kernelspec_quirks_t){ 0 };
     CHECK_STR(quirks.transport, "tcp");
     CHECK(quirks.late_output == 0.25);
     CHECK(quirks.no_color);
+    CHECK(quirks.no_rlimit_data);
     kb_kernelspec_destroy(&spec);
     spec = load_text(tmp, "deno-ipc",
                      "{\"argv\": [\"deno\", \"jupyter\", \"--kernel\"], \"display_name\": \"D\","
                      " \"language\": \"typescript\", \"metadata\": {\"kernelbridge\": {"
-                     "\"transport\": \"ipc\", \"late_output\": 0, \"no_color\": false}}}");
+                     "\"transport\": \"ipc\", \"late_output\": 0, \"no_color\": false,"
+                     " \"rlimit_data\": true}}}");
     quirks = spec ? kb_kernelspec_quirks(spec) : (kb_kernelspec_quirks_t){ 0 };
     CHECK_STR(quirks.transport, "ipc");
     CHECK(quirks.late_output == 0);
     CHECK(!quirks.no_color);
+    CHECK(!quirks.no_rlimit_data);
     kb_kernelspec_destroy(&spec);
     /* wrong types and out-of-range values are ignored */
     const char *ignored[] = {
         "{\"kernelbridge\": {\"transport\": \"udp\", \"late_output\": -1, \"no_color\": 1}}",
         "{\"kernelbridge\": {\"transport\": 1, \"late_output\": 11, \"no_color\": \"yes\"}}",
-        "{\"kernelbridge\": {\"late_output\": \"0.5\"}}",
+        "{\"kernelbridge\": {\"late_output\": \"0.5\", \"rlimit_data\": 0}}",
         "{\"kernelbridge\": [\"tcp\"]}",
         "{\"kernelbridge\": null}",
         "{}",
@@ -460,8 +466,9 @@ static void test_quirks(void)
                  ignored[i]);
         spec = load_text(tmp, "ignored", text);
         CHECK(spec != NULL);
-        quirks = spec ? kb_kernelspec_quirks(spec) : (kb_kernelspec_quirks_t){ "x", 1, true };
-        CHECK(quirks.transport == NULL && quirks.late_output == 0 && !quirks.no_color);
+        quirks = spec ? kb_kernelspec_quirks(spec) : (kb_kernelspec_quirks_t){ "x", 1, true, true };
+        CHECK(quirks.transport == NULL && quirks.late_output == 0 && !quirks.no_color
+              && !quirks.no_rlimit_data);
         kb_kernelspec_destroy(&spec);
     }
     /* no_color from metadata reaches the environment */

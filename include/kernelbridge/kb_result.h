@@ -19,7 +19,19 @@ typedef enum {
     KB_REASON_SIGNALED,        /* "signaled" */
     KB_REASON_FAILED,          /* "failed" */
     KB_REASON_SANDBOX_STOPPED, /* "sandbox_stopped" */
+    KB_REASON_MEMORY_LIMIT,    /* "memory_limit" */
+    KB_REASON_PIDS_LIMIT,      /* "pids_limit" */
 } kb_reason_t;
+
+#define KB_REASON_LAST KB_REASON_PIDS_LIMIT
+
+/*  What a run cost its kernel's process tree (SPEC section 9). */
+typedef struct {
+    double wall_time_s;          /* from the run's start on the kernel to its end; 0 unstarted */
+    double cpu_time_s;           /* user + system of the tree; < 0: unknown (a kernel this
+                                    daemon did not start) */
+    long long peak_memory_bytes; /* the tree's peak resident memory; < 0: unknown */
+} kb_resources_t;
 
 /*  "exited", ...; NULL for KB_REASON_NONE. Static string. */
 const char *kb_reason_name(kb_reason_t reason);
@@ -62,7 +74,12 @@ typedef struct {
     char *context_id;
     char *language;
     long long generation; /* the context's generation (SPEC section 3); 0: unknown */
+    kb_resources_t resources;
 } kb_result_t;
+
+/*  {wall_time_s, cpu_time_s, peak_memory_bytes}, unknown figures null.
+    Caller owns. */
+json_t *kb_resources_to_json(const kb_resources_t *self);
 
 /*  The result as InterpreterResult JSON. Caller owns. */
 json_t *kb_result_to_json(const kb_result_t *self);

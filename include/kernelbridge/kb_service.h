@@ -56,6 +56,9 @@ typedef struct {
     bool no_adopt;                 /* kernels recorded in state_dir are killed, not adopted */
     bool keep_kernels;             /* destroy leaves kernels running for the next service on
                                       state_dir (runs still going end as sandbox_stopped) */
+    long long memory_limit;        /* bytes, of each context's kernel tree (contexts and
+                                      isolated runs that give none); 0 = none */
+    long long pids_limit;          /* processes of each context's kernel tree; 0 = none */
 } kb_service_config_t;
 
 /*  Start a service and its engine thread. Returns NULL and fills err on
@@ -95,6 +98,8 @@ typedef struct {
     json_t *connection_info; /* a running kernel's connection file (its JSON): drive that
                                 kernel instead of starting one; it is never signalled;
                                 NULL: start one; borrowed */
+    long long memory_limit;  /* bytes of the kernel's process tree; 0: the service's default */
+    long long pids_limit;    /* processes of the kernel's tree; 0: the service's default */
 } kb_context_opts_t;
 
 /*  Create a context and wait until its kernel is ready. Returns the context
@@ -141,6 +146,8 @@ typedef struct {
     const char *cwd;         /* per-run cwd (adapter on persistent contexts) */
     json_t *env;             /* per-run env, object of strings; borrowed */
     bool strip_ansi;         /* remove ANSI escapes from traceback lines */
+    long long memory_limit;  /* isolated runs only: as kb_context_opts_t's */
+    long long pids_limit;
 } kb_run_opts_t;
 
 /*  What a stream of events carries. START {process_id, context};

@@ -75,6 +75,11 @@ static const char usage[]
       "  --max-process-bytes BYTES their logs kept [KB_MAX_PROCESS_BYTES, default 256M]\n"
       "  --max-output-memory BYTES all output held in memory, running and finished\n"
       "                            [KB_MAX_OUTPUT_MEMORY, default 256M]\n"
+      "  --memory-limit BYTES      resident memory of each context's kernel and its\n"
+      "                            processes, for contexts and isolated runs that give\n"
+      "                            none; at least 256M [KB_MEMORY_LIMIT, default none]\n"
+      "  --pids-limit N            processes of each context's kernel tree, likewise; at\n"
+      "                            least 8 [KB_PIDS_LIMIT, default none]\n"
       "  --max-connections N       concurrent HTTP connections [KB_MAX_CONNECTIONS, 256]\n"
       "  --connection-timeout S    close connections idle this long [KB_CONNECTION_TIMEOUT, 60]\n"
       "  --sse-keepalive S         comment line on idle event streams, at most half the\n"
@@ -245,6 +250,8 @@ enum {
     OPT_MAX_PROCESS_BYTES,
     OPT_MAX_OUTPUT_MEMORY,
     OPT_MAX_CONNECTIONS,
+    OPT_MEMORY_LIMIT,
+    OPT_PIDS_LIMIT,
     OPT_CONNECTION_TIMEOUT,
     OPT_SSE_KEEPALIVE,
     OPT_LOG_FORMAT,
@@ -276,6 +283,8 @@ static const struct option long_options[] = {
     { "max-process-bytes", required_argument, NULL, OPT_MAX_PROCESS_BYTES },
     { "max-output-memory", required_argument, NULL, OPT_MAX_OUTPUT_MEMORY },
     { "max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS },
+    { "memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT },
+    { "pids-limit", required_argument, NULL, OPT_PIDS_LIMIT },
     { "connection-timeout", required_argument, NULL, OPT_CONNECTION_TIMEOUT },
     { "sse-keepalive", required_argument, NULL, OPT_SSE_KEEPALIVE },
     { "log-format", required_argument, NULL, OPT_LOG_FORMAT },
@@ -310,6 +319,8 @@ static const struct {
     { OPT_MAX_PROCESS_BYTES, "KB_MAX_PROCESS_BYTES" },
     { OPT_MAX_OUTPUT_MEMORY, "KB_MAX_OUTPUT_MEMORY" },
     { OPT_MAX_CONNECTIONS, "KB_MAX_CONNECTIONS" },
+    { OPT_MEMORY_LIMIT, "KB_MEMORY_LIMIT" },
+    { OPT_PIDS_LIMIT, "KB_PIDS_LIMIT" },
     { OPT_CONNECTION_TIMEOUT, "KB_CONNECTION_TIMEOUT" },
     { OPT_SSE_KEEPALIVE, "KB_SSE_KEEPALIVE" },
     { OPT_LOG_FORMAT, "KB_LOG_FORMAT" },
@@ -381,6 +392,16 @@ static int apply(serve_opts_t *o, int opt, const char *value, char *listen_buf, 
             return parse_bytes("--max-process-bytes", value, &o->service.max_process_bytes);
         case OPT_MAX_OUTPUT_MEMORY:
             return parse_bytes("--max-output-memory", value, &o->service.max_output_memory);
+        case OPT_MEMORY_LIMIT:
+            if (parse_bytes("--memory-limit", value, &n) != 0)
+                return -1;
+            o->service.memory_limit = (long long)n;
+            return 0;
+        case OPT_PIDS_LIMIT:
+            if (parse_count("--pids-limit", value, &n) != 0)
+                return -1;
+            o->service.pids_limit = (long long)n;
+            return 0;
         case OPT_MAX_CONNECTIONS:
             if (parse_count("--max-connections", value, &n) < 0 || n > 65536)
                 return bad_value("--max-connections", value, "at most 65536");

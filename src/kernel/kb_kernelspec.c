@@ -316,11 +316,12 @@ static bool is_deno_kernel(const kb_kernelspec_t *self)
 kb_kernelspec_quirks_t kb_kernelspec_quirks(const kb_kernelspec_t *self)
 {
     assert(self && self->argv && self->argc > 0);
-    kb_kernelspec_quirks_t quirks = { NULL, 0, false };
+    kb_kernelspec_quirks_t quirks = { NULL, 0, false, false };
     if (is_deno_kernel(self)) {
         quirks.transport = "tcp";
         quirks.late_output = KB_DENO_LATE_OUTPUT;
         quirks.no_color = true;
+        quirks.no_rlimit_data = true;
     }
     json_t *given = self->metadata ? json_object_get(self->metadata, "kernelbridge") : NULL;
     if (!json_is_object(given))
@@ -336,5 +337,8 @@ kb_kernelspec_quirks_t kb_kernelspec_quirks(const kb_kernelspec_t *self)
     json_t *no_color = json_object_get(given, "no_color");
     if (json_is_boolean(no_color))
         quirks.no_color = json_is_true(no_color);
+    json_t *rlimit = json_object_get(given, "rlimit_data");
+    if (json_is_boolean(rlimit))
+        quirks.no_rlimit_data = !json_is_true(rlimit);
     return quirks;
 }

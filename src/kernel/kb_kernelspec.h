@@ -106,11 +106,17 @@ char **kb_kernelspec_build_env(const kb_kernelspec_t *self, char *const *base_en
     - no_color: launch with NO_COLOR=1 unless the kernelspec env or the
       caller's extra_env set NO_COLOR (Deno's kernel colours its text/plain
       results with ANSI escapes otherwise). Member "no_color": true | false.
+    - no_rlimit_data: a context's memory limit is not set as the kernel's
+      RLIMIT_DATA, because its runtime maps far more writable memory at
+      start than it uses (Deno's V8 maps about 1.2 GiB of data for 200 MiB
+      resident; the JVM and Julia do the same): the sampler alone enforces
+      the limit. Member "rlimit_data": false (true: set it).
     Members of another type or out of range are ignored. */
 typedef struct {
     const char *transport; /* static string or NULL */
     double late_output;
     bool no_color;
+    bool no_rlimit_data;
 } kb_kernelspec_quirks_t;
 
 /*  Seconds of late_output for Deno's kernel (2.x). In 5 to 15% of runs its

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/kb_vec.h"
@@ -45,11 +46,12 @@ struct kb_proctree {
 };
 
 struct kb_procscan {
-    kb_vec_t trees; /* kb_proctree_t * */
-    kb_vec_t seen;  /* pid_t, ascending: the pids of the last update */
-    kb_vec_t next;  /* pid_t: this update's, swapped with seen */
-    kb_vec_t fresh; /* kb_fresh_t: candidates of this update, not yet placed */
-    bool full;      /* the next update reads every process, not only new ones */
+    kb_vec_t trees;          /* kb_proctree_t * */
+    kb_vec_t seen;           /* pid_t, ascending: the pids of the last update */
+    kb_vec_t next;           /* pid_t: this update's, swapped with seen */
+    kb_vec_t fresh;          /* kb_fresh_t: candidates of this update, not yet placed */
+    bool full;               /* the next update reads every process, not only new ones */
+    struct timespec updated; /* of the last update (CLOCK_MONOTONIC) */
 };
 
 static long s_page_size, s_ticks;
@@ -198,8 +200,10 @@ int kb_proctree_sample(kb_proctree_t *self, kb_tree_sample_t *out)
         if (st.state != 'Z') {
             pages += st.rss_pages;
             out->pids++;
-            if (m->pid == self->root)
+            if (m->pid == self->root) {
                 root_alive = true;
+                out->root_rss_bytes = (uint64_t)st.rss_pages * (uint64_t)s_page_size;
+            }
         }
         i++;
     }
@@ -383,7 +387,12 @@ int kb_procscan_update(kb_procscan_t *self)
     DIR *dir = opendir("/proc");
     if (!dir)
         return -1;
-    bool full = self->full || self->trees.len == 0;
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    long long age_ms = (long long)(now.tv_sec - self->updated.tv_sec) * 1000
+                       + (now.tv_nsec - self->updated.tv_nsec) / 1000000;
+    self->updated = now;
+    bool full = self->full || self->trees.len == 0 || age_ms > KB_PROCSCAN_STALE_MS;
     self->full = false;
     self->next.len = 0;
     size_t at = 0; /* in seen, ascending like readdir's numbered entries */
@@ -414,6 +423,15 @@ int kb_procscan_update(kb_procscan_t *self)
     self->next = swap;
     s_place_fresh(self);
     return 0;
+}
+
+size_t kb_proctree_limit_data(kb_proctree_t *self, uint64_t bytes)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < self->members.len; i++)
+        if (kb_proc_limit_data(s_member(self, i)->pid, bytes) == 0)
+            n++;
+    return n;
 }
 
 int kb_proc_limit_data(pid_t pid, uint64_t bytes)

@@ -26,9 +26,10 @@ typedef struct kb_proctree kb_proctree_t;
 
 /*  One sample of a tree. */
 typedef struct {
-    uint64_t rss_bytes; /* resident memory, summed over the live members */
-    double cpu_time_s;  /* user+system time of live members and the children they reaped */
-    unsigned pids;      /* live (not zombie) processes */
+    uint64_t rss_bytes;      /* resident memory, summed over the live members */
+    uint64_t root_rss_bytes; /* the root's own */
+    double cpu_time_s;       /* user+system time of live members and the children they reaped */
+    unsigned pids;           /* live (not zombie) processes */
 } kb_tree_sample_t;
 
 /*  NULL without memory. */
@@ -36,7 +37,10 @@ kb_procscan_t *kb_procscan_new(void);
 void kb_procscan_destroy(kb_procscan_t **self_p);
 
 /*  List /proc and give every process not seen before to the tree it
-    belongs to. 0, or -1 with errno (/proc unreadable). */
+    belongs to. When the last update is over KB_PROCSCAN_STALE_MS old,
+    every process is read again (a pid listed then may be another process
+    now). 0, or -1 with errno (/proc unreadable). */
+#define KB_PROCSCAN_STALE_MS 1000
 int kb_procscan_update(kb_procscan_t *self);
 
 /*  The tree of root (a kernel started as a session leader), registered
@@ -71,6 +75,10 @@ size_t kb_proctree_kill_descendants(kb_proctree_t *self);
     0 when unknown; reset -1 with errno. */
 uint64_t kb_proctree_root_peak(const kb_proctree_t *self);
 int kb_proctree_root_peak_reset(const kb_proctree_t *self);
+
+/*  Set RLIMIT_DATA (soft and hard) of every member to bytes. The number
+    of members set. */
+size_t kb_proctree_limit_data(kb_proctree_t *self, uint64_t bytes);
 
 /*  Set the process's RLIMIT_DATA (soft and hard) to bytes, so that its
     allocator fails rather than the machine running out. 0, or -1 with

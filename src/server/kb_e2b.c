@@ -159,11 +159,12 @@ typedef struct {
     kb_stream_t *stream;   /* owned */
     int fd;                /* the client's socket, watched for a hang-up */
     char process_id[KB_HTTP_ID_MAX + 1];
-    kb_buf_t pending; /* rendered lines not yet handed to MHD */
-    size_t sent;      /* bytes of pending already handed over */
-    bool errored;     /* an error line went out */
-    bool counted;     /* the number_of_executions line went out */
-    bool done;        /* end_of_execution is in pending */
+    kb_buf_t pending;    /* rendered lines not yet handed to MHD */
+    size_t sent;         /* bytes of pending already handed over */
+    bool errored;        /* an error line went out */
+    char error_name[64]; /* its name */
+    bool counted;        /* the number_of_executions line went out */
+    bool done;           /* end_of_execution is in pending */
 } kb_e2b_exec_t;
 
 /*  Append one line (stolen; NULL: out of memory). 0 or -1. */
@@ -292,6 +293,8 @@ static int exec_translate(kb_e2b_exec_t *self, const kb_event_t *event)
             if (self->errored)
                 return 0;
             self->errored = true;
+            snprintf(self->error_name, sizeof self->error_name, "%s",
+                     json_string_value(json_object_get(data, "name")) ?: "");
             return exec_append(self, error_line(data));
         case KB_EVENT_INPUT:
             return exec_count(self, json_object_get(data, "execution_count"));
@@ -301,8 +304,14 @@ static int exec_translate(kb_e2b_exec_t *self, const kb_event_t *event)
             if (exec_count(self, json_object_get(data, "execution_count")) < 0)
                 return -1;
             /* Errors of the run's end (KernelDied, TimeoutError,
-               SandboxStopped) come only with the result. */
-            if (json_is_object(error) && !self->errored) {
+               SandboxStopped, MemoryLimitExceeded) come only with the
+               result; one that replaces the kernel's own (its
+               KeyboardInterrupt when it was interrupted) goes too, and
+               E2B's SDKs keep the last. */
+            const char *name = json_string_value(json_object_get(error, "name"));
+            if (json_is_object(error)
+                && (!self->errored
+                    || strncmp(name ? name : "", self->error_name, sizeof self->error_name) != 0)) {
                 self->errored = true;
                 if (exec_append(self, error_line(error)) < 0)
                     return -1;

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <signal.h>
+
 #include "service/kb_adapter.h"
 #include "service/kb_execution.h"
 #include "util/kb_buf.h"
@@ -41,6 +43,9 @@ struct kb_context {
     bool barrier;   /* adopted: the shell may still run the old daemon's cell */
     bool attaching; /* attached by a request now (not restored), not answered yet */
     char barrier_msg_id[96];
+    long long memory_limit, pids_limit; /* 0: none */
+    kb_watch_t *watch;                  /* the kernel's tree; NULL for an attached kernel */
+    char limit_why[300];                /* why the kernel was killed over a limit, or "" */
 };
 
 static void s_on_ready(kb_kernel_t *kernel, void *arg);
@@ -139,6 +144,19 @@ json_t *kb_context_json(const kb_context_t *self)
     json_object_set_new(
         json, "heartbeat",
         json_string(kernel && kb_kernel_heartbeat_misses(kernel) > 1 ? "late" : "ok"));
+    json_object_set_new(json, "memory_limit",
+                        self->memory_limit ? json_integer(self->memory_limit) : json_null());
+    json_object_set_new(json, "pids_limit",
+                        self->pids_limit ? json_integer(self->pids_limit) : json_null());
+    json_t *resources = json_null();
+    if (self->watch) {
+        kb_usage_t usage;
+        kb_watch_usage(self->watch, &usage);
+        resources = json_pack("{s:I, s:f, s:i}", "memory_bytes", (json_int_t)usage.memory_bytes,
+                              "cpu_time_s", (double)(long long)(usage.cpu_time_s * 1e3) / 1e3,
+                              "pids", (int)usage.pids);
+    }
+    json_object_set_new(json, "resources", resources);
     return json;
 }
 
@@ -150,6 +168,15 @@ static void s_changed(kb_context_t *self)
         self->env->changed(self, self->env->gone_arg);
 }
 
+/*  The run in progress ends: what it cost the kernel's tree. */
+static void s_meter(kb_run_t *run, kb_resources_t *out, void *arg)
+{
+    (void)run;
+    kb_context_t *self = arg;
+    if (self->watch)
+        kb_watch_run_end(self->watch, out);
+}
+
 static void s_pump(kb_context_t *self)
 {
     if (!self->ready || self->running || !self->kernel || self->over || self->barrier)
@@ -159,6 +186,10 @@ static void s_pump(kb_context_t *self)
         return;
     self->running = run;
     self->last_activity_at = kb_now();
+    if (self->watch) {
+        kb_watch_run_start(self->watch);
+        kb_run_set_meter(run, s_meter);
+    }
     kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_START, .kernel = self->kernel });
 }
 
@@ -208,8 +239,52 @@ static void s_end_running(kb_context_t *self, const kb_run_event_t *event)
         kb_run_apply(run, event);
 }
 
+/* ---- limits ---------------------------------------------------------------------- */
+
+static void s_on_limit(kb_watch_t *watch, kb_watch_event_t event, const kb_watch_info_t *info,
+                       void *arg)
+{
+    (void)watch;
+    kb_context_t *self = arg;
+    zsys_warning("context %s: %s", self->id, info->text);
+    static const kb_run_limit_t limits[] = {
+        [KB_WATCH_OVER_MEMORY] = KB_RUN_LIMIT_MEMORY,
+        [KB_WATCH_KILL] = KB_RUN_LIMIT_MEMORY_KILL,
+        [KB_WATCH_OVER_PIDS] = KB_RUN_LIMIT_PIDS,
+        [KB_WATCH_UNDER] = KB_RUN_LIMIT_UNDER,
+    };
+    kb_run_event_t run_event = {
+        .type = KB_RUN_EV_LIMIT, .limit = limits[event], .note = info->text, .text = info->value
+    };
+    if (self->running)
+        kb_run_apply(self->running, &run_event);
+    if (event == KB_WATCH_KILL && self->kernel) {
+        snprintf(self->limit_why, sizeof self->limit_why,
+                 "it exceeded its memory limit of %lld bytes (peak %llu bytes); its kernel was "
+                 "killed",
+                 self->memory_limit, (unsigned long long)info->peak_bytes);
+        kb_kernel_apply(self->kernel, KB_KEV_SHUTDOWN);
+        kb_kernel_signal(self->kernel, SIGKILL); /* its exit ends the run, and the context */
+    }
+}
+
+/*  Watch the kernel's tree (one this daemon started). */
+static void s_watch_start(kb_context_t *self)
+{
+    pid_t pid = self->kernel && !self->attached ? kb_kernel_pid(self->kernel) : 0;
+    if (!self->env->limits || pid <= 0)
+        return;
+    bool rlimit = !kb_kernelspec_quirks(self->spec).no_rlimit_data;
+    self->watch = kb_watch_new(self->env->limits, pid, self->memory_limit, self->pids_limit, rlimit,
+                               s_on_limit, self);
+    if (!self->watch)
+        zsys_warning("context %s: out of memory for its watch: its limits are not enforced",
+                     self->id);
+}
+
 static void s_retire_kernel(kb_context_t *self, bool kill_now)
 {
+    kb_watch_destroy(&self->watch);
     if (self->kernel)
         self->env->launcher->retire(self->env->launcher->impl, self->kernel, kill_now);
     self->kernel = NULL;
@@ -345,8 +420,9 @@ static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg
 static void s_on_exited(kb_kernel_t *kernel, void *arg)
 {
     kb_context_t *self = arg;
-    char why[200];
-    snprintf(why, sizeof why, "%s", kb_kernel_exit_text(kernel));
+    char why[320];
+    snprintf(why, sizeof why, "%s",
+             self->limit_why[0] ? self->limit_why : kb_kernel_exit_text(kernel));
     s_end_running(self, &(kb_run_event_t){ .type = KB_RUN_EV_KERNEL_EXITED, .kernel = kernel });
     s_retire_kernel(self, true); /* dead: freed at the end of the turn */
     s_over(self, why, true);
@@ -374,6 +450,7 @@ static bool s_take_pooled(kb_context_t *self)
     }
     kb_kernel_set_callbacks(kernel, &s_kernel_callbacks, self);
     self->kernel = kernel;
+    s_watch_start(self);
     s_changed(self);
     if (!setup) {
         self->ready = true;
@@ -394,6 +471,8 @@ static int s_start_kernel(kb_context_t *self, kb_error_t *err)
                                     &s_kernel_callbacks, self, err);
     if (!self->kernel)
         return -1;
+    self->limit_why[0] = 0;
+    s_watch_start(self);
     s_changed(self); /* recorded while it starts: a crash now leaves no orphan */
     return 0;
 }
@@ -420,6 +499,8 @@ static kb_context_t *s_alloc(const kb_context_env_t *env, const kb_kernelspec_t 
     self->isolated = opts->isolated;
     self->attached = opts->attached;
     self->generation = opts->generation > 0 ? opts->generation : 1;
+    self->memory_limit = opts->memory_limit;
+    self->pids_limit = opts->pids_limit;
     self->created_at = self->last_activity_at = kb_now();
     self->queue = zlistx_new();
     self->held = zlistx_new();
@@ -450,7 +531,7 @@ void kb_context_destroy(kb_context_t **self_p)
         return;
     kb_context_t *self = *self_p;
     *self_p = NULL;
-    assert(!self->kernel && !self->running);
+    assert(!self->kernel && !self->running && !self->watch);
     assert(!self->queue || zlistx_size(self->queue) == 0);
     zlistx_destroy(&self->queue);
     zlistx_destroy(&self->held);
@@ -542,12 +623,21 @@ char *kb_context_row(const kb_context_t *self, kb_db_context_t *row)
         json_array_append_new(names, json_string(name));
     kb_buf_t strings;
     kb_buf_init(&strings, 0);
-    /* two strings in one allocation: the connection, then the env names */
+    /* three strings in one allocation: the connection, the env names, the limits */
     kb_buf_append_json(&strings, info, JSON_COMPACT);
     kb_buf_putc(&strings, 0);
     size_t names_at = strings.len;
     kb_buf_append_json(&strings, names, JSON_COMPACT);
     json_decref(names);
+    kb_buf_putc(&strings, 0);
+    size_t extra_at = strings.len;
+    bool limited = self->memory_limit || self->pids_limit;
+    if (limited) {
+        json_t *extra = json_pack("{s:I, s:I}", "memory_limit", (json_int_t)self->memory_limit,
+                                  "pids_limit", (json_int_t)self->pids_limit);
+        kb_buf_append_json(&strings, extra, JSON_COMPACT);
+        json_decref(extra);
+    }
     char *both = kb_buf_take(&strings, NULL);
     *row = (kb_db_context_t){
         .id = self->id,
@@ -560,6 +650,7 @@ char *kb_context_row(const kb_context_t *self, kb_db_context_t *row)
         .cwd = self->cwd,
         .env_names = both && self->kernel_env ? both + names_at : NULL,
         .connection = both && info ? both : NULL,
+        .extra = both && limited ? both + extra_at : NULL,
         .connection_file = kernel ? kb_kernel_connection_file(kernel) : NULL,
         .log_file = kernel ? kb_kernel_log_file(kernel) : NULL,
         .pid = kernel && !self->attached ? kb_kernel_pid(kernel) : 0,
@@ -592,12 +683,14 @@ kb_context_t *kb_context_adopt(const kb_context_env_t *env, const kb_kernelspec_
     }
     self->kernel = kernel;
     kb_kernel_set_callbacks(kernel, &s_kernel_callbacks, self);
+    s_watch_start(self);
     return self;
 }
 
 void kb_context_release(kb_context_t *self)
 {
     s_stop_runs(self);
+    kb_watch_destroy(&self->watch);
     if (self->kernel && self->ready && !self->isolated
         && kb_kernel_state(self->kernel) != KB_KERNEL_DEAD)
         kb_kernel_release(&self->kernel); /* left running for the next daemon */

@@ -21,6 +21,7 @@
 #include "kernelbridge/kb_error.h"
 #include "service/kb_call.h"
 #include "service/kb_launcher.h"
+#include "service/kb_limits.h"
 #include "service/kb_run.h"
 #include "state/kb_db.h"
 
@@ -35,6 +36,7 @@ typedef void(kb_context_gone_fn)(kb_context_t *ctx, const char *why, bool vanish
 typedef struct {
     const kb_launcher_t *launcher;
     const kb_run_settings_t *run_settings;
+    kb_limits_t *limits; /* the sampler of every context's watch */
     const char *sandbox_id;
     kb_context_gone_fn *gone;
     void *gone_arg;
@@ -52,6 +54,7 @@ typedef struct {
     bool isolated;        /* for one isolated run: over once the run ends */
     long long generation; /* 0: 1 (a new context); a default context started afresh: one more */
     bool attached;        /* a kernel this daemon did not start (adopted by connection_info) */
+    long long memory_limit, pids_limit; /* of the kernel's tree; 0: none */
 } kb_context_opts_int_t;
 
 /*  What a context brings back from the state database. */

@@ -95,13 +95,14 @@ static char *s_lower(const char *text)
     return copy;
 }
 
-/*  A new context with its kernel starting, in the table. NULL with err. */
-static kb_context_t *s_context_new(kb_engine_t *self, const char *id, const char *language,
-                                   const char *kernel_name, const char *cwd, const json_t *env,
-                                   bool is_default, bool isolated, kb_error_t *err)
+/*  A new context with its kernel starting, in the table: of kernel_name,
+    else of opts->language; limits not given are the service's defaults.
+    NULL with err. */
+static kb_context_t *s_context_new(kb_engine_t *self, const char *kernel_name,
+                                   kb_context_opts_int_t *opts, kb_error_t *err)
 {
-    kb_kernelspec_t *spec
-        = self->launcher.find_spec(self->launcher.impl, language, kernel_name, err);
+    kb_kernelspec_t *spec = self->launcher.find_spec(
+        self->launcher.impl, kernel_name ? NULL : opts->language, kernel_name, err);
     if (!spec)
         return NULL;
     /*  At the limit, a pooled kernel makes room: taken if it fits, else
@@ -113,16 +114,16 @@ static kb_context_t *s_context_new(kb_engine_t *self, const char *id, const char
         kb_kernelspec_destroy(&spec);
         return NULL;
     }
-    kb_context_opts_int_t opts = { .id = id,
-                                   .language = language,
-                                   .cwd = cwd,
-                                   .env = env,
-                                   .is_default = is_default,
-                                   .isolated = isolated };
+    if (kernel_name)
+        opts->language = NULL; /* the kernelspec's */
+    if (!opts->memory_limit)
+        opts->memory_limit = self->config.memory_limit;
+    if (!opts->pids_limit)
+        opts->pids_limit = self->config.pids_limit;
     /*  A default context started afresh is the next generation of its id. */
-    if (is_default)
-        opts.generation = (intptr_t)zhashx_lookup(self->default_generations, id) + 1;
-    kb_context_t *ctx = kb_context_new(&self->context_env, spec, &opts, err);
+    if (opts->is_default)
+        opts->generation = (intptr_t)zhashx_lookup(self->default_generations, opts->id) + 1;
+    kb_context_t *ctx = kb_context_new(&self->context_env, spec, opts, err);
     kb_kernelspec_destroy(&spec);
     if (!ctx)
         return NULL;
@@ -139,9 +140,10 @@ static kb_context_t *s_default_context(kb_engine_t *self, const char *language,
     char *lower = s_lower(kernel_name ? kernel_name : language);
     char *id = zsys_sprintf("default-%s", lower);
     kb_context_t *ctx = zhashx_lookup(self->contexts, id);
-    if (!ctx)
-        ctx = s_context_new(self, id, kernel_name ? NULL : lower, kernel_name, NULL, NULL, true,
-                            false, err);
+    if (!ctx) {
+        kb_context_opts_int_t opts = { .id = id, .language = lower, .is_default = true };
+        ctx = s_context_new(self, kernel_name, &opts, err);
+    }
     free(id);
     free(lower);
     return ctx;
@@ -205,11 +207,16 @@ static void s_handle_create(kb_engine_t *self, kb_call_t *call)
         return;
     }
     kb_error_t err;
+    kb_context_opts_int_t ctx_opts = { .id = id,
+                                       .language = opts->language,
+                                       .cwd = opts->cwd,
+                                       .env = opts->env,
+                                       .is_default = strncmp(id, "default-", 8) == 0,
+                                       .memory_limit = opts->memory_limit,
+                                       .pids_limit = opts->pids_limit };
     kb_context_t *ctx = opts->connection_info
                             ? s_context_attach(self, id, opts, &err)
-                            : s_context_new(self, id, opts->kernel_name ? NULL : opts->language,
-                                            opts->kernel_name, opts->cwd, opts->env,
-                                            strncmp(id, "default-", 8) == 0, false, &err);
+                            : s_context_new(self, opts->kernel_name, &ctx_opts, &err);
     free(id);
     if (!ctx)
         kb_call_fail(call, err.code, "%s", err.message);
@@ -288,11 +295,19 @@ static void s_handle_health(kb_engine_t *self, kb_call_t *call)
     json_t *state = self->persist ? kb_persist_json(self->persist) : json_object();
     json_object_set_new(state, "durable", json_boolean(self->persist != NULL));
     json_object_set_new(state, "dir", json_string(self->state_dir));
-    s_answer_json(call, json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o, s:o}", "status", "ok",
+    double sampler_cpu;
+    unsigned long long ticks;
+    kb_limits_cost(self->limits, &sampler_cpu, &ticks);
+    json_t *limits = json_pack("{s:s, s:I, s:I, s:f, s:I}", "mode", "sampler", "memory_limit",
+                               (json_int_t)self->config.memory_limit, "pids_limit",
+                               (json_int_t)self->config.pids_limit, "sampler_cpu_s", sampler_cpu,
+                               "sampler_ticks", (json_int_t)ticks);
+    s_answer_json(call, json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o, s:o, s:o}", "status", "ok",
                                   "version", KB_VERSION, "sandbox_id", self->sandbox_id, "contexts",
                                   (json_int_t)count, "uptime_s", kb_now() - self->started_at,
                                   "pool", kb_pool_json(self->pool), "output_memory",
-                                  kb_procstore_budget_json(self->procs), "state", state));
+                                  kb_procstore_budget_json(self->procs), "state", state, "limits",
+                                  limits));
 }
 
 /* ---- runs ---------------------------------------------------------------------- */
@@ -309,8 +324,14 @@ static kb_context_t *s_context_for_run(kb_engine_t *self, kb_call_t *call)
     kb_context_t *ctx;
     if (opts->isolated) {
         char *id = kb_random_id("iso_");
-        ctx = s_context_new(self, id, opts->kernel_name ? NULL : language, opts->kernel_name,
-                            opts->cwd, opts->env, false, true, &err);
+        kb_context_opts_int_t ctx_opts = { .id = id,
+                                           .language = language,
+                                           .cwd = opts->cwd,
+                                           .env = opts->env,
+                                           .isolated = true,
+                                           .memory_limit = opts->memory_limit,
+                                           .pids_limit = opts->pids_limit };
+        ctx = s_context_new(self, opts->kernel_name, &ctx_opts, &err);
         free(id);
     } else
         ctx = s_default_context(self, opts->kernel_name ? NULL : language, opts->kernel_name, &err);

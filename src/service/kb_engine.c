@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "service/kb_request.h"
 #include "util/kb_stamp.h"
 
 extern char **environ;
@@ -362,6 +363,13 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
     self->pool_launcher.launch = s_pool_launch;
     self->pool_launcher.retire = s_pool_retire;
     self->pool_launcher.take_pooled = NULL;
+    if (kb_limits_validate(config->memory_limit, config->pids_limit, err) != 0)
+        goto fail; /* BAD_REQUEST: a refused configuration */
+    self->limits = kb_limits_new(self->loop, self->config.interrupt_grace);
+    if (!self->limits) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        goto fail;
+    }
     self->run_settings = (kb_run_settings_t){
         .loop = self->loop,
         .sandbox_id = self->sandbox_id,
@@ -371,6 +379,7 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
     };
     self->context_env = (kb_context_env_t){ .launcher = &self->launcher,
                                             .run_settings = &self->run_settings,
+                                            .limits = self->limits,
                                             .sandbox_id = self->sandbox_id,
                                             .gone = kb_dispatch_context_gone,
                                             .changed = s_context_changed,
@@ -406,6 +415,7 @@ void kb_engine_destroy(kb_engine_t **self_p)
     zlistx_destroy(&self->reap);
     kb_procstore_destroy(&self->procs);
     kb_pool_destroy(&self->pool);
+    kb_limits_destroy(&self->limits);
     kb_kernelspecs_destroy(&self->specs);
     kb_loop_destroy(&self->loop);
     if (self->own_state_dir && self->state_dir)

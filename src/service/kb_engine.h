@@ -18,6 +18,7 @@
 #include "service/kb_call.h"
 #include "service/kb_context.h"
 #include "service/kb_launcher.h"
+#include "service/kb_limits.h"
 #include "service/kb_persist.h"
 #include "service/kb_pool.h"
 #include "service/kb_procstore.h"
@@ -47,8 +48,9 @@ struct kb_engine {
     zhashx_t *default_generations; /* default context id -> (intptr_t) its last generation */
     kb_procstore_t *procs;
     kb_pool_t *pool;
-    zlistx_t *dying; /* kb_kernel_t * being shut down */
-    zlistx_t *reap;  /* kb_kernel_t * gone, freed at the end of the loop turn */
+    kb_limits_t *limits; /* the sampler of contexts' process trees */
+    zlistx_t *dying;     /* kb_kernel_t * being shut down */
+    zlistx_t *reap;      /* kb_kernel_t * gone, freed at the end of the loop turn */
     bool reap_scheduled;
     kb_timer_t stop_timer;
     int64_t stop_deadline_ms;

@@ -156,7 +156,7 @@ static void s_enforce_retention(kb_procstore_t *self);
 
 static kb_reason_t s_reason_of(const char *name)
 {
-    for (kb_reason_t r = KB_REASON_EXITED; r <= KB_REASON_SANDBOX_STOPPED; r++)
+    for (kb_reason_t r = KB_REASON_EXITED; r <= KB_REASON_LAST; r++)
         if (name && strcmp(kb_reason_name(r), name) == 0)
             return r;
     return KB_REASON_FAILED;
@@ -350,15 +350,17 @@ static json_t *s_proc_json(const kb_proc_t *proc)
     char started[40], ended[40];
     kb_iso_time(proc->submitted_at, started, sizeof started);
     kb_iso_time(proc->ended_at, ended, sizeof ended);
+    json_t *resources = proc->result ? json_object_get(proc->result, "resources") : NULL;
     return json_pack(
-        "{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "process_id", proc->id, "kind",
-        "code", "state", proc->running ? "running" : "terminal", "context_id", proc->context_id,
-        "language", proc->language, "started_at", started, "ended_at",
+        "{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:O}", "process_id", proc->id,
+        "kind", "code", "state", proc->running ? "running" : "terminal", "context_id",
+        proc->context_id, "language", proc->language, "started_at", started, "ended_at",
         proc->running ? json_null() : json_string(ended), "exit_code",
         proc->running || proc->exit_code < 0 ? json_null() : json_integer(proc->exit_code),
         "signal", proc->signal ? json_string(proc->signal) : json_null(), "reason",
         proc->running ? json_null() : json_string(kb_reason_name(proc->reason)), "raw_reason",
-        proc->raw_reason ? json_string(proc->raw_reason) : json_null());
+        proc->raw_reason ? json_string(proc->raw_reason) : json_null(), "resources",
+        resources ? resources : json_null());
 }
 
 json_t *kb_procstore_record_json(const kb_proc_t *proc)

@@ -31,6 +31,8 @@ typedef enum {
     KB_FIELD_ENV,
     KB_FIELD_CONNECTION_INFO,
     KB_FIELD_STRIP_ANSI,
+    KB_FIELD_MEMORY_LIMIT,
+    KB_FIELD_PIDS_LIMIT,
 } kb_field_id_t;
 
 typedef struct {
@@ -60,6 +62,8 @@ static const kb_field_t s_native_run[] = {
     { "cwd", KB_FIELD_CWD },
     { "env", KB_FIELD_ENV },
     { "strip_ansi", KB_FIELD_STRIP_ANSI },
+    { "memory_limit", KB_FIELD_MEMORY_LIMIT },
+    { "pids_limit", KB_FIELD_PIDS_LIMIT },
 };
 
 static const kb_field_t s_native_context[] = {
@@ -69,6 +73,8 @@ static const kb_field_t s_native_context[] = {
     { "cwd", KB_FIELD_CWD },
     { "env", KB_FIELD_ENV },
     { "connection_info", KB_FIELD_CONNECTION_INFO },
+    { "memory_limit", KB_FIELD_MEMORY_LIMIT },
+    { "pids_limit", KB_FIELD_PIDS_LIMIT },
 };
 
 static const kb_field_t s_e2b_run[] = {
@@ -171,6 +177,19 @@ static int s_seconds(const json_t *body, const char *key, double *out, kb_error_
     return 1;
 }
 
+/*  A count (bytes, processes): an integer; its range is the validation's
+    to check. */
+static int s_count(const json_t *body, const char *key, long long *out, kb_error_t *err)
+{
+    json_t *value = s_given(body, key);
+    if (!value)
+        return 0;
+    if (!json_is_integer(value))
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "field %s must be an integer", key);
+    *out = json_integer_value(value);
+    return 1;
+}
+
 /*  An object (borrowed); what it holds is the validation's to check. */
 static int s_object(const json_t *body, const char *key, json_t **out, kb_error_t *err)
 {
@@ -247,6 +266,7 @@ typedef struct {
     bool *isolated, *strip_ansi;
     double *timeout;
     json_t **env, **connection_info;
+    long long *memory_limit, *pids_limit;
 } kb_field_dest_t;
 
 /*  Read the fields of a front end's table from body into dest, in the
@@ -298,6 +318,14 @@ static int s_read_fields(const json_t *body, const kb_field_t *fields, size_t co
                 assert(dest->strip_ansi);
                 rc = s_bool(body, name, dest->strip_ansi, err);
                 break;
+            case KB_FIELD_MEMORY_LIMIT:
+                assert(dest->memory_limit);
+                rc = s_count(body, name, dest->memory_limit, err);
+                break;
+            case KB_FIELD_PIDS_LIMIT:
+                assert(dest->pids_limit);
+                rc = s_count(body, name, dest->pids_limit, err);
+                break;
         }
         if (rc < 0)
             return -1;
@@ -326,7 +354,9 @@ int kb_run_request_parse(kb_run_request_t *self, kb_front_t front, const char *d
                              .timeout = &opts->timeout,
                              .cwd = &opts->cwd,
                              .env = &opts->env,
-                             .strip_ansi = &opts->strip_ansi };
+                             .strip_ansi = &opts->strip_ansi,
+                             .memory_limit = &opts->memory_limit,
+                             .pids_limit = &opts->pids_limit };
     if (s_read_fields(self->body, spec->run, spec->run_len, &dest, err) != 0)
         goto fail;
     if (spec->exclusive_target && context_id && language) {
@@ -373,7 +403,9 @@ int kb_context_request_parse(kb_context_request_t *self, kb_front_t front, const
                              .context_id = &opts->context_id,
                              .cwd = &opts->cwd,
                              .env = &opts->env,
-                             .connection_info = &opts->connection_info };
+                             .connection_info = &opts->connection_info,
+                             .memory_limit = &opts->memory_limit,
+                             .pids_limit = &opts->pids_limit };
     if (s_read_fields(self->body, spec->context, spec->context_len, &dest, err) != 0)
         goto fail;
     opts->language = language;
@@ -443,6 +475,25 @@ static int s_context_id_validate(const char *id, kb_error_t *err)
                         KB_CONTEXT_ID_MAX);
 }
 
+int kb_limits_validate(long long memory_limit, long long pids_limit, kb_error_t *err)
+{
+    if (memory_limit < 0 || pids_limit < 0)
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "field %s must not be negative",
+                            memory_limit < 0 ? "memory_limit" : "pids_limit");
+    if (memory_limit && (memory_limit < KB_MEMORY_LIMIT_MIN || memory_limit > KB_MEMORY_LIMIT_MAX))
+        return kb_error_set(err, KB_ERR_BAD_REQUEST,
+                            "field memory_limit must be %lld to %lld bytes: a kernel needs %d MiB "
+                            "to start (%lld given)",
+                            KB_MEMORY_LIMIT_MIN, KB_MEMORY_LIMIT_MAX,
+                            (int)(KB_MEMORY_LIMIT_MIN >> 20), memory_limit);
+    if (pids_limit && (pids_limit < KB_PIDS_LIMIT_MIN || pids_limit > KB_PIDS_LIMIT_MAX))
+        return kb_error_set(err, KB_ERR_BAD_REQUEST,
+                            "field pids_limit must be %d to %d processes: a kernel and its "
+                            "helpers need %d (%lld given)",
+                            KB_PIDS_LIMIT_MIN, KB_PIDS_LIMIT_MAX, KB_PIDS_LIMIT_MIN, pids_limit);
+    return 0;
+}
+
 int kb_run_opts_validate(const kb_run_opts_t *opts, size_t max_code_bytes, kb_error_t *err)
 {
     if (!opts || !opts->code)
@@ -461,6 +512,12 @@ int kb_run_opts_validate(const kb_run_opts_t *opts, size_t max_code_bytes, kb_er
     if (!(opts->timeout >= 0) || isinf(opts->timeout))
         return kb_error_set(err, KB_ERR_BAD_REQUEST,
                             "field timeout must be a non-negative number of seconds");
+    if ((opts->memory_limit || opts->pids_limit) && !opts->isolated)
+        return kb_error_set(err, KB_ERR_BAD_REQUEST,
+                            "memory_limit and pids_limit apply to isolated runs; a context's "
+                            "limits are given when it is created (POST /contexts)");
+    if (kb_limits_validate(opts->memory_limit, opts->pids_limit, err) != 0)
+        return -1;
     return s_env_validate(opts->env, "env", err);
 }
 
@@ -472,12 +529,18 @@ int kb_context_opts_validate(const kb_context_opts_t *opts, kb_error_t *err)
         return -1;
     if (!opts->language && !opts->kernel_name)
         return kb_error_set(err, KB_ERR_BAD_REQUEST, "one of language or kernel_name is required");
+    if (kb_limits_validate(opts->memory_limit, opts->pids_limit, err) != 0)
+        return -1;
     if (opts->connection_info) {
         char problem[300];
         if (opts->cwd || opts->env)
             return kb_error_set(err, KB_ERR_BAD_REQUEST,
                                 "cwd and env cannot be given with connection_info: that kernel "
                                 "is running already");
+        if (opts->memory_limit || opts->pids_limit)
+            return kb_error_set(err, KB_ERR_BAD_REQUEST,
+                                "memory_limit and pids_limit cannot be given with "
+                                "connection_info: that kernel was not started by this daemon");
         if (kb_connection_check(opts->connection_info, problem, sizeof problem) != 0)
             return kb_error_set(err, KB_ERR_BAD_REQUEST, "connection_info: %s", problem);
     }

@@ -96,6 +96,16 @@ void kb_context_request_clear(kb_context_request_t *self);
     non-negative timeout, env NULL or an object of string values without
     NUL whose names are non-empty without '=' or NUL. 0, or -1 with err
     set (BAD_REQUEST, PAYLOAD_TOO_LARGE). */
+/*  The range of a context's limits (0: none). */
+#define KB_MEMORY_LIMIT_MIN (256LL << 20) /* ipykernel alone maps ~140 MiB of data */
+#define KB_MEMORY_LIMIT_MAX (1LL << 50)
+#define KB_PIDS_LIMIT_MIN 8 /* octave_kernel: python, octave-cli and their helpers */
+#define KB_PIDS_LIMIT_MAX 4194304
+
+/*  memory_limit and pids_limit: 0 (none), or within the range above.
+    0, or -1 with BAD_REQUEST naming the field. */
+int kb_limits_validate(long long memory_limit, long long pids_limit, kb_error_t *err);
+
 int kb_run_opts_validate(const kb_run_opts_t *opts, size_t max_code_bytes, kb_error_t *err);
 
 /*  Check a context's options: language or kernel_name given, a valid

@@ -179,6 +179,7 @@ typedef struct {
     long long pid, pgid, execution_count, generation;
     unsigned long long pid_start;
     double created_at, last_activity_at;
+    long long memory_limit, pids_limit; /* from the row's extra */
 } kb_kernel_row_t;
 
 static char *s_dup(const char *text)
@@ -221,6 +222,10 @@ static int s_on_context(const kb_db_context_t *row, void *arg)
                                .pid_start = row->pid_start,
                                .created_at = row->created_at,
                                .last_activity_at = row->last_activity_at };
+    json_t *extra = row->extra ? json_loads(row->extra, 0, NULL) : NULL;
+    copy->memory_limit = json_integer_value(json_object_get(extra, "memory_limit"));
+    copy->pids_limit = json_integer_value(json_object_get(extra, "pids_limit"));
+    json_decref(extra);
     zlistx_add_end(arg, copy);
     return 0;
 }
@@ -328,7 +333,9 @@ static void s_adopt(kb_engine_t *self, const kb_kernel_row_t *row)
                                        .language = row->language,
                                        .cwd = row->cwd,
                                        .is_default = strcmp(row->kind, "default") == 0,
-                                       .attached = strcmp(row->kind, "attached") == 0 };
+                                       .attached = strcmp(row->kind, "attached") == 0,
+                                       .memory_limit = row->memory_limit,
+                                       .pids_limit = row->pids_limit };
     kb_context_restored_t restored = { .execution_count = row->execution_count,
                                        .generation = row->generation,
                                        .created_at = row->created_at,

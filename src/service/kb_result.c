@@ -53,6 +53,10 @@ const char *kb_reason_name(kb_reason_t reason)
             return "failed";
         case KB_REASON_SANDBOX_STOPPED:
             return "sandbox_stopped";
+        case KB_REASON_MEMORY_LIMIT:
+            return "memory_limit";
+        case KB_REASON_PIDS_LIMIT:
+            return "pids_limit";
     }
     return NULL;
 }
@@ -62,6 +66,7 @@ kb_result_t *kb_result_new(void)
     kb_result_build_t *build = calloc(1, sizeof *build);
     if (!build)
         return NULL;
+    build->pub.resources = (kb_resources_t){ 0, -1, -1 };
     kb_vec_init(&build->outputs, sizeof(kb_output_t), 0);
     /* The logs are never NULL: "" from the start. */
     if (kb_buf_reserve(&build->logs[0], 0) != KB_BUF_OK
@@ -360,6 +365,21 @@ static json_t *log_string(const char *text, size_t len)
     return value ? value : json_string("");
 }
 
+/*  Seconds to the microsecond: no float noise in the JSON. */
+static double s_micro(double seconds)
+{
+    return (double)(long long)(seconds * 1e6 + 0.5) / 1e6;
+}
+
+json_t *kb_resources_to_json(const kb_resources_t *self)
+{
+    return json_pack("{s:f, s:o, s:o}", "wall_time_s", s_micro(self->wall_time_s), "cpu_time_s",
+                     self->cpu_time_s >= 0 ? json_real(s_micro(self->cpu_time_s)) : json_null(),
+                     "peak_memory_bytes",
+                     self->peak_memory_bytes >= 0 ? json_integer(self->peak_memory_bytes)
+                                                  : json_null());
+}
+
 json_t *kb_result_to_json(const kb_result_t *self)
 {
     assert(self);
@@ -407,6 +427,7 @@ json_t *kb_result_to_json(const kb_result_t *self)
                                                          : json_null());
     rc |= json_object_set(root, "context", context);
     rc |= json_object_set_new(root, "truncated", json_boolean(self->truncated));
+    rc |= json_object_set_new(root, "resources", kb_resources_to_json(&self->resources));
     if (rc)
         goto fail;
     json_decref(process);

@@ -32,6 +32,9 @@ typedef enum {
     KB_CAUSE_SIGINT,       /* a client's signals */
     KB_CAUSE_SIGTERM,
     KB_CAUSE_SIGKILL,
+    KB_CAUSE_MEMORY,      /* interrupted over the memory limit */
+    KB_CAUSE_MEMORY_KILL, /* ... and its kernel is being killed */
+    KB_CAUSE_PIDS,        /* interrupted over the pids limit */
 } kb_cause_t;
 
 /*  How a run ended: one row each of SPEC section 2's table. */
@@ -49,6 +52,10 @@ typedef enum {
     KB_OUT_KERNEL_DIED,        /* the kernel died on its own */
     KB_OUT_NOT_STARTED,        /* its kernel never started, or its context went away first */
     KB_OUT_STOPPED,            /* the service stopped */
+    KB_OUT_MEMORY,             /* over the memory limit, interrupted; the context is kept */
+    KB_OUT_MEMORY_KILLED,      /* over the memory limit, the kernel killed */
+    KB_OUT_MEMORY_DIED,        /* over the memory limit, the kernel died when interrupted */
+    KB_OUT_PIDS,               /* over the pids limit, the processes over it killed */
 } kb_outcome_t;
 
 static const char s_signal_given[] = "given"; /* the row's signal comes with the end */
@@ -72,6 +79,10 @@ static const struct {
     [KB_OUT_KERNEL_DIED] = { KB_REASON_FAILED, KB_SIGNAL_GIVEN, "KernelDied" },
     [KB_OUT_NOT_STARTED] = { KB_REASON_FAILED, NULL, "KernelDied" },
     [KB_OUT_STOPPED] = { KB_REASON_SANDBOX_STOPPED, NULL, "SandboxStopped" },
+    [KB_OUT_MEMORY] = { KB_REASON_MEMORY_LIMIT, "SIGINT", "MemoryLimitExceeded" },
+    [KB_OUT_MEMORY_KILLED] = { KB_REASON_MEMORY_LIMIT, "SIGKILL", "OutOfMemory" },
+    [KB_OUT_MEMORY_DIED] = { KB_REASON_MEMORY_LIMIT, "SIGINT", "OutOfMemory" },
+    [KB_OUT_PIDS] = { KB_REASON_PIDS_LIMIT, "SIGKILL", "PidsLimitExceeded" },
 };
 
 struct kb_run {
@@ -107,6 +118,11 @@ struct kb_run {
     int signals;          /* interrupts sent for it */
     double first_signal_at, signal_at;
     kb_timer_t interrupt_timer; /* the next signal (s_interrupt_step) */
+
+    double started_at;     /* on the kernel (loop clock), or 0 */
+    char limit_value[240]; /* the error's value, for a limit's outcome */
+    bool over_memory;      /* the tree is over the memory limit now */
+    kb_run_meter_fn *meter;
 
     kb_stream_t *stream;
     kb_call_t *held_call;
@@ -174,6 +190,20 @@ void kb_run_answer_call(kb_run_t *self)
     }
 }
 
+static double s_now(const kb_run_t *self);
+
+/*  What the run cost: nothing when it never had the kernel. */
+static void s_measure(kb_run_t *self, kb_resources_t *out)
+{
+    if (!self->started_at) {
+        *out = (kb_resources_t){ 0, 0, 0 };
+        return;
+    }
+    out->wall_time_s = s_now(self) - self->started_at;
+    if (self->meter)
+        self->meter(self, out, self->ended_arg);
+}
+
 /*  End the run as the outcome's row says. value is the error's value for a
     row that forces its error; raw_reason and the given signal may be NULL;
     exit_code < 0 is null. The owner hears of it last. */
@@ -202,6 +232,7 @@ static void s_end(kb_run_t *self, kb_outcome_t outcome, const char *value, const
     result->context_id = strdup(json_string_value(json_object_get(self->identity, "context_id")));
     result->language = strdup(self->language);
     result->generation = json_integer_value(json_object_get(self->identity, "generation"));
+    s_measure(self, &result->resources);
     /* The result without its logs' text, which stays in the record's
        output: the record, the stream's reader and the struct share it. */
     json_t *json = kb_result_to_json(result);
@@ -239,6 +270,10 @@ static void s_discard(kb_run_t *self, const char *why)
 /*  The steps are done: how did it end? */
 static void s_finish(kb_run_t *self)
 {
+    if (self->cause == KB_CAUSE_MEMORY && self->over_memory) {
+        self->state = KB_RUN_HOLDING; /* ends as the watch says: under, or killed */
+        return;
+    }
     if (self->kernel)
         kb_kernel_apply(self->kernel, KB_KEV_DONE);
     if (self->cause == KB_CAUSE_TIMEOUT) {
@@ -248,6 +283,16 @@ static void s_finish(kb_run_t *self)
         s_end(self, KB_OUT_TIMED_OUT, value, "timeout; the kernel was interrupted", NULL, -1);
     } else if (self->cause == KB_CAUSE_SIGINT)
         s_end(self, KB_OUT_INTERRUPTED, NULL, "interrupted by a client", NULL, -1);
+    else if (self->cause == KB_CAUSE_MEMORY)
+        s_end(self, KB_OUT_MEMORY, self->limit_value,
+              "over the memory limit; the kernel was interrupted", NULL, -1);
+    else if (self->cause == KB_CAUSE_MEMORY_KILL)
+        s_end(self, KB_OUT_MEMORY_KILLED, self->limit_value,
+              "over the memory limit after the interrupt grace; the kernel is killed", NULL, -1);
+    else if (self->cause == KB_CAUSE_PIDS)
+        s_end(self, KB_OUT_PIDS, self->limit_value,
+              "over the pids limit; the processes over it were killed and the kernel interrupted",
+              NULL, -1);
     else
         s_end(self, KB_OUT_FINISHED, NULL, NULL, NULL, 0);
 }
@@ -282,6 +327,20 @@ static void s_kernel_exited(kb_run_t *self, kb_kernel_t *kernel)
         case KB_CAUSE_SIGINT:
             snprintf(raw, sizeof raw, "the kernel died when interrupted: %s", exit_text);
             s_end(self, KB_OUT_INTERRUPTED_DIED, "the kernel died when interrupted", raw, NULL, -1);
+            return;
+        case KB_CAUSE_MEMORY_KILL:
+            s_end(self, KB_OUT_MEMORY_KILLED, self->limit_value,
+                  "over the memory limit after the interrupt grace; the kernel's tree was killed",
+                  NULL, -1);
+            return;
+        case KB_CAUSE_MEMORY:
+            snprintf(raw, sizeof raw, "over the memory limit, the kernel died when interrupted: %s",
+                     exit_text);
+            s_end(self, KB_OUT_MEMORY_DIED, self->limit_value, raw, NULL, -1);
+            return;
+        case KB_CAUSE_PIDS:
+            snprintf(raw, sizeof raw, "over the pids limit, the kernel died: %s", exit_text);
+            s_end(self, KB_OUT_PIDS, self->limit_value, raw, NULL, -1);
             return;
         case KB_CAUSE_NONE: {
             int sig = kb_kernel_term_signal(kernel);
@@ -653,9 +712,39 @@ static void s_signal(kb_run_t *self, int sig)
         s_start_grace(self);
 }
 
+/*  The kernel's tree went over a limit, or back under the memory limit
+    (the context's watch says so): interrupt, once; a kill of the kernel
+    overrides that. A run interrupted over the memory limit ends once the
+    tree is back under it. */
+static void s_limit(kb_run_t *self, const kb_run_event_t *event)
+{
+    if (event->note)
+        s_system(self, event->note);
+    kb_run_limit_t limit = event->limit;
+    self->over_memory = limit == KB_RUN_LIMIT_MEMORY || limit == KB_RUN_LIMIT_MEMORY_KILL;
+    if (limit == KB_RUN_LIMIT_UNDER) {
+        if (self->state == KB_RUN_HOLDING)
+            s_finish(self);
+        return;
+    }
+    if (self->cause == KB_CAUSE_SIGTERM || self->cause == KB_CAUSE_SIGKILL
+        || self->cause == KB_CAUSE_MEMORY_KILL)
+        return; /* going already */
+    bool kill = limit == KB_RUN_LIMIT_MEMORY_KILL;
+    if (!kill && (self->cause == KB_CAUSE_MEMORY || self->cause == KB_CAUSE_PIDS))
+        return; /* interrupted already */
+    self->cause = kill                           ? KB_CAUSE_MEMORY_KILL
+                  : limit == KB_RUN_LIMIT_MEMORY ? KB_CAUSE_MEMORY
+                                                 : KB_CAUSE_PIDS;
+    snprintf(self->limit_value, sizeof self->limit_value, "%s", event->text ? event->text : "");
+    if (!kill)
+        s_interrupt(self); /* a kill is the owner's: the kernel's exit ends the run */
+}
+
 static void s_start(kb_run_t *self, kb_kernel_t *kernel)
 {
     self->kernel = kernel;
+    self->started_at = s_now(self);
     self->late_output = kb_kernelspec_quirks(kb_kernel_spec(kernel)).late_output;
     if (self->use_adapter)
         s_send_apply(self);
@@ -699,6 +788,10 @@ void kb_run_apply(kb_run_t *self, const kb_run_event_t *event)
             break;
         case KB_RUN_EV_SIGNAL:
             s_signal(self, event->signal);
+            break;
+        case KB_RUN_EV_LIMIT:
+            if (!queued)
+                s_limit(self, event);
             break;
         case KB_RUN_EV_KERNEL_EXITED:
             if (!queued)
@@ -772,6 +865,11 @@ void kb_run_set_owner(kb_run_t *self, kb_run_ended_fn *ended, void *arg)
 {
     self->ended = ended;
     self->ended_arg = arg;
+}
+
+void kb_run_set_meter(kb_run_t *self, kb_run_meter_fn *meter)
+{
+    self->meter = meter;
 }
 
 void kb_run_hold_call(kb_run_t *self, kb_call_t *call)

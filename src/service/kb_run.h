@@ -35,6 +35,7 @@ typedef enum {
     KB_RUN_EXECUTING, /* the caller's code */
     KB_RUN_SETTLING,  /* complete; waiting for output sent after idle */
     KB_RUN_RESTORING, /* the silent snippet restoring cwd/env */
+    KB_RUN_HOLDING,   /* done, interrupted over the memory limit: until the tree is under */
     KB_RUN_ENDED,
 } kb_run_state_t;
 
@@ -51,7 +52,15 @@ typedef enum {
     KB_RUN_EV_SETTLED,       /* internal: no more output came after idle */
     KB_RUN_EV_GRACE_OVER,    /* internal: an interrupt or SIGTERM was not heeded */
     KB_RUN_EV_INTERRUPT_DUE, /* internal: the time for an interrupt's (next) signal */
+    KB_RUN_EV_LIMIT,         /* the kernel's tree went over a limit (event.limit, .note, .text) */
 } kb_run_event_type_t;
+
+typedef enum {
+    KB_RUN_LIMIT_MEMORY,      /* over the memory limit: interrupt */
+    KB_RUN_LIMIT_MEMORY_KILL, /* still over: the owner kills the kernel */
+    KB_RUN_LIMIT_PIDS,        /* processes over the pids limit were killed: interrupt */
+    KB_RUN_LIMIT_UNDER,       /* back under the memory limit (or its descendants killed) */
+} kb_run_limit_t;
 
 typedef struct {
     kb_run_event_type_t type;
@@ -61,6 +70,8 @@ typedef struct {
     int signal;
     const char *text; /* borrowed: the error's value, where the event gives one */
     const char *why;  /* borrowed: raw_reason */
+    kb_run_limit_t limit;
+    const char *note; /* borrowed: a line for the run's system log */
 } kb_run_event_t;
 
 /*  The engine's settings a run uses; borrowed for the run's life. */
@@ -76,6 +87,10 @@ typedef struct {
     kernel gave (-1 for none). The owner must not free the run. */
 typedef void(kb_run_ended_fn)(kb_run_t *run, long long execution_count, void *arg);
 
+/*  Fills in what the run cost the kernel's tree (CPU, memory peak), at
+    its end, when it had started on the kernel. */
+typedef void(kb_run_meter_fn)(kb_run_t *run, kb_resources_t *out, void *arg);
+
 /*  A queued run of opts on a context (its identity JSON is stolen), for
     the record proc. With use_adapter the opts' cwd/env are applied by the
     language's snippets. stream is the caller's (a reference is taken) or
@@ -86,6 +101,10 @@ kb_run_t *kb_run_new(const kb_run_settings_t *settings, kb_proc_t *proc, const k
 
 /*  The owner told of the end (the context). */
 void kb_run_set_owner(kb_run_t *self, kb_run_ended_fn *ended, void *arg);
+
+/*  Who measures the run's resources (kb_run_meter_fn); called with the
+    owner's arg. NULL: CPU and memory unknown. */
+void kb_run_set_meter(kb_run_t *self, kb_run_meter_fn *meter);
 
 /*  The call that waits until the run is sent to a kernel (or has ended):
     answered then; failed instead when the kernel could not start. */

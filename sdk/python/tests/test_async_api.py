@@ -575,3 +575,35 @@ def test_timeout_with_interrupt_ignored_kills_and_vanishes(daemon, new_id):
             await ctx.run("1")
 
     arun(daemon, body)
+
+
+def test_limits_and_resources(daemon, new_id):
+    limit = 512 << 20
+
+    async def body(svc):
+        ctx = await svc.create_context(language="python", context_id=new_id(), memory_limit=limit,
+                                       pids_limit=32)
+        assert (ctx.memory_limit, ctx.pids_limit) == (limit, 32)
+        assert ctx.resources is not None and ctx.resources.memory_bytes > 0 and ctx.resources.pids >= 1
+        busy = await ctx.run("import time\nt = time.time()\nwhile time.time() - t < 0.5:\n    pass")
+        assert busy.resources is not None
+        assert busy.resources.wall_time_s >= 0.5 and busy.resources.cpu_time_s >= 0.3
+        assert busy.resources.peak_memory_bytes and busy.resources.peak_memory_bytes < limit
+        record = await svc.process(busy.process.process_id).info()
+        assert record.resources == busy.resources
+        oom = await ctx.run("b'x' * 2**31")
+        assert oom.error is not None and oom.error.name == "MemoryError"
+        assert oom.process.reason is WaitReason.EXITED
+        many = await svc.run("import subprocess, time\n"
+                             "ps = [subprocess.Popen(['sleep', '30']) for _ in range(30)]\n"
+                             "time.sleep(10)", isolated=True, pids_limit=8)
+        assert many.process.reason is WaitReason.PIDS_LIMIT
+        assert many.error is not None and many.error.name == "PidsLimitExceeded"
+        plain = await svc.create_context(language="python", context_id=new_id())
+        assert plain.memory_limit is None and plain.pids_limit is None
+        with pytest.raises(kernelbridge.BadRequestError):
+            await svc.create_context(language="python", memory_limit=1000)
+        await plain.close()
+        await ctx.close()
+
+    arun(daemon, body)

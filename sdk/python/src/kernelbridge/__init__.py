@@ -61,6 +61,7 @@ from .sync import (
     SyncInterpreterService,
 )
 from .types import (
+    ContextResources,
     InterpreterContextJSON,
     InterpreterDisplay,
     InterpreterError,
@@ -73,6 +74,7 @@ from .types import (
     LogFrame,
     ProcessRecord,
     ProcessStatus,
+    RunResources,
     WaitReason,
 )
 
@@ -104,6 +106,7 @@ __all__ = [
     "ExecutionError",
     "ExecutionResult",
     # data
+    "ContextResources",
     "InterpreterContextJSON",
     "InterpreterDisplay",
     "InterpreterProcess",
@@ -116,6 +119,7 @@ __all__ = [
     "LogFrame",
     "ProcessRecord",
     "ProcessStatus",
+    "RunResources",
     "WaitReason",
     # errors
     "KernelBridgeError",

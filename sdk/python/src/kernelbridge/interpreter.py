@@ -30,6 +30,7 @@ from ._transport import AsyncTransport, Response, quote_segment
 from .errors import KernelBridgeConnectionError, KernelBridgeError
 from .process import AsyncProcessHandle, AsyncProcessService
 from .types import (
+    ContextResources,
     InterpreterContextJSON,
     InterpreterDisplay,
     InterpreterError,
@@ -89,13 +90,18 @@ class AsyncInterpreterContext:
     ``generation`` is the context's generation as the daemon last reported
     it (None for a handle built without a round trip): compare it with a
     result's ``context["generation"]`` or a fresh :meth:`get_context` to
-    know whether the kernel, and so its state, was replaced.
+    know whether the kernel, and so its state, was replaced. ``memory_limit``
+    (bytes) and ``pids_limit`` are the context's limits (None: none or not
+    known) and ``resources`` its kernel tree's usage when last reported.
     """
 
     sandbox_id: str
     context_id: str
     language: str
     generation: Optional[int] = dataclasses.field(default=None, compare=False)
+    memory_limit: Optional[int] = dataclasses.field(default=None, compare=False)
+    pids_limit: Optional[int] = dataclasses.field(default=None, compare=False)
+    resources: Optional[ContextResources] = dataclasses.field(default=None, compare=False)
 
     def bind(self, runner: ContextRunner, closer: ContextCloser) -> Self:
         """A copy of this handle whose run() calls ``runner(code, cwd, env, timeout)``
@@ -202,6 +208,9 @@ class AsyncInterpreterService:
             context_id=str(obj["context_id"]),
             language=str(obj.get("language") or language or ""),
             generation=obj["generation"] if isinstance(obj.get("generation"), int) else None,
+            memory_limit=obj["memory_limit"] if isinstance(obj.get("memory_limit"), int) else None,
+            pids_limit=obj["pids_limit"] if isinstance(obj.get("pids_limit"), int) else None,
+            resources=ContextResources.from_json(obj.get("resources")),
         )
         return self._bind(handle)
 
@@ -242,8 +251,11 @@ class AsyncInterpreterService:
 
     async def _create_context_json(self, *, language: str, context_id: Optional[str] = None,
                                    cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
-                                   request_timeout: Optional[float] = None) -> JsonObject:
+                                   request_timeout: Optional[float] = None,
+                                   memory_limit: Optional[int] = None,
+                                   pids_limit: Optional[int] = None) -> JsonObject:
         body: Dict[str, Any] = {"language": language}
+        _put_limits(body, memory_limit, pids_limit)
         if context_id is not None:
             body["context_id"] = context_id
         if cwd is not None:
@@ -264,16 +276,20 @@ class AsyncInterpreterService:
 
     async def create_context(self, *, language: str, context_id: Optional[str] = None, cwd: Optional[str] = None,
                              env: Optional[Mapping[str, str]] = None,
-                             request_timeout: Optional[float] = None) -> AsyncInterpreterContext:
+                             request_timeout: Optional[float] = None, memory_limit: Optional[int] = None,
+                             pids_limit: Optional[int] = None) -> AsyncInterpreterContext:
         """Start a new context (a fresh kernel) and return its handle once the kernel is ready.
 
-        ``cwd`` and ``env`` apply to the kernel process. A taken
+        ``cwd`` and ``env`` apply to the kernel process; ``memory_limit``
+        (bytes) and ``pids_limit`` to its process tree (None: the daemon's
+        defaults). A taken
         ``context_id`` raises ContextExistsError; an unknown language
         LanguageNotSupportedError; ``request_timeout`` (seconds) bounds the
         wait for the answer (KernelBridgeTimeoutError).
         """
         obj = await self._create_context_json(language=language, context_id=context_id, cwd=cwd, env=env,
-                                              request_timeout=request_timeout)
+                                              request_timeout=request_timeout, memory_limit=memory_limit,
+                                              pids_limit=pids_limit)
         return self._handle(obj, language)
 
     def connect_context(self, context: Union[str, AsyncInterpreterContext, InterpreterContextJSON], *,
@@ -325,12 +341,13 @@ class AsyncInterpreterService:
                   isolated: bool = False, timeout: Optional[float] = None, cwd: Optional[str] = None,
                   env: Optional[Mapping[str, str]] = None, on_stdout: Optional[OutputCallback] = None,
                   on_stderr: Optional[OutputCallback] = None, on_error: Optional[ErrorCallback] = None,
-                  on_display: Optional[DisplayCallback] = None, strip_ansi: bool = False) -> InterpreterResult:
+                  on_display: Optional[DisplayCallback] = None, strip_ansi: bool = False,
+                  memory_limit: Optional[int] = None, pids_limit: Optional[int] = None) -> InterpreterResult:
         """Execute code and return the parsed interpreter result.
 
         Without ``context`` the code runs in the default context of
         ``language``; ``isolated=True`` runs it in a fresh kernel destroyed
-        afterwards. A rehydrated kind='code' process handle can still replay
+        afterwards, with ``memory_limit`` and ``pids_limit`` if given. A rehydrated kind='code' process handle can still replay
         logs and wait/kill, but it does not reconstruct this decomposed result
         on another worker. A vanished explicit context surfaces the daemon's
         typed SESSION_NOT_FOUND error; callers decide whether to recreate the
@@ -361,6 +378,7 @@ class AsyncInterpreterService:
             body["env"] = dict(env)
         if strip_ansi:
             body["strip_ansi"] = True
+        _put_limits(body, memory_limit, pids_limit)
         async with self._transport.stream("POST", "/run", body=body) as resp:
             return await self._read_run(resp, on_stdout, on_stderr, on_error, on_display)
 
@@ -421,3 +439,10 @@ class AsyncInterpreterService:
                     pass
         except (TimeoutError, KernelBridgeError):
             pass  # the connection is then closed rather than reused
+
+
+def _put_limits(body: Dict[str, Any], memory_limit: Optional[int], pids_limit: Optional[int]) -> None:
+    if memory_limit is not None:
+        body["memory_limit"] = memory_limit
+    if pids_limit is not None:
+        body["pids_limit"] = pids_limit

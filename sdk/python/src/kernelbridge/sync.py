@@ -39,6 +39,7 @@ from .interpreter import (
 )
 from .process import AsyncProcessHandle, AsyncProcessService, SignalName
 from .types import (
+    ContextResources,
     InterpreterContextJSON,
     InterpreterResult,
     JsonObject,
@@ -280,6 +281,19 @@ class InterpreterContext:
         return self._impl.generation
 
     @property
+    def memory_limit(self) -> Optional[int]:
+        return self._impl.memory_limit
+
+    @property
+    def pids_limit(self) -> Optional[int]:
+        return self._impl.pids_limit
+
+    @property
+    def resources(self) -> Optional[ContextResources]:
+        """The kernel tree's usage when the daemon last reported it."""
+        return self._impl.resources
+
+    @property
     def impl(self) -> AsyncInterpreterContext:
         """The async handle behind this one."""
         return self._impl
@@ -383,11 +397,12 @@ class InterpreterService:
         return InterpreterContext(impl, self._bridge)
 
     def create_context(self, *, language: str, context_id: Optional[str] = None, cwd: Optional[str] = None,
-                       env: Optional[Mapping[str, str]] = None,
-                       request_timeout: Optional[float] = None) -> InterpreterContext:
+                       env: Optional[Mapping[str, str]] = None, request_timeout: Optional[float] = None,
+                       memory_limit: Optional[int] = None, pids_limit: Optional[int] = None) -> InterpreterContext:
         """Start a new context (a fresh kernel) and return its handle once the kernel is ready."""
         return self._wrap(self._bridge.run(self._impl.create_context(
-            language=language, context_id=context_id, cwd=cwd, env=env, request_timeout=request_timeout)))
+            language=language, context_id=context_id, cwd=cwd, env=env, request_timeout=request_timeout,
+            memory_limit=memory_limit, pids_limit=pids_limit)))
 
     def connect_context(self, context: Union[str, InterpreterContext, InterpreterContextJSON], *,
                         language: Optional[str] = None) -> InterpreterContext:
@@ -411,7 +426,8 @@ class InterpreterService:
             isolated: bool = False, timeout: Optional[float] = None, cwd: Optional[str] = None,
             env: Optional[Mapping[str, str]] = None, on_stdout: Optional[OutputCallback] = None,
             on_stderr: Optional[OutputCallback] = None, on_error: Optional[ErrorCallback] = None,
-            on_display: Optional[DisplayCallback] = None, strip_ansi: bool = False) -> InterpreterResult:
+            on_display: Optional[DisplayCallback] = None, strip_ansi: bool = False,
+            memory_limit: Optional[int] = None, pids_limit: Optional[int] = None) -> InterpreterResult:
         """Execute code and return the parsed interpreter result.
 
         Same semantics as AsyncInterpreterService.run; callbacks are called in
@@ -423,6 +439,7 @@ class InterpreterService:
             self._bridge,
             lambda relayed: self._impl.run(code, language=language, context=ctx, isolated=isolated,
                                            timeout=timeout, cwd=cwd, env=env, strip_ansi=strip_ansi,
+                                           memory_limit=memory_limit, pids_limit=pids_limit,
                                            **relayed),
             callbacks)
 

@@ -41,6 +41,8 @@ class WaitReason(str, enum.Enum):
     SIGNALED = "signaled"
     FAILED = "failed"
     SANDBOX_STOPPED = "sandbox_stopped"
+    MEMORY_LIMIT = "memory_limit"
+    PIDS_LIMIT = "pids_limit"
 
     def __str__(self) -> str:
         return self.value
@@ -104,6 +106,43 @@ class InterpreterProcess:
             reason=WaitReason.parse(obj.get("reason")),
             raw_reason=_opt_str(obj.get("raw_reason")),
         )
+
+
+@dataclass(frozen=True)
+class RunResources:
+    """What one run cost its kernel's process tree (the kernel and every
+    child): wall and CPU seconds and the peak of resident memory in bytes.
+    CPU and memory are None for a kernel the daemon did not start."""
+
+    wall_time_s: float = 0.0
+    cpu_time_s: Optional[float] = None
+    peak_memory_bytes: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Optional["RunResources"]:
+        if not isinstance(obj, dict):
+            return None
+        return cls(wall_time_s=float(obj.get("wall_time_s") or 0.0),
+                   cpu_time_s=_opt_float(obj.get("cpu_time_s")),
+                   peak_memory_bytes=_opt_int(obj.get("peak_memory_bytes")))
+
+
+@dataclass(frozen=True)
+class ContextResources:
+    """A context's kernel tree now: resident memory in bytes, CPU seconds
+    so far, and its number of processes."""
+
+    memory_bytes: int = 0
+    cpu_time_s: float = 0.0
+    pids: int = 0
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Optional["ContextResources"]:
+        if not isinstance(obj, dict):
+            return None
+        return cls(memory_bytes=_opt_int(obj.get("memory_bytes")) or 0,
+                   cpu_time_s=_opt_float(obj.get("cpu_time_s")) or 0.0,
+                   pids=_opt_int(obj.get("pids")) or 0)
 
 
 @dataclass(frozen=True)
@@ -194,8 +233,9 @@ class InterpreterResult:
     """Interpreter run result.
 
     Beyond the four fields of the published API it carries what the daemon
-    adds: the kernel's ``execution_count``, the ``context`` the run used and
-    ``truncated`` when output beyond the daemon's cap was dropped.
+    adds: the kernel's ``execution_count``, the ``context`` the run used,
+    ``truncated`` when output beyond the daemon's cap was dropped, and the
+    run's ``resources`` (None from a daemon that does not report them).
     """
 
     process: InterpreterProcess
@@ -205,6 +245,7 @@ class InterpreterResult:
     execution_count: Optional[int] = None
     context: Optional[InterpreterContextJSON] = None
     truncated: bool = False
+    resources: Optional[RunResources] = None
 
     @property
     def text(self) -> Optional[str]:
@@ -236,6 +277,7 @@ class InterpreterResult:
             execution_count=_opt_int(obj.get("execution_count")),
             context=context,
             truncated=bool(obj.get("truncated", False)),
+            resources=RunResources.from_json(obj.get("resources")),
         )
 
 
@@ -273,6 +315,7 @@ class ProcessRecord:
     signal: Optional[str] = None
     reason: Optional[WaitReason] = None
     raw_reason: Optional[str] = None
+    resources: Optional[RunResources] = None
 
     @property
     def running(self) -> bool:
@@ -292,6 +335,7 @@ class ProcessRecord:
             signal=_opt_str(obj.get("signal")),
             reason=WaitReason.parse(obj.get("reason")),
             raw_reason=_opt_str(obj.get("raw_reason")),
+            resources=RunResources.from_json(obj.get("resources")),
         )
 
 
@@ -342,6 +386,15 @@ def _opt_int(value: Any) -> Optional[int]:
         return None
     try:
         return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _opt_float(value: Any) -> Optional[float]:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
     except (TypeError, ValueError):
         return None
 

@@ -1,0 +1,90 @@
+/*  kb_limits.h - each context's limits and accounting (SPEC section 9):
+    the sampler of the engine and one watch per kernel.
+
+    A watch follows one kernel's process tree (kernel/kb_proctree.h). The
+    sampler's timer ticks every KB_SAMPLE_MS while any watch is active (it
+    has a limit, or a run is going), lists /proc once per tick and samples
+    the active trees: an idle context without limits costs nothing. What a
+    watch finds goes to its owner (the context) as one event:
+
+    - over the memory limit: KB_WATCH_OVER_MEMORY (the owner interrupts the
+      run); if the tree is still over when the grace has passed, the watch
+      kills every descendant of the kernel; if the kernel alone is still
+      over, KB_WATCH_KILL (the owner kills the kernel: OutOfMemory); else,
+      or when the tree came back under the limit by itself, KB_WATCH_UNDER;
+    - over the pids limit: the newest processes over it are killed at once,
+      then KB_WATCH_OVER_PIDS (the owner interrupts the run); at the end of
+      that run the kernel's descendants are killed.
+
+    It also sets RLIMIT_DATA on the tree's processes (not for a kernelspec
+    that opts out) and accounts each run: wall and CPU time, and the peak
+    of the tree's resident memory. Engine thread only.
+*/
+#ifndef KB_LIMITS_H_INCLUDED
+#define KB_LIMITS_H_INCLUDED
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "kernelbridge/kb_result.h"
+#include "util/kb_loop.h"
+
+#define KB_SAMPLE_MS 100 /* the sampler's period: at most this apart */
+
+typedef struct kb_limits kb_limits_t;
+typedef struct kb_watch kb_watch_t;
+
+typedef enum {
+    KB_WATCH_OVER_MEMORY, /* over the memory limit: interrupt */
+    KB_WATCH_KILL,        /* still over after the grace, the kernel alone: kill it */
+    KB_WATCH_OVER_PIDS,   /* processes over the pids limit were killed: interrupt */
+    KB_WATCH_UNDER,       /* back under the memory limit, maybe by killing descendants */
+} kb_watch_event_t;
+
+/*  What the event is about. text: a sentence for the run's system log,
+    value: for the error's value (both in the watch, valid for the call). */
+typedef struct {
+    uint64_t rss_bytes, peak_bytes;
+    unsigned pids;
+    size_t killed; /* processes killed just now */
+    const char *text, *value;
+} kb_watch_info_t;
+
+typedef void(kb_watch_fn)(kb_watch_t *watch, kb_watch_event_t event, const kb_watch_info_t *info,
+                          void *arg);
+
+/*  Now: the tree's resident memory, CPU time so far, and processes. */
+typedef struct {
+    uint64_t memory_bytes;
+    double cpu_time_s;
+    unsigned pids;
+} kb_usage_t;
+
+/*  grace: seconds from over the memory limit to killing (the interrupt
+    grace). NULL without memory. */
+kb_limits_t *kb_limits_new(kb_loop_t *loop, double grace);
+void kb_limits_destroy(kb_limits_t **self_p);
+
+/*  Watch the tree of the kernel at pid (its session leader), with limits
+    (0: none), reporting to fn. RLIMIT_DATA is set to memory_limit on the
+    tree's processes unless rlimit is false. NULL without memory. */
+kb_watch_t *kb_watch_new(kb_limits_t *limits, pid_t pid, long long memory_limit,
+                         long long pids_limit, bool rlimit, kb_watch_fn *fn, void *arg);
+void kb_watch_destroy(kb_watch_t **self_p);
+
+/*  A run starts on the kernel (the tree is sampled while it goes), or ends:
+    out gets its CPU time and memory peak (wall time is the run's own).
+    At the end of a run over the pids limit, the kernel's descendants are
+    killed. */
+void kb_watch_run_start(kb_watch_t *self);
+void kb_watch_run_end(kb_watch_t *self, kb_resources_t *out);
+
+/*  The tree now (read at most KB_SAMPLE_MS / 5 ago). */
+void kb_watch_usage(kb_watch_t *self, kb_usage_t *out);
+
+/*  The sampler's own cost so far: CPU seconds of this thread spent in
+    ticks, and the number of ticks (for /health and the bench). */
+void kb_limits_cost(const kb_limits_t *self, double *cpu_s, unsigned long long *ticks);
+
+#endif
