@@ -580,12 +580,20 @@ static void test_live_fork_bomb_kill_remove(void)
     CHECK(kb_cgroup_stats(cg, &st) == 0);
     CHECK(st.pids_current == 7);
     CHECK(st.pids_max_hits >= 1);
-    /* A cgroup the kernel made below its own goes too. */
-    char sub[1024];
-    snprintf(sub, sizeof sub, "%s/%s/sub", kb_cgroups_dir(s_cgs), name);
-    CHECK(mkdir(sub, 0755) == 0);
     CHECK(kb_cgroup_remove(cg) == -1); /* not while it has processes */
     CHECK(strstr(kb_cgroup_error(cg), "still has processes") != NULL);
+    /* A cgroup the kernel made below its own, with one of its processes:
+       killed and removed too. */
+    char dir[1024], sub[1100];
+    snprintf(dir, sizeof dir, "%s/%s", kb_cgroups_dir(s_cgs), name);
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    CHECK(mkdir(sub, 0755) == 0);
+    long moved = strtol(s_get(dir, "cgroup.procs"), NULL, 10);
+    CHECK(moved > 0);
+    char text[32];
+    snprintf(text, sizeof text, "%ld", moved);
+    s_put(sub, "cgroup.procs", text);
+    CHECK(strtol(s_get(sub, "cgroup.procs"), NULL, 10) == moved);
     CHECK(kb_cgroup_kill(cg) == 0);
     s_reap_orphans();
     CHECK(kb_cgroup_stats(cg, &st) == 0 && st.pids_current == 0);
