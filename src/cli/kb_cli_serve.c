@@ -650,6 +650,15 @@ int kb_cli_serve(int argc, char **argv)
             status = 2; /* a refused state dir: in use, unreadable, too new */
         goto done;
     }
+    json_t *health = kb_service_health(service);
+    json_t *limits = json_object_get(health, "limits");
+    const char *why = json_string_value(json_object_get(limits, "why"));
+    if (why)
+        kb_server_log(format, "info", "limits: the sampler alone (no delegated cgroup v2: %s)",
+                      why);
+    else
+        kb_server_log(format, "info", "limits: the sampler and a cgroup v2 per limited kernel");
+    json_decref(health);
     for (size_t i = 0; i < o.preload.len; i++) {
         if (preload(service, o.preload.items[i], format) < 0)
             goto done;

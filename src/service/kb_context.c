@@ -258,11 +258,12 @@ static void s_on_limit(kb_watch_t *watch, kb_watch_event_t event, const kb_watch
     };
     if (self->running)
         kb_run_apply(self->running, &run_event);
-    if (event == KB_WATCH_KILL && self->kernel) {
-        snprintf(self->limit_why, sizeof self->limit_why,
-                 "it exceeded its memory limit of %lld bytes (peak %llu bytes); its kernel was "
-                 "killed",
-                 self->memory_limit, (unsigned long long)info->peak_bytes);
+    if (event != KB_WATCH_KILL || !self->kernel)
+        return;
+    snprintf(self->limit_why, sizeof self->limit_why,
+             "it exceeded its memory limit of %lld bytes (peak %llu bytes); its kernel was killed",
+             self->memory_limit, (unsigned long long)info->peak_bytes);
+    if (kb_kernel_state(self->kernel) != KB_KERNEL_DEAD) {
         kb_kernel_apply(self->kernel, KB_KEV_SHUTDOWN);
         kb_kernel_signal(self->kernel, SIGKILL); /* its exit ends the run, and the context */
     }
@@ -420,6 +421,9 @@ static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg
 static void s_on_exited(kb_kernel_t *kernel, void *arg)
 {
     kb_context_t *self = arg;
+    kb_watch_info_t oom;
+    if (self->watch && !self->limit_why[0] && kb_watch_oom_killed(self->watch, &oom))
+        s_on_limit(self->watch, KB_WATCH_KILL, &oom, self); /* the kernel's OOM killer did it */
     char why[320];
     snprintf(why, sizeof why, "%s",
              self->limit_why[0] ? self->limit_why : kb_kernel_exit_text(kernel));
@@ -690,7 +694,7 @@ kb_context_t *kb_context_adopt(const kb_context_env_t *env, const kb_kernelspec_
 void kb_context_release(kb_context_t *self)
 {
     s_stop_runs(self);
-    kb_watch_destroy(&self->watch);
+    kb_watch_release(&self->watch);
     if (self->kernel && self->ready && !self->isolated
         && kb_kernel_state(self->kernel) != KB_KERNEL_DEAD)
         kb_kernel_release(&self->kernel); /* left running for the next daemon */

@@ -298,8 +298,10 @@ static void s_handle_health(kb_engine_t *self, kb_call_t *call)
     double sampler_cpu;
     unsigned long long ticks;
     kb_limits_cost(self->limits, &sampler_cpu, &ticks);
-    json_t *limits = json_pack("{s:s, s:I, s:I, s:f, s:I}", "mode", "sampler", "memory_limit",
-                               (json_int_t)self->config.memory_limit, "pids_limit",
+    const char *why;
+    const char *mode = kb_limits_mode(self->limits, &why);
+    json_t *limits = json_pack("{s:s, s:s?, s:I, s:I, s:f, s:I}", "mode", mode, "why", why,
+                               "memory_limit", (json_int_t)self->config.memory_limit, "pids_limit",
                                (json_int_t)self->config.pids_limit, "sampler_cpu_s", sampler_cpu,
                                "sampler_ticks", (json_int_t)ticks);
     s_answer_json(call, json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o, s:o, s:o}", "status", "ok",

@@ -4,15 +4,24 @@
 #include "service/kb_limits.h"
 
 #include <assert.h>
+#include <czmq.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "kernel/kb_cgroup.h"
 #include "kernel/kb_proctree.h"
 #include "util/kb_vec.h"
 
 #define KB_USAGE_FRESH_MS (KB_SAMPLE_MS / 5) /* kb_watch_usage reads again past this */
+
+/*  A kernel's cgroup: memory.max is the limit and an eighth (room for the
+    interrupt to work before the OOM killer does; memory.high, 90% of it,
+    is then about the limit), pids.max the limit and room for threads
+    (pids.max counts threads; the sampler counts processes). */
+#define KB_CGROUP_MEMORY_MAX(limit) ((limit) + (limit) / 8)
+#define KB_CGROUP_THREAD_ROOM 64
 
 struct kb_limits {
     kb_loop_t *loop;
@@ -24,6 +33,9 @@ struct kb_limits {
     int64_t scanned_ms; /* of the last kb_procscan_update */
     double cost_s;      /* thread CPU spent in ticks */
     unsigned long long ticks;
+    kb_cgroups_t *cgroups; /* the daemon's delegated cgroup v2, or NULL */
+    char mode_why[300];    /* why there is none */
+    kb_vec_t retired;      /* kb_cgroup_t * of retired kernels, removed once empty */
 };
 
 struct kb_watch {
@@ -42,6 +54,8 @@ struct kb_watch {
     double run_cpu_start;  /* the tree's CPU time when the run started */
     uint64_t run_peak;     /* the tree's largest sample during the run */
     uint64_t peak_since;   /* the largest sample while over the limit */
+    kb_cgroup_t *cgroup;   /* its own, in cgroup mode with a limit; or NULL */
+    uint64_t oom_kills;    /* memory.events oom_kill seen so far */
     char text[240], value[240];
 };
 
@@ -180,14 +194,61 @@ static void s_check_pids(kb_watch_t *self)
     s_say(self, KB_WATCH_OVER_PIDS, killed);
 }
 
+/*  The cgroups of retired kernels that are empty now go. */
+static void s_remove_retired(kb_limits_t *self)
+{
+    for (size_t i = 0; i < self->retired.len;) {
+        kb_cgroup_t **at = kb_vec_at(&self->retired, i);
+        kb_cgroup_stats_t stats;
+        if (kb_cgroup_stats(*at, &stats) == 0 && stats.pids_current > 0) {
+            i++;
+            continue;
+        }
+        kb_cgroup_remove(*at);
+        kb_cgroup_destroy(at);
+        memmove(at, at + 1, (self->retired.len - i - 1) * sizeof *at);
+        self->retired.len--;
+    }
+}
+
+/*  Kills by the kernel's OOM killer in the watch's cgroup since the last
+    look: the number, and text / value saying so. */
+static uint64_t s_oom_kills(kb_watch_t *self)
+{
+    kb_cgroup_stats_t stats;
+    if (!self->cgroup || kb_cgroup_stats(self->cgroup, &stats) != 0
+        || stats.oom_kill <= self->oom_kills)
+        return 0;
+    uint64_t n = stats.oom_kill - self->oom_kills;
+    self->oom_kills = stats.oom_kill;
+    if (stats.memory_peak > self->peak_since)
+        self->peak_since = stats.memory_peak;
+    snprintf(self->text, sizeof self->text,
+             "the kernel's OOM killer killed %llu of its processes at its cgroup's memory.max "
+             "(%lld bytes of memory limit)",
+             (unsigned long long)n, self->memory_limit);
+    snprintf(self->value, sizeof self->value,
+             "the kernel's processes used %llu bytes at the peak, over the memory limit of %lld "
+             "bytes; the OOM killer killed %llu of them",
+             (unsigned long long)self->peak_since, self->memory_limit, (unsigned long long)n);
+    return n;
+}
+
+static void s_check_oom(kb_watch_t *self)
+{
+    if (!self->killing && s_oom_kills(self) > 0)
+        s_say(self, self->last.pids ? KB_WATCH_OVER_MEMORY : KB_WATCH_KILL, 0);
+}
+
 static void s_tick(kb_timer_t *timer, void *arg)
 {
     (void)timer;
     kb_limits_t *self = arg;
-    if (self->active == 0) {
+    if (self->active == 0 && self->retired.len == 0) {
         kb_timer_stop(&self->timer);
         return;
     }
+    s_remove_retired(self);
     double cpu = s_thread_cpu();
     s_scan(self);
     int64_t now = self->scanned_ms;
@@ -198,6 +259,7 @@ static void s_tick(kb_timer_t *timer, void *arg)
         if (!watch->active)
             continue;
         s_sample(watch);
+        s_check_oom(watch);
         s_check_pids(watch);
         s_check_memory(watch, now);
     }
@@ -216,12 +278,20 @@ kb_limits_t *kb_limits_new(kb_loop_t *loop, double grace)
     self->grace = grace;
     self->scan = kb_procscan_new();
     kb_vec_init(&self->watches, sizeof(kb_watch_t *), 0);
+    kb_vec_init(&self->retired, sizeof(kb_cgroup_t *), 0);
     kb_timer_init(&self->timer);
     if (!self->scan) {
         free(self);
         return NULL;
     }
+    self->cgroups = kb_cgroups_detect(self->mode_why, sizeof self->mode_why);
     return self;
+}
+
+const char *kb_limits_mode(const kb_limits_t *self, const char **why)
+{
+    *why = self->cgroups ? NULL : self->mode_why;
+    return self->cgroups ? "cgroup" : "sampler";
 }
 
 void kb_limits_destroy(kb_limits_t **self_p)
@@ -232,6 +302,14 @@ void kb_limits_destroy(kb_limits_t **self_p)
     *self_p = NULL;
     assert(self->watches.len == 0);
     kb_timer_stop(&self->timer);
+    for (size_t i = 0; i < self->retired.len; i++) {
+        kb_cgroup_t **at = kb_vec_at(&self->retired, i);
+        kb_cgroup_kill(*at); /* the kernels were shut down: what is left is stray */
+        kb_cgroup_remove(*at);
+        kb_cgroup_destroy(at);
+    }
+    kb_vec_free(&self->retired);
+    kb_cgroups_destroy(&self->cgroups);
     kb_vec_free(&self->watches);
     kb_procscan_destroy(&self->scan);
     free(self);
@@ -244,6 +322,35 @@ void kb_limits_cost(const kb_limits_t *self, double *cpu_s, unsigned long long *
 }
 
 /* ---- watches ------------------------------------------------------------------------ */
+
+/*  Put the kernel at pid into a cgroup of its own (k-<pid>; the one there
+    already for a kernel adopted after a restart). A failure is logged:
+    the sampler still keeps the limits. */
+static void s_join_cgroup(kb_watch_t *self, pid_t pid)
+{
+    char name[32], err[300];
+    snprintf(name, sizeof name, "k-%d", (int)pid);
+    int64_t memory = self->memory_limit ? KB_CGROUP_MEMORY_MAX(self->memory_limit) : 0;
+    int64_t pids = self->pids_limit ? self->pids_limit + KB_CGROUP_THREAD_ROOM : 0;
+    kb_cgroup_t *cgroup = kb_cgroup_open(self->limits->cgroups, name, err, sizeof err);
+    if (cgroup && kb_cgroup_set_limits(cgroup, memory, pids) != 0)
+        zsys_warning("limits: %s: %s", name, kb_cgroup_error(cgroup));
+    if (!cgroup)
+        cgroup = kb_cgroup_new(self->limits->cgroups, name, memory, pids, err, sizeof err);
+    if (cgroup && kb_cgroup_add(cgroup, pid) != 0) {
+        snprintf(err, sizeof err, "%s", kb_cgroup_error(cgroup));
+        kb_cgroup_remove(cgroup);
+        kb_cgroup_destroy(&cgroup);
+    }
+    if (!cgroup) {
+        zsys_warning("limits: no cgroup for the kernel %d: %s", (int)pid, err);
+        return;
+    }
+    kb_cgroup_stats_t stats;
+    if (kb_cgroup_stats(cgroup, &stats) == 0)
+        self->oom_kills = stats.oom_kill;
+    self->cgroup = cgroup;
+}
 
 kb_watch_t *kb_watch_new(kb_limits_t *limits, pid_t pid, long long memory_limit,
                          long long pids_limit, bool rlimit, kb_watch_fn *fn, void *arg)
@@ -262,6 +369,8 @@ kb_watch_t *kb_watch_new(kb_limits_t *limits, pid_t pid, long long memory_limit,
         free(self);
         return NULL;
     }
+    if (limits->cgroups && (self->memory_limit || self->pids_limit))
+        s_join_cgroup(self, pid);
     if (rlimit && self->memory_limit) {
         /*  The processes there are now (a kernel from the pool may have
             children); the ones they start inherit it. */
@@ -272,12 +381,8 @@ kb_watch_t *kb_watch_new(kb_limits_t *limits, pid_t pid, long long memory_limit,
     return self;
 }
 
-void kb_watch_destroy(kb_watch_t **self_p)
+static void s_watch_free(kb_watch_t *self)
 {
-    if (!self_p || !*self_p)
-        return;
-    kb_watch_t *self = *self_p;
-    *self_p = NULL;
     self->running = false;
     self->memory_limit = self->pids_limit = 0;
     s_update_active(self);
@@ -292,6 +397,45 @@ void kb_watch_destroy(kb_watch_t **self_p)
     }
     kb_proctree_destroy(&self->tree);
     free(self);
+}
+
+void kb_watch_destroy(kb_watch_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    kb_watch_t *self = *self_p;
+    *self_p = NULL;
+    /*  The kernel is being shut down: its cgroup goes once it is empty. */
+    if (self->cgroup && kb_vec_push(&self->limits->retired, &self->cgroup) == KB_BUF_OK) {
+        self->cgroup = NULL;
+        if (!kb_timer_active(&self->limits->timer))
+            kb_timer_start(self->limits->loop, &self->limits->timer, KB_SAMPLE_MS, KB_SAMPLE_MS,
+                           s_tick, self->limits);
+    }
+    kb_cgroup_destroy(&self->cgroup);
+    s_watch_free(self);
+}
+
+void kb_watch_release(kb_watch_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    kb_watch_t *self = *self_p;
+    *self_p = NULL;
+    kb_cgroup_destroy(&self->cgroup); /* kept, for the next daemon's adoption */
+    s_watch_free(self);
+}
+
+bool kb_watch_oom_killed(kb_watch_t *self, kb_watch_info_t *info)
+{
+    if (s_oom_kills(self) == 0)
+        return false;
+    *info = (kb_watch_info_t){ .rss_bytes = self->last.rss_bytes,
+                               .peak_bytes = self->peak_since,
+                               .pids = self->last.pids,
+                               .text = self->text,
+                               .value = self->value };
+    return true;
 }
 
 void kb_watch_run_start(kb_watch_t *self)

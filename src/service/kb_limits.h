@@ -16,6 +16,11 @@
       then KB_WATCH_OVER_PIDS (the owner interrupts the run); at the end of
       that run the kernel's descendants are killed.
 
+    Where the daemon's cgroup v2 is delegated to it (kernel/kb_cgroup.h),
+    a kernel with a limit also gets a cgroup of its own (memory.max,
+    memory.high, pids.max); kills by the kernel's OOM killer there are told
+    as KB_WATCH_OVER_MEMORY (the kernel lives) or KB_WATCH_KILL.
+
     It also sets RLIMIT_DATA on the tree's processes (not for a kernelspec
     that opts out) and accounts each run: wall and CPU time, and the peak
     of the tree's resident memory. Engine thread only.
@@ -73,6 +78,15 @@ kb_watch_t *kb_watch_new(kb_limits_t *limits, pid_t pid, long long memory_limit,
                          long long pids_limit, bool rlimit, kb_watch_fn *fn, void *arg);
 void kb_watch_destroy(kb_watch_t **self_p);
 
+/*  The same for a kernel left running for the next daemon: its cgroup
+    stays. */
+void kb_watch_release(kb_watch_t **self_p);
+
+/*  Whether the kernel's OOM killer killed processes of the watch's cgroup
+    since the last look (the kernel just died: was it that?); info then
+    says so. False without a cgroup. */
+bool kb_watch_oom_killed(kb_watch_t *self, kb_watch_info_t *info);
+
 /*  A run starts on the kernel (the tree is sampled while it goes), or ends:
     out gets its CPU time and memory peak (wall time is the run's own).
     At the end of a run over the pids limit, the kernel's descendants are
@@ -82,6 +96,10 @@ void kb_watch_run_end(kb_watch_t *self, kb_resources_t *out);
 
 /*  The tree now (read at most KB_SAMPLE_MS / 5 ago). */
 void kb_watch_usage(kb_watch_t *self, kb_usage_t *out);
+
+/*  "cgroup" (a cgroup v2 per limited kernel, and the sampler) or
+    "sampler" (the sampler alone; *why then says why). Static / borrowed. */
+const char *kb_limits_mode(const kb_limits_t *self, const char **why);
 
 /*  The sampler's own cost so far: CPU seconds of this thread spent in
     ticks, and the number of ticks (for /health and the bench). */

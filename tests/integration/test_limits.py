@@ -131,7 +131,14 @@ def test_defaults_from_flags_and_environment(daemon_factory):
     default = d.ok("GET", "/contexts/default-python")
     assert (default["memory_limit"], default["pids_limit"]) == (600 * MIB, 50)
     health = d.ok("GET", "/health")["limits"]
-    assert health["mode"] == "sampler" and health["memory_limit"] == 600 * MIB
+    assert health["memory_limit"] == 600 * MIB and health["pids_limit"] == 50
+    # this machine's cgroup v2 is not delegated (or has no memory and pids
+    # controllers): the daemon says why, and the sampler alone keeps limits
+    if health["mode"] == "sampler":
+        assert health["why"] and "limits: the sampler alone (no delegated cgroup v2: %s)" % (
+            health["why"]) in d.log
+    else:
+        assert health["mode"] == "cgroup" and "limits: the sampler and a cgroup v2" in d.log
 
     e = daemon_factory("--pool", "python=0", env={"KB_MEMORY_LIMIT": "1G", "KB_PIDS_LIMIT": "99"})
     ctx = create(e, language="python")
