@@ -56,6 +56,14 @@ typedef struct {
     bool no_adopt;                 /* kernels recorded in state_dir are killed, not adopted */
     bool keep_kernels;             /* destroy leaves kernels running for the next service on
                                       state_dir (runs still going end as sandbox_stopped) */
+    const char *kernel_user;       /* kernels run as this unprivileged user, with a private
+                                      working dir each (its HOME; its cwd when the context
+                                      gives none); needs root; NULL: as the daemon's user */
+    unsigned kernel_uid_min;       /* > 0: each kernel runs as a uid of its own from
+                                      kernel_uid_min..kernel_uid_max (gid the same number),
+                                      with a private working dir; needs root; excludes
+                                      kernel_user */
+    unsigned kernel_uid_max;
 } kb_service_config_t;
 
 /*  Start a service and its engine thread. Returns NULL and fills err on
