@@ -78,6 +78,7 @@ PROBE = r'''
 import json, os, signal
 daemon, state_dir = %(daemon)d, %(state_dir)r
 other_pid, other_file, other_signal = %(other_pid)d, %(other_file)r, %(other_signal)d
+other_socket = %(other_socket)r
 out = {}
 def attempt(name, fn):
     try:
@@ -92,6 +93,11 @@ def after(args, flag):
 def read(path, mode="r"):
     with open(path, mode) as f:
         return f.read()
+def connect(path):
+    import socket
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(path)
+        return path
 def read_mem():
     with open("/proc/%%d/mem" %% daemon, "rb") as f:
         return len(f.read(1))
@@ -105,6 +111,7 @@ attempt("state_db", lambda: read(state_dir + "/state.db", "rb"))
 attempt("other_environ", lambda: read("/proc/%%d/environ" %% other_pid, "rb"))
 attempt("other_connection_file", lambda: read(after(argv(other_pid), "-f")))
 attempt("other_file", lambda: read(other_file))
+attempt("other_socket", lambda: connect(other_socket))
 attempt("other_signal", lambda: os.kill(other_pid, other_signal))
 out["daemon_cmdline"] = " ".join(argv(daemon))
 out["uid"] = os.getuid()
@@ -113,7 +120,8 @@ print(json.dumps(out))
 
 DAEMON_PATHS = ["token_file", "daemon_environ", "daemon_mem", "daemon_fds", "daemon_signal",
                 "state_dir_list", "state_db"]
-OTHER_PATHS = ["other_environ", "other_connection_file", "other_file", "other_signal"]
+OTHER_PATHS = ["other_environ", "other_connection_file", "other_file", "other_socket",
+               "other_signal"]
 
 
 def create(d, **fields):
@@ -131,14 +139,21 @@ def probe(d, state_dir, attacker, victim, other_signal):
     path; returns {attempt: [reached|denied, detail]}."""
     secret = os.path.join(victim["cwd"], "secret.txt")
     run_in(d, victim, "open('secret.txt', 'w').write('victim secret')")
+    with open("/proc/%d/cmdline" % victim["pid"], "rb") as f:
+        argv = f.read().decode().split("\0")
+    with open(argv[argv.index("-f") + 1]) as f:
+        info = json.load(f)
+    assert info["transport"] == "ipc", info
+    shell = "%s-%d" % (info["ip"], info["shell_port"])
     code = PROBE % dict(daemon=d.proc.pid, state_dir=str(state_dir), other_pid=victim["pid"],
-                        other_file=secret, other_signal=other_signal)
+                        other_file=secret, other_signal=other_signal, other_socket=shell)
     return json.loads(run_in(d, attacker, code))
 
 
 def assert_denied(out, names):
+    """Denied for want of permission, not for a path that is not there."""
     for name in names:
-        assert out[name][0] == "denied", (name, out[name])
+        assert out[name] == ["denied", "PermissionError"], (name, out[name])
 
 
 def test_uid_range_reaches_neither_the_daemon_nor_another_context(start, state_dir, kernel_user):
@@ -177,6 +192,13 @@ def test_uid_range_gives_each_context_its_own_uid_and_private_dir(start, kernel_
     assert wait_until(lambda: not os.path.exists(a["cwd"]), 10), "the private dir is removed"
     assert not pid_alive(a["pid"])
     assert os.path.isdir(b["cwd"])
+
+
+def test_uid_range_over_tcp(start, kernel_user):
+    d = start("--kernel-uid-range", RANGE, "--transport", "tcp", "--pool", "python=0")
+    ctx = create(d)
+    uid = int(run_in(d, ctx, "import os; print(os.getuid())"))
+    assert 61000 <= uid <= 61009
 
 
 def test_uid_range_kills_what_a_context_left_running_and_reuses_its_uid(start, kernel_user):
@@ -254,6 +276,63 @@ def test_adopted_kernels_keep_their_uid_after_a_restart(state_dir, kernel_user):
         assert wait_until(lambda: not os.path.exists(a["cwd"]), 10)
     finally:
         d.close()
+
+
+def test_default_mode_as_another_user_hides_the_daemons_environ(kernel_user):
+    """A daemon that is not root, kernels of its own uid: the token file is
+    theirs to read, but the daemon's environ, memory and fds are not (it
+    is non-dumpable)."""
+    home = Path(tempfile.mkdtemp(prefix="kbiso-user-", dir="/tmp"))
+    os.chown(home, kernel_user.pw_uid, kernel_user.pw_gid)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KB_", "XDG_"))}
+    env.update(HOME=str(home), KB_TOKEN=TOKEN, TMPDIR=str(home))
+
+    def drop():
+        os.setgroups([])
+        os.setgid(kernel_user.pw_gid)
+        os.setuid(kernel_user.pw_uid)
+
+    port_file = home / "port"
+    with open(home / "stderr", "wb") as err:
+        proc = subprocess.Popen([BINARY, "serve", "--ephemeral", "--listen", "127.0.0.1:0",
+                                 "--port-file", str(port_file), "--pool", "python=0"],
+                                stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=home,
+                                preexec_fn=drop)
+    try:
+        assert wait_until(lambda: port_file.exists() or proc.poll() is not None, 30)
+        assert proc.poll() is None, (home / "stderr").read_text()
+        d = Daemon.__new__(Daemon)
+        d.port, d.token, d.proc = int(port_file.read_text()), TOKEN, proc
+        code = PROBE_ENVIRON % dict(daemon=proc.pid)
+        out = json.loads(d.run(code)["logs"]["stdout"])
+        assert out["uid"] == kernel_user.pw_uid
+        for name in ("environ", "mem", "fds"):
+            assert out[name] == ["denied", "PermissionError"], (name, out[name])
+        assert out["signal"][0] == "reached", "the same uid may signal"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+PROBE_ENVIRON = r'''
+import json, os
+daemon = %(daemon)d
+out = {"uid": os.getuid()}
+def attempt(name, fn):
+    try:
+        out[name] = ["reached", repr(fn())[:200]]
+    except OSError as e:
+        out[name] = ["denied", type(e).__name__]
+def read(path):
+    with open(path, "rb") as f:
+        return f.read(1)
+attempt("environ", lambda: read("/proc/%%d/environ" %% daemon))
+attempt("mem", lambda: read("/proc/%%d/mem" %% daemon))
+attempt("fds", lambda: os.listdir("/proc/%%d/fd" %% daemon))
+attempt("signal", lambda: os.kill(daemon, 0))
+print(json.dumps(out))
+'''
 
 
 @pytest.mark.parametrize("args", [
