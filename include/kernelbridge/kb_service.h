@@ -59,6 +59,14 @@ typedef struct {
     long long memory_limit;        /* bytes, of each context's kernel tree (contexts and
                                       isolated runs that give none); 0 = none */
     long long pids_limit;          /* processes of each context's kernel tree; 0 = none */
+    const char *kernel_user;       /* kernels run as this unprivileged user, with a private
+                                      working dir each (its HOME; its cwd when the context
+                                      gives none); needs root; NULL: as the daemon's user */
+    unsigned kernel_uid_min;       /* > 0: each kernel runs as a uid of its own from
+                                      kernel_uid_min..kernel_uid_max (gid the same number),
+                                      with a private working dir; needs root; excludes
+                                      kernel_user */
+    unsigned kernel_uid_max;
 } kb_service_config_t;
 
 /*  Start a service and its engine thread. Returns NULL and fills err on

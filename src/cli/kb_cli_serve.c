@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -56,6 +57,12 @@ static const char usage[]
       "  --keep-kernels            at stop, leave kernels running for the next daemon on the\n"
       "                            state dir (an upgrade) instead of shutting them down\n"
       "                            [KB_KEEP_KERNELS=1]\n"
+      "  --kernel-user USER        run kernels as USER (unprivileged; the daemon must be root),\n"
+      "                            each in a private dir of its own: kernels cannot read the\n"
+      "                            token, the state dir or the daemon [KB_KERNEL_USER]\n"
+      "  --kernel-uid-range A-B    run each kernel as a uid of its own from A..B (gid the same\n"
+      "                            number; the daemon must be root): contexts cannot read or\n"
+      "                            signal each other either [KB_KERNEL_UID_RANGE]\n"
       "  --sandbox-id ID           name of this daemon [KB_SANDBOX_ID, default: kept in DIR]\n"
       "  --kernel LANG=KERNELSPEC  run LANG on KERNELSPEC; repeatable\n"
       "                            [KB_KERNELS=\"python=xpython,r=ir\"]\n"
@@ -218,6 +225,24 @@ static int list_from_env(const char *name, kb_strv_t *list)
     return 0;
 }
 
+/*  "A-B": uids 1..4294967294, A <= B, at most 65536 of them. */
+static int parse_uid_range(const char *value, unsigned *first, unsigned *last)
+{
+    const char *expected = "A-B: uids from 1 to 4294967294, A <= B, at most 65536 of them";
+    char *end;
+    errno = 0;
+    unsigned long long a = strtoull(value, &end, 10);
+    if (end == value || *end != '-' || errno || value[0] == '-' || end[1] == '-')
+        return bad_value("--kernel-uid-range", value, expected);
+    const char *second = end + 1;
+    unsigned long long b = strtoull(second, &end, 10);
+    if (end == second || *end || errno || a == 0 || b < a || b >= 0xffffffffULL || b - a >= 65536)
+        return bad_value("--kernel-uid-range", value, expected);
+    *first = (unsigned)a;
+    *last = (unsigned)b;
+    return 0;
+}
+
 static int check_kernel_map(char **kernels)
 {
     for (size_t i = 0; kernels && kernels[i]; i++) {
@@ -261,6 +286,8 @@ enum {
     OPT_EPHEMERAL,
     OPT_NO_ADOPT,
     OPT_KEEP_KERNELS,
+    OPT_KERNEL_USER,
+    OPT_KERNEL_UID_RANGE,
 };
 
 static const struct option long_options[] = {
@@ -294,6 +321,8 @@ static const struct option long_options[] = {
     { "ephemeral", no_argument, NULL, OPT_EPHEMERAL },
     { "no-adopt", no_argument, NULL, OPT_NO_ADOPT },
     { "keep-kernels", no_argument, NULL, OPT_KEEP_KERNELS },
+    { "kernel-user", required_argument, NULL, OPT_KERNEL_USER },
+    { "kernel-uid-range", required_argument, NULL, OPT_KERNEL_UID_RANGE },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -327,6 +356,8 @@ static const struct {
     { OPT_PORT_FILE, "KB_PORT_FILE" },
     { OPT_E2B_LISTEN, "KB_E2B_LISTEN" },
     { OPT_E2B_PORT_FILE, "KB_E2B_PORT_FILE" },
+    { OPT_KERNEL_USER, "KB_KERNEL_USER" },
+    { OPT_KERNEL_UID_RANGE, "KB_KERNEL_UID_RANGE" },
 };
 
 /*  Apply one option. listen_buf holds the parsed hosts (static storage of
@@ -369,6 +400,13 @@ static int apply(serve_opts_t *o, int opt, const char *value, char *listen_buf, 
         case OPT_SANDBOX_ID:
             o->service.sandbox_id = value;
             return 0;
+        case OPT_KERNEL_USER:
+            if (!*value || strlen(value) > 32)
+                return bad_value("--kernel-user", value, "a user name");
+            o->service.kernel_user = value;
+            return 0;
+        case OPT_KERNEL_UID_RANGE:
+            return parse_uid_range(value, &o->service.kernel_uid_min, &o->service.kernel_uid_max);
         case OPT_TRANSPORT:
             if (strcmp(value, "ipc") != 0 && strcmp(value, "tcp") != 0)
                 return bad_value("--transport", value, "ipc or tcp");
@@ -440,8 +478,13 @@ static char *read_token(const char *path, bool *failed)
 {
     *failed = false;
     if (!path) {
-        const char *env = getenv("KB_TOKEN");
-        return env && *env ? strdup(env) : NULL;
+        /*  Wiped where it is, in the environment the process started
+            with, so that /proc/<pid>/environ does not show it either. */
+        char *env = getenv("KB_TOKEN");
+        char *token = env && *env ? strdup(env) : NULL;
+        if (env)
+            explicit_bzero(env, strlen(env));
+        return token;
     }
     FILE *file = fopen(path, "r");
     if (!file) {
@@ -519,6 +562,11 @@ int kb_cli_serve(int argc, char **argv)
        given back when freed, instead of glibc raising its threshold after
        the first large free and keeping freed output in the heap. */
     mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+    /* /proc/<pid>/environ, mem, fd/ and the like become root's only, even
+       to processes of the daemon's own uid (and a ptrace needs root). */
+    if (prctl(PR_SET_DUMPABLE, 0) != 0)
+        fprintf(stderr, "kernelbridge serve: warning: cannot make the daemon non-dumpable: %s\n",
+                strerror(errno));
     kb_server_t *e2b = NULL;
     char *token = NULL;
     char *default_state_dir = NULL;
@@ -605,6 +653,18 @@ int kb_cli_serve(int argc, char **argv)
             goto done;
         }
         o.service.state_dir = default_state_dir;
+    }
+    if (o.service.kernel_user && o.service.kernel_uid_min) {
+        fprintf(stderr, "kernelbridge serve: --kernel-user and --kernel-uid-range exclude each "
+                        "other\n");
+        goto done;
+    }
+    if ((o.service.kernel_user || o.service.kernel_uid_min) && geteuid() != 0) {
+        fprintf(stderr,
+                "kernelbridge serve: --kernel-user and --kernel-uid-range need the daemon to run "
+                "as root (it runs as uid %u)\n",
+                (unsigned)geteuid());
+        goto done;
     }
     o.service.kernel_map = (const char *const *)o.kernels.items;
     o.service.pool = (const char *const *)o.pool.items;

@@ -645,9 +645,22 @@ kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,
     if (!self)
         return NULL;
     self->remove_files = true;
-    self->info = kb_connection_write(&self->conn, self->spec, opts, err, errlen);
+    if (opts->users) {
+        if (kb_kernel_users_take(opts->users, &self->cred, err, errlen) != 0)
+            goto fail;
+        self->users = opts->users;
+    }
+    self->info = kb_connection_write(&self->conn, self->spec, opts,
+                                     self->users ? &self->cred : NULL, err, errlen);
     if (!self->info)
         goto fail;
+    if (self->users
+        && (!(self->work_dir = kb_work_dir_path(opts->work_root, self->conn.connection_file))
+            || kb_work_dir_make(self->work_dir, &self->cred, err, errlen) != 0)) {
+        free(self->work_dir);
+        self->work_dir = NULL; /* not ours to remove */
+        goto fail;
+    }
     /*  Connect first: ZeroMQ queues the first kernel_info_request until the
         kernel binds, so no time is lost polling for the sockets. */
     if (kb_kernel_connect_sockets(self, err, errlen) != 0)
@@ -658,8 +671,9 @@ kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,
         snprintf(err, errlen, "cannot open %s: %s", self->conn.log_file, strerror(errno));
         goto fail;
     }
-    if (kb_launch_spawn(self->spec, self->conn.connection_file, opts, &self->pid, child_log,
-                        &self->started_ms, err, errlen)
+    if (kb_launch_spawn(self->spec, self->conn.connection_file, opts,
+                        self->users ? &self->cred : NULL, opts->cwd ? opts->cwd : self->work_dir,
+                        self->work_dir, &self->pid, child_log, &self->started_ms, err, errlen)
         != 0)
         goto fail;
     close(child_log);
@@ -697,10 +711,13 @@ static void s_free(kb_kernel_t *self, bool remove_files)
     s_close_socket(&self->shell_io, &self->shell);
     s_close_socket(&self->control_io, &self->control);
     s_close_socket(&self->iopub_io, &self->iopub);
-    if (remove_files)
+    if (remove_files) {
         kb_connection_remove(&self->conn);
-    else
+        if (self->work_dir)
+            kb_work_dir_remove(self->work_dir);
+    } else
         kb_connection_forget(&self->conn);
+    free(self->work_dir);
     kb_wire_destroy(&self->conn.wire);
     kb_kernelspec_destroy(&self->spec);
     json_decref(self->info);
@@ -729,6 +746,8 @@ void kb_kernel_destroy(kb_kernel_t **self_p)
             poll(&pfd, 1, 2000);
         }
     }
+    if (self->users && self->remove_files)
+        kb_kernel_users_give(self->users, self->cred.uid); /* and what it left running */
     s_free(self, self->remove_files);
 }
 

@@ -84,6 +84,11 @@ typedef struct {
                                      signalled, liveness by heartbeat */
     unsigned long long pid_start; /* must equal kb_proc_start_time(pid) when pid > 0 */
     double timeout;               /* seconds to answer kernel_info; 0 means 1.0 */
+    kb_kernel_users_t *users;     /* the daemon's kernel users: the kernel's uid (from
+                                     /proc/<pid>/status), when one of theirs, is in use until
+                                     it is destroyed; NULL: none. Borrowed */
+    const char *work_root;        /* where its private dir would be (<work_root>/k-<hex>,
+                                     named like its connection file); NULL: none */
 } kb_adopt_opts_t;
 
 /*  Drive a kernel that is already running: check pid and start time
@@ -166,6 +171,7 @@ kb_kernel_connection_info(const kb_kernel_t *self); /* the file's JSON, key incl
 const char *kb_kernel_connection_file(const kb_kernel_t *self); /* or NULL */
 const char *kb_kernel_log_file(const kb_kernel_t *self);        /* or NULL */
 bool kb_kernel_adopted(const kb_kernel_t *self);                /* started by someone else */
+const char *kb_kernel_work_dir(const kb_kernel_t *self);        /* its private dir, or NULL */
 
 /*  How the process ended: exit status (or -1) and terminating signal (or 0).
     Valid once dead. */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "kernel/kb_kernel_impl.h"
@@ -87,6 +88,19 @@ kb_kernel_t *kb_kernel_adopt(kb_loop_t *loop, const kb_kernelspec_t *spec,
     }
     if (self->conn.log_file)
         self->log_fd = open(self->conn.log_file, O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    /*  Ours now: its uid is in use until it is destroyed, and so is its dir. */
+    long long uid = self->pid > 0 && opts->users ? kb_proc_uid(self->pid) : -1;
+    if (uid >= 0 && kb_kernel_users_mark(opts->users, uid)) {
+        self->users = opts->users;
+        self->cred.uid = self->cred.gid = uid;
+    }
+    struct stat st;
+    if (self->pid > 0 && opts->work_root && opts->connection_file
+        && (self->work_dir = kb_work_dir_path(opts->work_root, opts->connection_file))
+        && (lstat(self->work_dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
+        free(self->work_dir);
+        self->work_dir = NULL;
+    }
     kb_kernel_ask_ready(self, opts->timeout > 0 ? opts->timeout : 1.0);
     return self;
 fail:
@@ -117,6 +131,11 @@ const char *kb_kernel_connection_file(const kb_kernel_t *self)
 const char *kb_kernel_log_file(const kb_kernel_t *self)
 {
     return self->conn.log_file;
+}
+
+const char *kb_kernel_work_dir(const kb_kernel_t *self)
+{
+    return self->work_dir;
 }
 
 bool kb_kernel_adopted(const kb_kernel_t *self)

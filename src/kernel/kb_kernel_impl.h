@@ -21,6 +21,9 @@ struct kb_kernel {
     bool own_child;               /* spawned here: its pid cannot be reused before we reap it */
     bool adopted;                 /* started by someone else (pid > 0 or attached) */
     bool remove_files;            /* destroy removes connection file, log, ipc sockets */
+    kb_kernel_users_t *users;     /* its uid came from there and goes back at destroy; or NULL */
+    kb_kernel_cred_t cred;        /* who it runs as, with users */
+    char *work_dir;               /* its private dir (HOME), removed at destroy; or NULL */
     int pidfd;
     int log_fd; /* O_RDWR|O_APPEND on the log, to keep it short; -1 without */
     kb_io_t pid_io;

@@ -26,6 +26,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -177,9 +179,12 @@ fail:
     return -1;
 }
 
-/*  A short ipc base in the ipc dir whose five sockets do not exist. */
-static int s_pick_ipc_base(kb_connection_t *conn, const kb_kernel_opts_t *opts, char *err,
-                           size_t errlen)
+/*  A short ipc base in the ipc dir whose five sockets do not exist. For a
+    kernel of another uid, a dir of its own: <ipc_dir>/<6 hex>, 0700 and
+    owned by that uid, with the base <dir>/k (the same length as ours:
+    "ipc:///tmp/kbXXXXXX/abcdef/k-1" is 30 characters). */
+static int s_pick_ipc_base(kb_connection_t *conn, const kb_kernel_opts_t *opts,
+                           const kb_kernel_cred_t *cred, char *err, size_t errlen)
 {
     const char *dir = opts->ipc_dir ? opts->ipc_dir : opts->runtime_dir;
     for (int attempt = 0; attempt < KB_NAME_TRIES; attempt++) {
@@ -187,6 +192,22 @@ static int s_pick_ipc_base(kb_connection_t *conn, const kb_kernel_opts_t *opts, 
         if (s_random_hex(hex, 3) != 0)
             break;
         free(conn->ipc_base);
+        conn->ipc_base = NULL;
+        if (cred) {
+            char *own = zsys_sprintf("%s/%s", dir, hex);
+            if (kb_work_dir_make(own, cred, err, errlen) != 0) {
+                bool taken = errno == EEXIST;
+                free(own);
+                if (taken)
+                    continue;
+                return -1;
+            }
+            conn->ipc_base = zsys_sprintf("%s/k", own);
+            free(own);
+            for (int i = 0; i < 5; i++)
+                conn->ipc_ports[i] = i + 1;
+            return 0;
+        }
         /*  3 bytes are enough in a private per-daemon dir, and keep
             "ipc:///tmp/kbXXXXXX/k123abc-1" within xeus's 31 characters. */
         conn->ipc_base = zsys_sprintf("%s/k%s", dir, hex);
@@ -224,7 +245,8 @@ static kb_wire_t *s_new_wire(const char *scheme, const char *key, char *err, siz
 }
 
 json_t *kb_connection_write(kb_connection_t *conn, const kb_kernelspec_t *spec,
-                            const kb_kernel_opts_t *opts, char *err, size_t errlen)
+                            const kb_kernel_opts_t *opts, const kb_kernel_cred_t *cred, char *err,
+                            size_t errlen)
 {
     char key[65], hex[17];
     int fd = -1;
@@ -235,7 +257,7 @@ json_t *kb_connection_write(kb_connection_t *conn, const kb_kernelspec_t *spec,
     json_t *info = json_object();
     bool ipc = opts->transport && strcmp(opts->transport, "ipc") == 0;
     if (ipc) {
-        if (s_pick_ipc_base(conn, opts, err, errlen) != 0)
+        if (s_pick_ipc_base(conn, opts, cred, err, errlen) != 0)
             goto fail;
         json_object_set_new(info, "transport", json_string("ipc"));
         json_object_set_new(info, "ip", json_string(conn->ipc_base));
@@ -264,6 +286,12 @@ json_t *kb_connection_write(kb_connection_t *conn, const kb_kernelspec_t *spec,
     fd = s_create_files(conn, opts, hex, err, errlen);
     if (fd < 0)
         goto fail;
+    if (cred && fchown(fd, (uid_t)cred->uid, (gid_t)cred->gid) != 0) {
+        snprintf(err, errlen, "cannot give %s to uid %lld: %s", conn->connection_file, cred->uid,
+                 strerror(errno));
+        close(fd);
+        goto fail;
+    }
     char *text = json_dumps(info, JSON_INDENT(1));
     size_t len = text ? strlen(text) : 0;
     ssize_t n = text ? write(fd, text, len) : -1;
@@ -392,12 +420,190 @@ void kb_connection_remove(kb_connection_t *conn)
             snprintf(path, sizeof path, "%s-%d", conn->ipc_base, conn->ipc_ports[i]);
             unlink(path);
         }
+    /*  A kernel of another uid had a socket dir of its own: <dir>/k. */
+    size_t len = conn->ipc_base ? strlen(conn->ipc_base) : 0;
+    if (len > 2 && strcmp(conn->ipc_base + len - 2, "/k") == 0) {
+        conn->ipc_base[len - 2] = 0;
+        kb_work_dir_remove(conn->ipc_base);
+    }
     kb_connection_forget(conn);
 }
 
+/*  argv[0] as execvp would find it in the daemon's PATH, or NULL. Caller
+    frees. Looked up before the fork: the child only calls execve. */
+static char *s_find_program(const char *name)
+{
+    if (strchr(name, '/'))
+        return strdup(name);
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, ":");
+        char *candidate = zsys_sprintf("%.*s/%s", (int)n, n ? p : ".", name);
+        struct stat st;
+        if (candidate && stat(candidate, &st) == 0 && S_ISREG(st.st_mode)
+            && access(candidate, X_OK) == 0)
+            return candidate;
+        free(candidate);
+        p += n;
+        if (*p == ':')
+            p++;
+    }
+    return NULL;
+}
+
+/*  envp with NAME=value in place of any NAME=... (a new array; the
+    strings are envp's but for the new one, appended last). */
+static char **s_env_with(char *const *envp, char **owned, const char *name, const char *value)
+{
+    size_t n = 0, len = strlen(name);
+    while (envp && envp[n])
+        n++;
+    char **out = calloc(n + 2, sizeof *out);
+    *owned = zsys_sprintf("%s=%s", name, value);
+    if (!out || !*owned) {
+        free(out);
+        free(*owned);
+        *owned = NULL;
+        return NULL;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(envp[i], name, len) != 0 || envp[i][len] != '=')
+            out[k++] = envp[i];
+    out[k++] = *owned;
+    return out;
+}
+
+/*  Where a child's start failed, sent back through the pipe. */
+typedef struct {
+    int step; /* index into s_child_steps */
+    int error;
+} kb_child_failure_t;
+
+static const char *const s_child_steps[]
+    = { "setsid", "open /dev/null", "dup2", "setgroups", "setgid", "setuid", "chdir", "execve" };
+
+/*  Between fork and execve: async-signal-safe calls only. */
+static void s_child_fail(int pipe_fd, int step)
+{
+    kb_child_failure_t failure = { .step = step, .error = errno };
+    static const char prefix[] = "kernelbridge: cannot start the kernel: ";
+    const char *name = s_child_steps[step];
+    ssize_t ignored = write(2, prefix, sizeof prefix - 1);
+    ignored = write(2, name, strlen(name));
+    ignored = write(2, " failed\n", 8);
+    ignored = write(pipe_fd, &failure, sizeof failure);
+    (void)ignored;
+    _exit(127);
+}
+
+static void s_child(const char *program, char **argv, char *const *envp,
+                    const kb_kernel_cred_t *cred, const char *cwd, int log_fd, int pipe_fd)
+{
+    struct sigaction dfl = { .sa_handler = SIG_DFL };
+    for (int sig = 1; sig < NSIG; sig++)
+        sigaction(sig, &dfl, NULL); /* SIGKILL, SIGSTOP and glibc's own refuse: fine */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (setsid() < 0)
+        s_child_fail(pipe_fd, 0);
+    int null = open("/dev/null", O_RDONLY);
+    if (null < 0)
+        s_child_fail(pipe_fd, 1);
+    if ((null != 0 && dup2(null, 0) < 0) || dup2(log_fd, 1) < 0 || dup2(log_fd, 2) < 0)
+        s_child_fail(pipe_fd, 2);
+    /*  The pipe is close-on-exec; every other descriptor goes now. */
+    if (pipe_fd > 3)
+        close_range(3, (unsigned)pipe_fd - 1, 0);
+    close_range((unsigned)pipe_fd + 1, ~0U, 0);
+    /*  Raw system calls: after fork this is the one thread, and glibc's
+        wrappers would try to change the credentials of all of them. */
+    if (syscall(SYS_setgroups, (size_t)cred->ngroups, cred->groups) != 0)
+        s_child_fail(pipe_fd, 3);
+    if (syscall(SYS_setresgid, (gid_t)cred->gid, (gid_t)cred->gid, (gid_t)cred->gid) != 0)
+        s_child_fail(pipe_fd, 4);
+    if (syscall(SYS_setresuid, (uid_t)cred->uid, (uid_t)cred->uid, (uid_t)cred->uid) != 0)
+        s_child_fail(pipe_fd, 5);
+    if (cwd && *cwd && chdir(cwd) != 0)
+        s_child_fail(pipe_fd, 6);
+    execve(program, argv, envp);
+    s_child_fail(pipe_fd, 7);
+}
+
+/*  fork and execve as cred (see kb_launch_spawn). */
+static int s_spawn_as(char **argv, const kb_kernel_opts_t *opts, const kb_kernel_cred_t *cred,
+                      const char *cwd, const char *home, pid_t *pid, int log_fd, char *err,
+                      size_t errlen)
+{
+    char *program = s_find_program(argv[0]);
+    char *owned[3] = { NULL, NULL, NULL };
+    char **env = NULL, **next;
+    int fds[2] = { -1, -1 }, rc = -1;
+    if (!program) {
+        snprintf(err, errlen, "cannot start %s: not found in PATH", argv[0]);
+        return -1;
+    }
+    env = home ? s_env_with(opts->envp, &owned[0], "HOME", home) : NULL;
+    if (env && cred->name[0] && (next = s_env_with(env, &owned[1], "USER", cred->name))) {
+        free(env);
+        env = next;
+        if ((next = s_env_with(env, &owned[2], "LOGNAME", cred->name))) {
+            free(env);
+            env = next;
+        }
+    }
+    if (home && !env) {
+        snprintf(err, errlen, "cannot start %s: out of memory", argv[0]);
+        goto done;
+    }
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        snprintf(err, errlen, "cannot start %s: %s", argv[0], strerror(errno));
+        goto done;
+    }
+    *pid = fork();
+    if (*pid == 0)
+        s_child(program, argv, env ? env : opts->envp, cred, cwd, log_fd, fds[1]);
+    if (*pid < 0) {
+        snprintf(err, errlen, "cannot fork for %s: %s", argv[0], strerror(errno));
+        goto done;
+    }
+    close(fds[1]);
+    fds[1] = -1;
+    kb_child_failure_t failure;
+    ssize_t n;
+    while ((n = read(fds[0], &failure, sizeof failure)) < 0 && errno == EINTR)
+        ;
+    if (n == 0) {
+        rc = 0; /* the pipe closed on execve */
+        goto done;
+    }
+    int status;
+    while (waitpid(*pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (n == (ssize_t)sizeof failure && failure.step >= 0 && failure.step < 8)
+        snprintf(err, errlen, "cannot start %s as uid %lld: %s%s%s: %s", argv[0], cred->uid,
+                 s_child_steps[failure.step], failure.step == 6 ? " " : "",
+                 failure.step == 6 ? cwd : "", strerror(failure.error));
+    else
+        snprintf(err, errlen, "cannot start %s as uid %lld", argv[0], cred->uid);
+done:
+    for (int i = 0; i < 2; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    for (int i = 0; i < 3; i++)
+        free(owned[i]);
+    free(env);
+    free(program);
+    return rc;
+}
+
 int kb_launch_spawn(const kb_kernelspec_t *spec, const char *connection_file,
-                    const kb_kernel_opts_t *opts, pid_t *pid, int log_fd, int64_t *started_ms,
-                    char *err, size_t errlen)
+                    const kb_kernel_opts_t *opts, const kb_kernel_cred_t *cred, const char *cwd,
+                    const char *home, pid_t *pid, int log_fd, int64_t *started_ms, char *err,
+                    size_t errlen)
 {
     char **argv = kb_kernelspec_build_argv(spec, connection_file, opts->system_python);
     posix_spawn_file_actions_t actions;
@@ -409,13 +615,20 @@ int kb_launch_spawn(const kb_kernelspec_t *spec, const char *connection_file,
         return -1;
     }
     assert(log_fd > 2);
+    if (cred) {
+        rc = s_spawn_as(argv, opts, cred, cwd, home, pid, log_fd, err, errlen);
+        if (rc == 0)
+            *started_ms = kb_launch_now_ms();
+        kb_strv_free(argv);
+        return rc;
+    }
     posix_spawn_file_actions_init(&actions);
     posix_spawnattr_init(&attr);
     posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
     posix_spawn_file_actions_adddup2(&actions, log_fd, 1);
     posix_spawn_file_actions_adddup2(&actions, log_fd, 2);
-    if (opts->cwd && *opts->cwd)
-        posix_spawn_file_actions_addchdir_np(&actions, opts->cwd);
+    if (cwd && *cwd)
+        posix_spawn_file_actions_addchdir_np(&actions, cwd);
     posix_spawn_file_actions_addclosefrom_np(&actions, 3);
     sigset_t none, all;
     sigemptyset(&none);
@@ -426,9 +639,9 @@ int kb_launch_spawn(const kb_kernelspec_t *spec, const char *connection_file,
                              POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     int e = posix_spawnp(pid, argv[0], &actions, &attr, argv, opts->envp);
     if (e != 0) {
-        snprintf(err, errlen, "cannot start %s: %s%s%s", argv[0], strerror(e),
-                 opts->cwd ? " (cwd " : "", opts->cwd ? opts->cwd : "");
-        if (opts->cwd)
+        snprintf(err, errlen, "cannot start %s: %s%s%s", argv[0], strerror(e), cwd ? " (cwd " : "",
+                 cwd ? cwd : "");
+        if (cwd)
             strncat(err, ")", errlen - strlen(err) - 1);
         goto done;
     }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "kernel/kb_kernel_user.h"
 #include "kernel/kb_kernelspec.h"
 #include "wire/kb_wire.h"
 
@@ -28,6 +29,14 @@ typedef struct {
     char *const *envp;         /* full environment, NULL-terminated; borrowed */
     const char *system_python; /* for argv[0] python/python3 */
     double start_timeout;      /* seconds */
+    kb_kernel_users_t *users;  /* who the kernel runs as; NULL: the daemon's own user. Else
+                                  a user, or a uid of its own from a range, taken at launch
+                                  and given back when the kernel is destroyed (borrowed: it
+                                  outlives the kernel). A NULL pointer, not a uid of -1, is
+                                  the default, so that zeroed options keep meaning it */
+    const char *work_root;     /* with users: the kernel's private dir is made here
+                                  (<work_root>/k-<hex>): its HOME, and its cwd when cwd is
+                                  NULL; the dir must be traversable (0711) */
 } kb_kernel_opts_t;
 
 /*  "SIGINT", "SIGKILL", ...; "SIG<n>" style names for others. Static. */
@@ -53,9 +62,14 @@ typedef struct {
     (<runtime_dir>/k-<16 hex>.json and .log, made with O_EXCL: a file
     left by an earlier daemon is never reused), and fill conn. Returns
     the file's JSON (caller owns), or NULL with err; conn's fields set so
-    far are freed by kb_connection_remove either way. */
+    far are freed by kb_connection_remove either way. With cred (NULL:
+    the daemon's own user) the connection file belongs to cred's uid, and
+    ipc sockets go in a dir of their own (<ipc_dir>/<6 hex>/k-<n>, 0700,
+    owned by that uid), removed with them. The log stays the daemon's:
+    the kernel writes it through the descriptors it is given. */
 json_t *kb_connection_write(kb_connection_t *conn, const kb_kernelspec_t *spec,
-                            const kb_kernel_opts_t *opts, char *err, size_t errlen);
+                            const kb_kernel_opts_t *opts, const kb_kernel_cred_t *cred, char *err,
+                            size_t errlen);
 
 /*  Create path for writing, 0600, O_EXCL|O_NOFOLLOW: never a file that
     was there (left by an earlier daemon) nor through a link. The
@@ -85,14 +99,22 @@ void kb_connection_remove(kb_connection_t *conn);
 /*  Free the paths and remove nothing (a kernel let go runs on). */
 void kb_connection_forget(kb_connection_t *conn);
 
-/*  posix_spawn the kernel: a new session and process group, signal mask
-    and dispositions reset, stdin /dev/null, stdout and stderr onto log_fd
+/*  Start the kernel: a new session and process group, signal mask and
+    dispositions reset, stdin /dev/null, stdout and stderr onto log_fd
     (borrowed: the caller opened it, O_WRONLY|O_APPEND, and closes it),
-    every other descriptor closed. A log, not a pipe: a pipe's reader dies
-    with the daemon and the kernel would then get EPIPE. 0, or -1 with err. */
+    every other descriptor closed, in cwd (NULL: the daemon's). A log, not
+    a pipe: a pipe's reader dies with the daemon and the kernel would then
+    get EPIPE. cred NULL: posix_spawnp as the daemon's user. Else fork and
+    execve (posix_spawn cannot change credentials): the groups, gid and
+    uid of cred, then HOME=home (when given; USER and LOGNAME too for a
+    named user) in the environment; argv[0] is looked up in PATH before
+    the fork, so that the child calls only async-signal-safe functions; a
+    step that fails is written to the log, the child exits 127 and the
+    reason comes back here through a close-on-exec pipe. 0, or -1 with err. */
 int kb_launch_spawn(const kb_kernelspec_t *spec, const char *connection_file,
-                    const kb_kernel_opts_t *opts, pid_t *pid, int log_fd, int64_t *started_ms,
-                    char *err, size_t errlen);
+                    const kb_kernel_opts_t *opts, const kb_kernel_cred_t *cred, const char *cwd,
+                    const char *home, pid_t *pid, int log_fd, int64_t *started_ms, char *err,
+                    size_t errlen);
 
 /*  When the log at path is over KB_LOG_MAX bytes, keep its last KB_LOG_KEEP
     (read them, truncate, write them back; the kernel's O_APPEND writes go

@@ -131,7 +131,9 @@ json_t *kb_context_json(const kb_context_t *self)
     json_object_set_new(json, "kernel_name", json_string(self->spec->name));
     json_object_set_new(json, "dropped_messages",
                         json_integer(kernel ? (json_int_t)kb_kernel_dropped(kernel) : 0));
-    json_object_set_new(json, "cwd", self->cwd ? json_string(self->cwd) : json_null());
+    /* without a cwd of its own, a kernel that runs as another user is in its private dir */
+    const char *cwd = self->cwd ? self->cwd : kernel ? kb_kernel_work_dir(kernel) : NULL;
+    json_object_set_new(json, "cwd", cwd ? json_string(cwd) : json_null());
     json_object_set_new(json, "state", json_string(s_state(self)));
     json_object_set_new(json, "created_at", json_string(created));
     json_object_set_new(json, "last_activity_at", json_string(active));

@@ -134,6 +134,8 @@ static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char
         .envp = envp,
         .system_python = self->system_python,
         .start_timeout = self->config.start_timeout,
+        .users = self->users,
+        .work_root = self->work_root,
     };
     char problem[512];
     kb_kernel_t *kernel
@@ -270,10 +272,94 @@ static char *s_sandbox_id(const char *configured, const char *state_dir, bool ow
     return id;
 }
 
+/*  Whether every dir above path lets others through (o+x): a kernel of
+    another uid must reach its connection file and its dir. 0, or -1
+    with err naming the first that does not. */
+static int s_check_reachable(const char *path, kb_error_t *err)
+{
+    char *copy = strdup(path);
+    for (char *slash = copy ? strrchr(copy, '/') : NULL; slash; slash = strrchr(copy, '/')) {
+        *slash = 0;
+        struct stat st;
+        const char *dir = slash == copy ? "/" : copy;
+        if (stat(dir, &st) == 0 && !(st.st_mode & S_IXOTH)) {
+            kb_error_set(err, KB_ERR_BAD_REQUEST,
+                         "kernels that run as other users cannot reach the state dir %s: %s is "
+                         "not searchable by others (chmod o+x, or choose another --state-dir)",
+                         path, dir);
+            free(copy);
+            return -1;
+        }
+        if (slash == copy)
+            break;
+    }
+    free(copy);
+    return 0;
+}
+
+/*  Kernels as other users: who they run as, and their way to their own
+    files. The dirs on the way (the state dir, kernels/, the ipc dir,
+    work/) become 0711, traversable but not listable, and hold nothing
+    the kernels may read but what is named from random bytes and given to
+    their uid; state.db, the lock and the kernels' logs stay 0600. In the
+    default mode the dirs are 0700. 0, or -1 with err (BAD_REQUEST). */
+static int s_kernel_users(kb_engine_t *self, const kb_service_config_t *config, kb_error_t *err)
+{
+    char problem[300];
+    bool range = config->kernel_uid_min || config->kernel_uid_max;
+    const char *dirs[] = { self->state_dir, self->kernel_dir, self->ipc_dir };
+    if (config->kernel_user && range) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST,
+                     "a kernel user and a kernel uid range exclude "
+                     "each other");
+        return -1;
+    }
+    if (!config->kernel_user && !range) {
+        for (size_t i = 0; i < 3; i++)
+            if (dirs[i])
+                chmod(dirs[i], 0700);
+        return 0;
+    }
+    self->users = config->kernel_user
+                      ? kb_kernel_users_new_user(config->kernel_user, problem, sizeof problem)
+                      : kb_kernel_users_new_range(config->kernel_uid_min, config->kernel_uid_max,
+                                                  problem, sizeof problem);
+    if (!self->users) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem);
+        return -1;
+    }
+    if (s_check_reachable(self->state_dir, err) != 0
+        || (self->ipc_dir && s_check_reachable(self->ipc_dir, err) != 0))
+        return -1;
+    self->work_root = zsys_sprintf("%s/work", self->state_dir);
+    struct stat st;
+    if (mkdir(self->work_root, 0711) != 0 && errno != EEXIST) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "cannot create %s: %s", self->work_root,
+                     strerror(errno));
+        return -1;
+    }
+    if (lstat(self->work_root, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s is not a dir of the daemon's own",
+                     self->work_root);
+        return -1;
+    }
+    for (size_t i = 0; i < 4; i++) {
+        const char *dir = i < 3 ? dirs[i] : self->work_root;
+        if (dir && chmod(dir, 0711) != 0) {
+            kb_error_set(err, KB_ERR_BAD_REQUEST, "cannot open %s to the kernels (0711): %s", dir,
+                         strerror(errno));
+            return -1;
+        }
+    }
+    zsys_info("kernels run as %s", kb_kernel_users_describe(self->users));
+    return 0;
+}
+
 static void s_default_config(kb_service_config_t *c)
 {
     c->state_dir = c->sandbox_id = c->transport = c->system_python = NULL;
     c->kernel_map = c->pool = NULL;
+    c->kernel_user = NULL;
     if (c->interrupt_grace <= 0)
         c->interrupt_grace = 2.0;
     if (c->start_timeout <= 0)
@@ -350,6 +436,8 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
             goto fail;
         }
     }
+    if (s_kernel_users(self, config, err) != 0)
+        goto fail;
     self->sandbox_id = s_sandbox_id(config->sandbox_id, self->state_dir, self->own_state_dir);
     self->started_at = kb_now();
 
@@ -418,12 +506,16 @@ void kb_engine_destroy(kb_engine_t **self_p)
     kb_limits_destroy(&self->limits);
     kb_kernelspecs_destroy(&self->specs);
     kb_loop_destroy(&self->loop);
+    kb_kernel_users_destroy(&self->users);
+    if (self->own_state_dir && self->work_root)
+        rmdir(self->work_root);
     if (self->own_state_dir && self->state_dir)
         rmdir(self->state_dir);
     if (self->ipc_dir)
         rmdir(self->ipc_dir); /* fails, as it should, while kept kernels listen there */
     free(self->ipc_dir);
     free(self->kernel_dir);
+    free(self->work_root);
     free(self->state_dir);
     free(self->sandbox_id);
     free(self->system_python);

@@ -13,6 +13,7 @@
 #include <czmq.h>
 
 #include "kernel/kb_kernel.h"
+#include "kernel/kb_kernel_user.h"
 #include "kernel/kb_kernelspec.h"
 #include "kernelbridge/kb_service.h"
 #include "service/kb_call.h"
@@ -63,10 +64,14 @@ struct kb_engine {
     kb_context_env_t context_env;
 
     /* durable state (kb_restore.c); all NULL / -1 with an ephemeral state dir */
-    int lock_fd;              /* holds <state_dir>/lock */
-    kb_db_t *db;              /* state.db while restoring; then the writer's */
-    kb_persist_t *persist;    /* the writer */
-    char *kernel_dir;         /* <state_dir>/kernels: connection files, kernel logs */
+    int lock_fd;           /* holds <state_dir>/lock */
+    kb_db_t *db;           /* state.db while restoring; then the writer's */
+    kb_persist_t *persist; /* the writer */
+    char *kernel_dir;      /* <state_dir>/kernels: connection files, kernel logs */
+
+    /* kernels run as other users (kb_kernel_user.h); both NULL: as the daemon's */
+    kb_kernel_users_t *users;
+    char *work_root;          /* <state_dir>/work: the kernels' private dirs */
     zhashx_t *dirty_contexts; /* id -> kb_context_t * whose row changed this turn */
     int64_t adopt_deadline_ms;
 };

@@ -34,7 +34,8 @@ static char *s_ipc_dir(kb_db_t *db, kb_error_t *err)
     char *recorded = kb_db_meta_get(db, "ipc_dir");
     struct stat st;
     if (recorded && strncmp(recorded, "/tmp/kb", 7) == 0 && lstat(recorded, &st) == 0
-        && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 0777) == 0700)
+        && S_ISDIR(st.st_mode) && st.st_uid == geteuid()
+        && ((st.st_mode & 0777) == 0700 || (st.st_mode & 0777) == 0711))
         return recorded;
     free(recorded);
     char *dir = strdup("/tmp/kbXXXXXX");
@@ -289,7 +290,9 @@ static kb_kernel_t *s_adopt_kernel(kb_engine_t *self, const kb_kernel_row_t *row
                              .log_file = attached ? NULL : row->log_file,
                              .pid = attached ? 0 : (pid_t)row->pid,
                              .pid_start = row->pid_start,
-                             .timeout = attached ? 2.0 : 1.0 };
+                             .timeout = attached ? 2.0 : 1.0,
+                             .users = self->users,
+                             .work_root = self->work_root };
     char problem[512] = "";
     static const kb_kernel_callbacks_t none = { 0 };
     kb_kernel_t *kernel = connection ? kb_kernel_adopt(self->loop, spec, &opts, &none, NULL,
@@ -415,6 +418,15 @@ static void s_sweep(kb_engine_t *self, const char *dir, bool sockets)
             continue;
         char *path = zsys_sprintf("%s/%s", dir, entry->d_name);
         bool keep = zhashx_lookup(used, path) != NULL;
+        if (sockets && !keep && entry->d_type == DT_DIR) {
+            /* the socket dir of a kernel of another uid: <dir>/<hex>/k-<n> */
+            char *base = zsys_sprintf("%s/k", path);
+            if (!zhashx_lookup(used, base))
+                kb_work_dir_remove(path);
+            free(base);
+            free(path);
+            continue;
+        }
         if (sockets && !keep) {
             char *dash = strrchr(path, '-');
             if (dash) {
