@@ -216,6 +216,26 @@ def test_uid_range_kills_what_a_context_left_running_and_reuses_its_uid(start, k
     assert run_in(d, b, "import os; print(os.getuid())") == "61010\n"
 
 
+def test_limits_hold_for_kernels_of_other_uids(start, kernel_user):
+    """RLIMIT_DATA, the sampler's interrupt and its kills reach a kernel tree
+    that runs as another uid."""
+    d = start("--kernel-uid-range", RANGE, "--pool", "python=0")
+    ctx = create(d, memory_limit=512 << 20, pids_limit=32)
+    run_in(d, ctx, "kept = 41")
+    result = d.run("y = b'x' * 2**31", context_id=ctx["context_id"])
+    assert result["error"]["name"] == "MemoryError", result["error"]
+    code = ("import subprocess, time\n"
+            "ps = [subprocess.Popen(['sleep', '600.75']) for _ in range(60)]\n"
+            "time.sleep(30)\n")
+    result = d.run(code, context_id=ctx["context_id"])
+    assert (result["process"]["reason"], result["error"]["name"]) == (
+        "pids_limit", "PidsLimitExceeded"), result
+    assert wait_until(lambda: not pids_with_arg_under("600.75"), 5)
+    assert run_in(d, ctx, "print(kept + 1)") == "42\n"
+    resources = d.ok("GET", "/contexts/" + ctx["context_id"])["resources"]
+    assert resources["pids"] >= 1 and resources["memory_bytes"] > 0, resources
+
+
 def test_kernel_user_reaches_not_the_daemon_but_contexts_share_a_uid(start, state_dir,
                                                                      kernel_user):
     d = start("--kernel-user", USER)
