@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -483,7 +484,8 @@ typedef struct {
 } kb_child_failure_t;
 
 static const char *const s_child_steps[]
-    = { "setsid", "open /dev/null", "dup2", "setgroups", "setgid", "setuid", "chdir", "execve" };
+    = { "setsid", "open /dev/null", "dup2",   "setgroups", "setgid",
+        "setuid", "chdir",          "execve", "setrlimit" };
 
 /*  Between fork and execve: async-signal-safe calls only. */
 static void s_child_fail(int pipe_fd, int step)
@@ -500,7 +502,8 @@ static void s_child_fail(int pipe_fd, int step)
 }
 
 static void s_child(const char *program, char **argv, char *const *envp,
-                    const kb_kernel_cred_t *cred, const char *cwd, int log_fd, int pipe_fd)
+                    const kb_kernel_cred_t *cred, const char *cwd, uint64_t data_limit, int log_fd,
+                    int pipe_fd)
 {
     struct sigaction dfl = { .sa_handler = SIG_DFL };
     for (int sig = 1; sig < NSIG; sig++)
@@ -527,6 +530,9 @@ static void s_child(const char *program, char **argv, char *const *envp,
         s_child_fail(pipe_fd, 4);
     if (syscall(SYS_setresuid, (uid_t)cred->uid, (uid_t)cred->uid, (uid_t)cred->uid) != 0)
         s_child_fail(pipe_fd, 5);
+    struct rlimit limit = { (rlim_t)data_limit, (rlim_t)data_limit };
+    if (data_limit && setrlimit(RLIMIT_DATA, &limit) != 0)
+        s_child_fail(pipe_fd, 8);
     if (cwd && *cwd && chdir(cwd) != 0)
         s_child_fail(pipe_fd, 6);
     execve(program, argv, envp);
@@ -565,7 +571,7 @@ static int s_spawn_as(char **argv, const kb_kernel_opts_t *opts, const kb_kernel
     }
     *pid = fork();
     if (*pid == 0)
-        s_child(program, argv, env ? env : opts->envp, cred, cwd, log_fd, fds[1]);
+        s_child(program, argv, env ? env : opts->envp, cred, cwd, opts->data_limit, log_fd, fds[1]);
     if (*pid < 0) {
         snprintf(err, errlen, "cannot fork for %s: %s", argv[0], strerror(errno));
         goto done;
@@ -583,7 +589,8 @@ static int s_spawn_as(char **argv, const kb_kernel_opts_t *opts, const kb_kernel
     int status;
     while (waitpid(*pid, &status, 0) < 0 && errno == EINTR)
         ;
-    if (n == (ssize_t)sizeof failure && failure.step >= 0 && failure.step < 8)
+    if (n == (ssize_t)sizeof failure && failure.step >= 0
+        && failure.step < (int)(sizeof s_child_steps / sizeof *s_child_steps))
         snprintf(err, errlen, "cannot start %s as uid %lld: %s%s%s: %s", argv[0], cred->uid,
                  s_child_steps[failure.step], failure.step == 6 ? " " : "",
                  failure.step == 6 ? cwd : "", strerror(failure.error));
@@ -646,6 +653,10 @@ int kb_launch_spawn(const kb_kernelspec_t *spec, const char *connection_file,
         goto done;
     }
     *started_ms = kb_launch_now_ms();
+    struct rlimit limit = { (rlim_t)opts->data_limit, (rlim_t)opts->data_limit };
+    if (opts->data_limit && prlimit(*pid, RLIMIT_DATA, &limit, NULL) != 0)
+        zsys_warning("kernel %s (pid %d): cannot set its RLIMIT_DATA: %s", spec->name, (int)*pid,
+                     strerror(errno));
     rc = 0;
 done:
     posix_spawn_file_actions_destroy(&actions);

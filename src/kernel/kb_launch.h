@@ -37,6 +37,8 @@ typedef struct {
     const char *work_root;     /* with users: the kernel's private dir is made here
                                   (<work_root>/k-<hex>): its HOME, and its cwd when cwd is
                                   NULL; the dir must be traversable (0711) */
+    uint64_t data_limit;       /* RLIMIT_DATA (soft and hard) set in the launch, so that
+                                  the kernel and all it starts inherit it; 0: none */
 } kb_kernel_opts_t;
 
 /*  "SIGINT", "SIGKILL", ...; "SIG<n>" style names for others. Static. */
@@ -110,7 +112,11 @@ void kb_connection_forget(kb_connection_t *conn);
     named user) in the environment; argv[0] is looked up in PATH before
     the fork, so that the child calls only async-signal-safe functions; a
     step that fails is written to the log, the child exits 127 and the
-    reason comes back here through a close-on-exec pipe. 0, or -1 with err. */
+    reason comes back here through a close-on-exec pipe. opts->data_limit
+    is set by the child on itself before execve when it changes uid (a
+    process may lower its own limits; another uid's it may not without
+    CAP_SYS_RESOURCE), and with prlimit(2) right after posix_spawnp
+    otherwise (a failure is logged). 0, or -1 with err. */
 int kb_launch_spawn(const kb_kernelspec_t *spec, const char *connection_file,
                     const kb_kernel_opts_t *opts, const kb_kernel_cred_t *cred, const char *cwd,
                     const char *home, pid_t *pid, int log_fd, int64_t *started_ms, char *err,

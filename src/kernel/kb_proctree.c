@@ -427,11 +427,11 @@ int kb_procscan_update(kb_procscan_t *self)
 
 size_t kb_proctree_limit_data(kb_proctree_t *self, uint64_t bytes)
 {
-    size_t n = 0;
+    size_t failed = 0;
     for (size_t i = 0; i < self->members.len; i++)
-        if (kb_proc_limit_data(s_member(self, i)->pid, bytes) == 0)
-            n++;
-    return n;
+        if (kb_proc_limit_data(s_member(self, i)->pid, bytes) != 0)
+            failed++;
+    return failed;
 }
 
 int kb_proc_limit_data(pid_t pid, uint64_t bytes)

@@ -77,7 +77,7 @@ uint64_t kb_proctree_root_peak(const kb_proctree_t *self);
 int kb_proctree_root_peak_reset(const kb_proctree_t *self);
 
 /*  Set RLIMIT_DATA (soft and hard) of every member to bytes. The number
-    of members set. */
+    of members it could not be set on (errno: the last failure's). */
 size_t kb_proctree_limit_data(kb_proctree_t *self, uint64_t bytes);
 
 /*  Set the process's RLIMIT_DATA (soft and hard) to bytes, so that its

@@ -271,15 +271,24 @@ static void s_on_limit(kb_watch_t *watch, kb_watch_event_t event, const kb_watch
     }
 }
 
-/*  Watch the kernel's tree (one this daemon started). */
-static void s_watch_start(kb_context_t *self)
+/*  The RLIMIT_DATA of the context's kernel: its memory limit, unless its
+    kernelspec opts out. 0: none. */
+static uint64_t s_data_limit(const kb_context_t *self)
+{
+    if (self->memory_limit <= 0 || kb_kernelspec_quirks(self->spec).no_rlimit_data)
+        return 0;
+    return (uint64_t)self->memory_limit;
+}
+
+/*  Watch the kernel's tree (one this daemon started). set_rlimit: the
+    kernel did not get its RLIMIT_DATA at launch (one from the pool). */
+static void s_watch_start(kb_context_t *self, bool set_rlimit)
 {
     pid_t pid = self->kernel && !self->attached ? kb_kernel_pid(self->kernel) : 0;
     if (!self->env->limits || pid <= 0)
         return;
-    bool rlimit = !kb_kernelspec_quirks(self->spec).no_rlimit_data;
-    self->watch = kb_watch_new(self->env->limits, pid, self->memory_limit, self->pids_limit, rlimit,
-                               s_on_limit, self);
+    self->watch = kb_watch_new(self->env->limits, pid, self->memory_limit, self->pids_limit,
+                               set_rlimit && s_data_limit(self), s_on_limit, self);
     if (!self->watch)
         zsys_warning("context %s: out of memory for its watch: its limits are not enforced",
                      self->id);
@@ -449,14 +458,15 @@ static bool s_take_pooled(kb_context_t *self)
     char *code = setup ? kb_adapter_apply_code(self->language, self->cwd, self->kernel_env) : NULL;
     if (setup && !code)
         return false; /* out of memory for the snippet: start cold */
-    kb_kernel_t *kernel = launcher->take_pooled(launcher->impl, self->spec->name);
+    kb_kernel_t *kernel
+        = launcher->take_pooled(launcher->impl, self->spec->name, s_data_limit(self));
     if (!kernel) {
         free(code);
         return false;
     }
     kb_kernel_set_callbacks(kernel, &s_kernel_callbacks, self);
     self->kernel = kernel;
-    s_watch_start(self);
+    s_watch_start(self, true);
     s_changed(self);
     if (!setup) {
         self->ready = true;
@@ -474,11 +484,11 @@ static int s_start_kernel(kb_context_t *self, kb_error_t *err)
     const kb_launcher_t *launcher = self->env->launcher;
     self->ready = false;
     self->kernel = launcher->launch(launcher->impl, self->spec, self->cwd, self->kernel_env,
-                                    &s_kernel_callbacks, self, err);
+                                    s_data_limit(self), &s_kernel_callbacks, self, err);
     if (!self->kernel)
         return -1;
     self->limit_why[0] = 0;
-    s_watch_start(self);
+    s_watch_start(self, false);
     s_changed(self); /* recorded while it starts: a crash now leaves no orphan */
     return 0;
 }
@@ -689,7 +699,7 @@ kb_context_t *kb_context_adopt(const kb_context_env_t *env, const kb_kernelspec_
     }
     self->kernel = kernel;
     kb_kernel_set_callbacks(kernel, &s_kernel_callbacks, self);
-    s_watch_start(self);
+    s_watch_start(self, false); /* its RLIMIT_DATA came with its launch */
     return self;
 }
 

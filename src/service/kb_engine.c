@@ -117,8 +117,8 @@ static kb_kernelspec_t *s_find_spec(void *impl, const char *language, const char
 }
 
 static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char *cwd,
-                             const json_t *env, const kb_kernel_callbacks_t *callbacks, void *arg,
-                             kb_error_t *err)
+                             const json_t *env, uint64_t data_limit,
+                             const kb_kernel_callbacks_t *callbacks, void *arg, kb_error_t *err)
 {
     kb_engine_t *self = impl;
     const char *drop[] = { "KB_", NULL };
@@ -136,6 +136,7 @@ static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char
         .start_timeout = self->config.start_timeout,
         .users = self->users,
         .work_root = self->work_root,
+        .data_limit = data_limit,
     };
     char problem[512];
     kb_kernel_t *kernel
@@ -176,11 +177,25 @@ static void s_pool_row(kb_engine_t *self, kb_kernel_t *kernel, bool present)
     free(connection);
 }
 
-static kb_kernel_t *s_pool_launch(void *impl, const kb_kernelspec_t *spec, const char *cwd,
-                                  const json_t *env, const kb_kernel_callbacks_t *callbacks,
-                                  void *arg, kb_error_t *err)
+/*  The RLIMIT_DATA a pooled kernel of spec starts with: none when the
+    daemon can lower it when the kernel is taken (the kernel is of its own
+    uid), else the service's default memory limit, which a kernel of
+    another uid cannot be given afterwards. */
+static uint64_t s_pool_data_limit(const kb_engine_t *self, const kb_kernelspec_t *spec)
 {
-    kb_kernel_t *kernel = s_launch(impl, spec, cwd, env, callbacks, arg, err);
+    if (!self->users || kb_kernelspec_quirks(spec).no_rlimit_data)
+        return 0;
+    return self->config.memory_limit > 0 ? (uint64_t)self->config.memory_limit : 0;
+}
+
+static kb_kernel_t *s_pool_launch(void *impl, const kb_kernelspec_t *spec, const char *cwd,
+                                  const json_t *env, uint64_t data_limit,
+                                  const kb_kernel_callbacks_t *callbacks, void *arg,
+                                  kb_error_t *err)
+{
+    (void)data_limit;
+    kb_kernel_t *kernel
+        = s_launch(impl, spec, cwd, env, s_pool_data_limit(impl, spec), callbacks, arg, err);
     if (kernel)
         s_pool_row(impl, kernel, true);
     return kernel;
@@ -192,9 +207,12 @@ static void s_pool_retire(void *impl, kb_kernel_t *kernel, bool kill_now)
     s_retire(impl, kernel, kill_now);
 }
 
-static kb_kernel_t *s_take_pooled(void *impl, const char *spec_name)
+static kb_kernel_t *s_take_pooled(void *impl, const char *spec_name, uint64_t data_limit)
 {
     kb_engine_t *self = impl;
+    const kb_kernelspec_t *spec = kb_kernelspecs_find(kb_engine_specs(self, false), spec_name);
+    if (self->users && data_limit && (!spec || data_limit != s_pool_data_limit(self, spec)))
+        return NULL; /* its limit could not be set: start one cold */
     kb_kernel_t *kernel = kb_pool_take(self->pool, spec_name);
     if (kernel)
         s_pool_row(self, kernel, false); /* the context's row follows */

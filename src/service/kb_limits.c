@@ -7,6 +7,7 @@
 #include <czmq.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <time.h>
 
@@ -375,7 +376,10 @@ kb_watch_t *kb_watch_new(kb_limits_t *limits, pid_t pid, long long memory_limit,
         /*  The processes there are now (a kernel from the pool may have
             children); the ones they start inherit it. */
         s_scan(limits);
-        kb_proctree_limit_data(self->tree, (uint64_t)self->memory_limit);
+        size_t failed = kb_proctree_limit_data(self->tree, (uint64_t)self->memory_limit);
+        if (failed)
+            zsys_warning("kernel pid %d: cannot set RLIMIT_DATA on %zu of its processes: %s",
+                         (int)pid, failed, strerror(errno));
     }
     s_update_active(self);
     return self;

@@ -164,7 +164,7 @@ static void s_fill(kb_pool_slot_t *slot)
         kb_pooled_t *pooled = calloc(1, sizeof *pooled);
         pooled->slot = slot;
         pooled->spec_name = strdup(spec->name);
-        pooled->kernel = self->launcher->launch(self->launcher->impl, spec, NULL, NULL,
+        pooled->kernel = self->launcher->launch(self->launcher->impl, spec, NULL, NULL, 0,
                                                 &s_pooled_callbacks, pooled, &err);
         kb_kernelspec_destroy(&spec);
         if (!pooled->kernel) {

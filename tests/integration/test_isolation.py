@@ -236,6 +236,29 @@ def test_limits_hold_for_kernels_of_other_uids(start, kernel_user):
     assert resources["pids"] >= 1 and resources["memory_bytes"] > 0, resources
 
 
+def test_pooled_kernels_of_other_uids_start_with_the_default_memory_limit(start, kernel_user):
+    """A kernel of another uid cannot be given a lower RLIMIT_DATA once it
+    runs, so the pool starts its kernels with the default memory limit: a
+    context with that limit takes one, a context with another starts cold,
+    and both get MemoryError."""
+    d = start("--kernel-uid-range", RANGE, "--pool", "python=1",
+              "--memory-limit", str(512 << 20))
+    pool = lambda: d.ok("GET", "/health")["pool"]["python"]
+    assert wait_until(lambda: pool()["ready"] == 1, 60), pool()
+    pooled = pool()["ready_pids"][0]
+    warm = create(d)
+    assert warm["pid"] == pooled and warm["memory_limit"] == 512 << 20
+    assert wait_until(lambda: pool()["ready"] == 1, 60), pool()
+    pooled = pool()["ready_pids"][0]
+    cold = create(d, memory_limit=768 << 20)
+    assert cold["pid"] != pooled and pool()["ready_pids"] == [pooled]
+    for ctx in (warm, cold):
+        run_in(d, ctx, "kept = 41")
+        result = d.run("y = b'x' * 2**31", context_id=ctx["context_id"])
+        assert result["error"]["name"] == "MemoryError", result["error"]
+        assert run_in(d, ctx, "print(kept + 1)") == "42\n"
+
+
 def test_kernel_user_reaches_not_the_daemon_but_contexts_share_a_uid(start, state_dir,
                                                                      kernel_user):
     d = start("--kernel-user", USER)
