@@ -9,6 +9,7 @@
 */
 #include "kernel/kb_cgroup.h"
 
+#include "util/kb_buf.h"
 #include "util/kb_vec.h"
 
 #include <assert.h>
@@ -18,7 +19,6 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,19 +53,6 @@ struct kb_cgroup {
     uint64_t peak_seen;
     char err[256];
 };
-
-static void s_say(char *buf, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void s_say(char *buf, size_t len, const char *fmt, ...)
-{
-    if (!buf || len == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
 
 /* --------------------------------------------------------------------------
    Files, relative to a cgroup's descriptor, never through a link
@@ -220,18 +207,18 @@ static bool s_owned_writable(int fd, const char *path, char *why, size_t whylen)
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         struct stat st;
         if (fstatat(fd, files[i], &st, AT_SYMLINK_NOFOLLOW) != 0) {
-            s_say(why, whylen, "cannot read %s%s%s: %s", path, i ? "/" : "", i ? files[i] : "",
-                  strerror(errno));
+            kb_say(why, whylen, "cannot read %s%s%s: %s", path, i ? "/" : "", i ? files[i] : "",
+                   strerror(errno));
             return false;
         }
         if (st.st_uid != uid) {
-            s_say(why, whylen, "cgroup %s%s%s is owned by uid %u, not by uid %u", path,
-                  i ? "/" : "", i ? files[i] : "", (unsigned)st.st_uid, (unsigned)uid);
+            kb_say(why, whylen, "cgroup %s%s%s is owned by uid %u, not by uid %u", path,
+                   i ? "/" : "", i ? files[i] : "", (unsigned)st.st_uid, (unsigned)uid);
             return false;
         }
         if (faccessat(fd, files[i], W_OK, AT_EACCESS) != 0) {
-            s_say(why, whylen, "cgroup %s%s%s is not writable by uid %u", path, i ? "/" : "",
-                  i ? files[i] : "", (unsigned)uid);
+            kb_say(why, whylen, "cgroup %s%s%s is not writable by uid %u", path, i ? "/" : "",
+                   i ? files[i] : "", (unsigned)uid);
             return false;
         }
     }
@@ -292,18 +279,18 @@ kb_cgroups_t *kb_cgroups_detect_from(const char *proc_cgroup, const char *mounti
         memcpy(path, ppath, sizeof path);
         memcpy(dir, pdir, sizeof dir);
     } else if ((fd = s_open_dir(dir)) < 0) {
-        s_say(why, whylen, "cannot open cgroup %s at %s: %s", path, dir,
-              errno == ELOOP || errno == ENOTDIR ? "a symbolic link on the way" : strerror(errno));
+        kb_say(why, whylen, "cannot open cgroup %s at %s: %s", path, dir,
+               errno == ELOOP || errno == ENOTDIR ? "a symbolic link on the way" : strerror(errno));
         return NULL;
     }
     struct statfs sfs;
     if (!(flags & KB_CGROUPS_ANY_FS)
         && (fstatfs(fd, &sfs) != 0 || sfs.f_type != CGROUP2_SUPER_MAGIC)) {
-        s_say(why, whylen, "%s is not on a cgroup2 file system", dir);
+        kb_say(why, whylen, "%s is not on a cgroup2 file system", dir);
         goto fail;
     }
     if (!(text = s_slurp(fd, "cgroup.controllers"))) {
-        s_say(why, whylen, "cannot read %s/cgroup.controllers: %s", dir, strerror(errno));
+        kb_say(why, whylen, "cannot read %s/cgroup.controllers: %s", dir, strerror(errno));
         goto fail;
     }
     if (kb_cgroup_check_controllers(text, path, mountinfo, why, whylen) != 0)
@@ -312,10 +299,10 @@ kb_cgroups_t *kb_cgroups_detect_from(const char *proc_cgroup, const char *mounti
     text = NULL;
     /* The true root has no cgroup.type (a cgroup namespace's root has). */
     if (faccessat(fd, "cgroup.type", F_OK, 0) != 0) {
-        s_say(why, whylen,
-              "cgroup %s is the root of the cgroup2 hierarchy at %s, not one "
-              "delegated to the daemon",
-              path, dir);
+        kb_say(why, whylen,
+               "cgroup %s is the root of the cgroup2 hierarchy at %s, not one "
+               "delegated to the daemon",
+               path, dir);
         goto fail;
     }
     if (!s_owned_writable(fd, path, why, whylen))
@@ -329,40 +316,40 @@ kb_cgroups_t *kb_cgroups_detect_from(const char *proc_cgroup, const char *mounti
         if (mkdirat(fd, "daemon", 0755) == 0)
             made_leaf = true;
         else if (errno != EEXIST) {
-            s_say(why, whylen, "cannot make %s/daemon: %s", path, strerror(errno));
+            kb_say(why, whylen, "cannot make %s/daemon: %s", path, strerror(errno));
             goto fail;
         }
         daemon_fd = s_open_child(fd, "daemon");
         if (daemon_fd < 0 || s_write(daemon_fd, "cgroup.procs", pid_text) != 0) {
-            s_say(why, whylen, "cannot move the daemon into %s/daemon: %s", path, strerror(errno));
+            kb_say(why, whylen, "cannot move the daemon into %s/daemon: %s", path, strerror(errno));
             goto fail;
         }
         moved = true;
     }
     if (daemon_fd < 0) {
-        s_say(why, whylen, "cannot open %s/daemon: %s", path, strerror(errno));
+        kb_say(why, whylen, "cannot open %s/daemon: %s", path, strerror(errno));
         goto fail;
     }
     if (!(text = s_slurp(fd, "cgroup.subtree_control"))) {
-        s_say(why, whylen, "cannot read %s/cgroup.subtree_control: %s", path, strerror(errno));
+        kb_say(why, whylen, "cannot read %s/cgroup.subtree_control: %s", path, strerror(errno));
         goto fail;
     }
     if (kb_cgroup_check_controllers(text, path, NULL, NULL, 0) != 0) {
         free(text);
         if (!(text = s_slurp(fd, "cgroup.procs"))) {
-            s_say(why, whylen, "cannot read %s/cgroup.procs: %s", path, strerror(errno));
+            kb_say(why, whylen, "cannot read %s/cgroup.procs: %s", path, strerror(errno));
             goto fail;
         }
         if (s_other_pids(text, me, others, sizeof others)) {
-            s_say(why, whylen,
-                  "cgroup %s has processes other than the daemon (%s), so its "
-                  "children cannot have controllers",
-                  path, others);
+            kb_say(why, whylen,
+                   "cgroup %s has processes other than the daemon (%s), so its "
+                   "children cannot have controllers",
+                   path, others);
             goto fail;
         }
         if (s_write(fd, "cgroup.subtree_control", "+memory +pids") != 0) {
-            s_say(why, whylen, "cannot enable memory and pids in %s/cgroup.subtree_control: %s",
-                  path, strerror(errno));
+            kb_say(why, whylen, "cannot enable memory and pids in %s/cgroup.subtree_control: %s",
+                   path, strerror(errno));
             goto fail;
         }
     }
@@ -371,7 +358,7 @@ kb_cgroups_t *kb_cgroups_detect_from(const char *proc_cgroup, const char *mounti
 
     self = calloc(1, sizeof *self);
     if (!self || !(self->path = strdup(path)) || !(self->dir = strdup(dir))) {
-        s_say(why, whylen, "out of memory");
+        kb_say(why, whylen, "out of memory");
         goto fail;
     }
     self->fd = fd;
@@ -403,8 +390,8 @@ kb_cgroups_t *kb_cgroups_detect(char *why, size_t whylen)
     char *mountinfo = s_slurp(AT_FDCWD, "/proc/self/mountinfo");
     kb_cgroups_t *self = NULL;
     if (!proc || !mountinfo)
-        s_say(why, whylen, "cannot read /proc/self/%s: %s", proc ? "mountinfo" : "cgroup",
-              strerror(errno));
+        kb_say(why, whylen, "cannot read /proc/self/%s: %s", proc ? "mountinfo" : "cgroup",
+               strerror(errno));
     else
         self = kb_cgroups_detect_from(proc, mountinfo, 0, why, whylen);
     free(proc);
@@ -466,7 +453,7 @@ static kb_cgroup_t *s_cgroup_make(kb_cgroups_t *owner, const char *name, bool cr
 {
     assert(owner && name);
     if (!kb_cgroup_name_ok(name)) {
-        s_say(err, errlen, "'%.80s' cannot name a kernel's cgroup", name);
+        kb_say(err, errlen, "'%.80s' cannot name a kernel's cgroup", name);
         errno = EINVAL;
         return NULL;
     }
@@ -474,7 +461,7 @@ static kb_cgroup_t *s_cgroup_make(kb_cgroups_t *owner, const char *name, bool cr
     size_t plen = strlen(owner->path) + 1 + strlen(name) + 1;
     if (!self || !(self->path = malloc(plen))) {
         free(self);
-        s_say(err, errlen, "out of memory");
+        kb_say(err, errlen, "out of memory");
         errno = ENOMEM;
         return NULL;
     }
@@ -484,16 +471,16 @@ static kb_cgroup_t *s_cgroup_make(kb_cgroups_t *owner, const char *name, bool cr
     snprintf(self->path, plen, "%s%s%s", owner->path, strcmp(owner->path, "/") ? "/" : "", name);
     if (create && mkdirat(owner->fd, name, 0755) != 0) {
         int e = errno;
-        s_say(err, errlen, "cannot make cgroup %s: %s", self->path,
-              e == EEXIST ? "it exists already" : strerror(e));
+        kb_say(err, errlen, "cannot make cgroup %s: %s", self->path,
+               e == EEXIST ? "it exists already" : strerror(e));
         kb_cgroup_destroy(&self);
         errno = e;
         return NULL;
     }
     if ((self->fd = s_open_child(owner->fd, name)) < 0) {
         int e = errno;
-        s_say(err, errlen, "cannot open cgroup %s: %s", self->path,
-              e == ELOOP || e == ENOTDIR ? "not a directory" : strerror(e));
+        kb_say(err, errlen, "cannot open cgroup %s: %s", self->path,
+               e == ELOOP || e == ENOTDIR ? "not a directory" : strerror(e));
         if (create)
             unlinkat(owner->fd, name, AT_REMOVEDIR);
         kb_cgroup_destroy(&self);
@@ -508,7 +495,7 @@ kb_cgroup_t *kb_cgroup_new(kb_cgroups_t *owner, const char *name, int64_t memory
 {
     kb_cgroup_t *self = s_cgroup_make(owner, name, true, err, errlen);
     if (self && kb_cgroup_set_limits(self, memory_max, pids_max) != 0) {
-        s_say(err, errlen, "%s", self->err);
+        kb_say(err, errlen, "%s", self->err);
         kb_cgroup_remove(self);
         kb_cgroup_destroy(&self);
     }
@@ -530,8 +517,8 @@ static int s_set(kb_cgroup_t *self, const char *file, int64_t value)
         snprintf(text, sizeof text, "max");
     if (s_write(self->fd, file, text) == 0)
         return 0;
-    s_say(self->err, sizeof self->err, "cannot write %s to %s/%s: %s", text, self->path, file,
-          strerror(errno));
+    kb_say(self->err, sizeof self->err, "cannot write %s to %s/%s: %s", text, self->path, file,
+           strerror(errno));
     return -1;
 }
 
@@ -547,8 +534,8 @@ int kb_cgroup_set_limits(kb_cgroup_t *self, int64_t memory_max, int64_t pids_max
         return -1;
     const char *swap = memory_max > 0 ? "0" : "max";
     if (s_write(self->fd, "memory.swap.max", swap) != 0 && errno != ENOENT) {
-        s_say(self->err, sizeof self->err, "cannot write %s to %s/memory.swap.max: %s", swap,
-              self->path, strerror(errno));
+        kb_say(self->err, sizeof self->err, "cannot write %s to %s/memory.swap.max: %s", swap,
+               self->path, strerror(errno));
         return -1;
     }
     return 0;
@@ -560,8 +547,8 @@ int kb_cgroup_add(kb_cgroup_t *self, pid_t pid)
     snprintf(text, sizeof text, "%d", (int)pid);
     if (s_write(self->fd, "cgroup.procs", text) == 0)
         return 0;
-    s_say(self->err, sizeof self->err, "cannot move pid %d into %s: %s", (int)pid, self->path,
-          strerror(errno));
+    kb_say(self->err, sizeof self->err, "cannot move pid %d into %s: %s", (int)pid, self->path,
+           strerror(errno));
     return -1;
 }
 
@@ -614,8 +601,8 @@ int kb_cgroup_stats(kb_cgroup_t *self, kb_cgroup_stats_t *out)
 {
     memset(out, 0, sizeof *out);
     if (s_read_number(self->fd, "memory.current", &out->memory_current) != 0) {
-        s_say(self->err, sizeof self->err, "cannot read %s/memory.current: %s", self->path,
-              strerror(errno));
+        kb_say(self->err, sizeof self->err, "cannot read %s/memory.current: %s", self->path,
+               strerror(errno));
         return -1;
     }
     if (out->memory_current > self->peak_seen)
@@ -723,8 +710,8 @@ int kb_cgroup_kill(kb_cgroup_t *self)
             return 0;
         s_sleep_ms(KB_CGROUP_POLL_MS);
     }
-    s_say(self->err, sizeof self->err, "cgroup %s still has processes after %d ms of SIGKILL",
-          self->path, KB_CGROUP_KILL_WAIT_MS);
+    kb_say(self->err, sizeof self->err, "cgroup %s still has processes after %d ms of SIGKILL",
+           self->path, KB_CGROUP_KILL_WAIT_MS);
     return -1;
 }
 
@@ -758,8 +745,8 @@ int kb_cgroup_remove(kb_cgroup_t *self)
             break;
         s_sleep_ms(KB_CGROUP_POLL_MS);
     }
-    s_say(self->err, sizeof self->err, "cannot remove cgroup %s: %s", self->path,
-          errno == EBUSY ? "it still has processes" : strerror(errno));
+    kb_say(self->err, sizeof self->err, "cannot remove cgroup %s: %s", self->path,
+           errno == EBUSY ? "it still has processes" : strerror(errno));
     return -1;
 }
 

@@ -5,24 +5,11 @@
     reading or writing cgroups (kb_cgroup.c).
 */
 #include "kernel/kb_cgroup.h"
+#include "util/kb_buf.h"
 
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-static void s_say(char *buf, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void s_say(char *buf, size_t len, const char *fmt, ...)
-{
-    if (!buf || len == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
 
 /*  The next line of text from *at: [*start, *start + *len), no newline. */
 static bool s_next_line(const char **at, const char **start, size_t *len)
@@ -67,38 +54,38 @@ int kb_cgroup_parse_proc(const char *text, char *path, size_t pathlen, char *why
         const char *c1 = memchr(line, ':', len);
         const char *c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - line)) : NULL;
         if (!c2) {
-            s_say(why, whylen, "malformed line %d of /proc/self/cgroup: '%.*s'", lineno,
-                  (int)(len > 80 ? 80 : len), line);
+            kb_say(why, whylen, "malformed line %d of /proc/self/cgroup: '%.*s'", lineno,
+                   (int)(len > 80 ? 80 : len), line);
             return -1;
         }
         if (!(c1 == line + 1 && line[0] == '0'))
             continue; /* a cgroup v1 hierarchy */
         if (c2 != c1 + 1) {
-            s_say(why, whylen, "malformed cgroup v2 line of /proc/self/cgroup: '%.*s'",
-                  (int)(len > 80 ? 80 : len), line);
+            kb_say(why, whylen, "malformed cgroup v2 line of /proc/self/cgroup: '%.*s'",
+                   (int)(len > 80 ? 80 : len), line);
             return -1;
         }
         if (found++) {
-            s_say(why, whylen, "two cgroup v2 lines in /proc/self/cgroup");
+            kb_say(why, whylen, "two cgroup v2 lines in /proc/self/cgroup");
             return -1;
         }
         size_t plen = len - (size_t)(c2 + 1 - line);
         if (plen + 1 > pathlen) {
-            s_say(why, whylen, "cgroup path too long in /proc/self/cgroup");
+            kb_say(why, whylen, "cgroup path too long in /proc/self/cgroup");
             return -1;
         }
         memcpy(path, c2 + 1, plen);
         path[plen] = 0;
         if (!s_path_ok(path)) {
-            s_say(why, whylen,
-                  "cgroup '%s' is not a plain absolute path (outside the cgroup "
-                  "namespace?)",
-                  path);
+            kb_say(why, whylen,
+                   "cgroup '%s' is not a plain absolute path (outside the cgroup "
+                   "namespace?)",
+                   path);
             return -1;
         }
     }
     if (!found) {
-        s_say(why, whylen, "no cgroup v2 entry in /proc/self/cgroup (a cgroup v1 system)");
+        kb_say(why, whylen, "no cgroup v2 entry in /proc/self/cgroup (a cgroup v1 system)");
         return -1;
     }
     return 0;
@@ -209,8 +196,8 @@ int kb_cgroup_parse_mountinfo(const char *text, const char *path, char *dir, siz
             continue;
         if (s_mount_line(line, len, &m) != 0) {
             if (memmem(line, len, "cgroup2", 7)) {
-                s_say(why, whylen, "malformed line of mountinfo: '%.*s'",
-                      (int)(len > 80 ? 80 : len), line);
+                kb_say(why, whylen, "malformed line of mountinfo: '%.*s'",
+                       (int)(len > 80 ? 80 : len), line);
                 return -1;
             }
             continue;
@@ -233,15 +220,15 @@ int kb_cgroup_parse_mountinfo(const char *text, const char *path, char *dir, siz
         }
     }
     if (!any) {
-        s_say(why, whylen, "no cgroup2 mount");
+        kb_say(why, whylen, "no cgroup2 mount");
         return -1;
     }
     if (!have) {
-        s_say(why, whylen, "cgroup %s is outside every cgroup2 mount (roots: %s)", path, roots);
+        kb_say(why, whylen, "cgroup %s is outside every cgroup2 mount (roots: %s)", path, roots);
         return -1;
     }
     if (s_has_item(best.opts, "ro")) {
-        s_say(why, whylen, "the cgroup2 mount at %s is read-only", best.point);
+        kb_say(why, whylen, "the cgroup2 mount at %s is read-only", best.point);
         return -1;
     }
     const char *rest = s_below(path, best.root);
@@ -250,7 +237,7 @@ int kb_cgroup_parse_mountinfo(const char *text, const char *path, char *dir, siz
     bool point_is_slash = strcmp(best.point, "/") == 0;
     int n = snprintf(dir, dirlen, "%s%s", point_is_slash && *rest ? "" : best.point, rest);
     if (n < 0 || (size_t)n >= dirlen) {
-        s_say(why, whylen, "cgroup directory too long");
+        kb_say(why, whylen, "cgroup directory too long");
         return -1;
     }
     return 0;
@@ -315,7 +302,7 @@ int kb_cgroup_check_controllers(const char *controllers, const char *path, const
             first = false;
         }
     }
-    s_say(why, whylen, "%s", text);
+    kb_say(why, whylen, "%s", text);
     return -1;
 }
 

@@ -6,9 +6,10 @@
     environment of a launch (kb_kernelspec_launch.c), or for launching. */
 #include "kernel/kb_kernelspec.h"
 
+#include "util/kb_buf.h"
+
 #include <assert.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,19 +20,6 @@
 
 /*  A kernel.json is a few hundred bytes; anything this large is not one. */
 #define KB_KERNEL_JSON_MAX (1024 * 1024)
-
-static void set_err(char *err, size_t errlen, const char *format, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t errlen, const char *format, ...)
-{
-    if (!err || errlen == 0)
-        return;
-    va_list args;
-    va_start(args, format);
-    vsnprintf(err, errlen, format, args);
-    va_end(args);
-}
 
 /*  dir as an absolute path without trailing slashes. Caller owns the
     result. */
@@ -60,37 +48,37 @@ static json_t *load_json_file(const char *path, char *err, size_t errlen)
     char *text = NULL;
     FILE *file = fopen(path, "re");
     if (!file) {
-        set_err(err, errlen, "%s: %s", path, strerror(errno));
+        kb_say(err, errlen, "%s: %s", path, strerror(errno));
         goto fail;
     }
     struct stat st;
     if (fstat(fileno(file), &st) < 0) {
-        set_err(err, errlen, "%s: %s", path, strerror(errno));
+        kb_say(err, errlen, "%s: %s", path, strerror(errno));
         goto fail;
     }
     if (!S_ISREG(st.st_mode)) {
-        set_err(err, errlen, "%s: not a regular file", path);
+        kb_say(err, errlen, "%s: not a regular file", path);
         goto fail;
     }
     if (st.st_size > KB_KERNEL_JSON_MAX) {
-        set_err(err, errlen, "%s: larger than %d bytes", path, KB_KERNEL_JSON_MAX);
+        kb_say(err, errlen, "%s: larger than %d bytes", path, KB_KERNEL_JSON_MAX);
         goto fail;
     }
     text = malloc((size_t)st.st_size + 1);
     if (!text) {
-        set_err(err, errlen, "%s: out of memory", path);
+        kb_say(err, errlen, "%s: out of memory", path);
         goto fail;
     }
     size_t length = fread(text, 1, (size_t)st.st_size, file);
     if (ferror(file)) {
-        set_err(err, errlen, "%s: read error", path);
+        kb_say(err, errlen, "%s: read error", path);
         goto fail;
     }
     json_error_t jerr;
     root = json_loadb(text, length, 0, &jerr);
     if (!root) {
-        set_err(err, errlen, "%s: invalid JSON at line %d, column %d: %s", path, jerr.line,
-                jerr.column, jerr.text);
+        kb_say(err, errlen, "%s: invalid JSON at line %d, column %d: %s", path, jerr.line,
+               jerr.column, jerr.text);
         goto fail;
     }
     free(text);
@@ -226,7 +214,7 @@ kb_kernelspec_t *kb_kernelspec_load(const char *dir, const char *name, char *err
     const char *problem = NULL;
     kb_kernelspec_t *self = calloc(1, sizeof *self);
     if (!self || !(path = kb_buf_sprintf("%s/kernel.json", dir))) {
-        set_err(err, errlen, "%s/kernel.json: out of memory", dir);
+        kb_say(err, errlen, "%s/kernel.json: out of memory", dir);
         goto fail;
     }
     root = load_json_file(path, err, errlen);
@@ -246,7 +234,7 @@ kb_kernelspec_t *kb_kernelspec_load(const char *dir, const char *name, char *err
     return self;
 fail:
     if (problem)
-        set_err(err, errlen, "%s: %s", path, problem);
+        kb_say(err, errlen, "%s: %s", path, problem);
     json_decref(root);
     free(path);
     kb_kernelspec_destroy(&self);

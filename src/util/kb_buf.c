@@ -282,3 +282,13 @@ char *kb_buf_sprintf(const char *fmt, ...)
     va_end(args);
     return kb_buf_take(&buf, NULL);
 }
+
+void kb_say(char *buf, size_t len, const char *fmt, ...)
+{
+    if (!buf || len == 0)
+        return;
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(buf, len, fmt, args);
+    va_end(args);
+}

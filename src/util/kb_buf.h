@@ -130,6 +130,11 @@ void kb_buf_free(kb_buf_t *self);
     owns the result. */
 char *kb_buf_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/*  Format like printf into the fixed buffer buf of len bytes (cut to fit,
+    NUL-terminated): the err/errlen of a call that fails with a reason.
+    Nothing when buf is NULL or len 0. */
+void kb_say(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 #ifdef __cplusplus
 }
 #endif

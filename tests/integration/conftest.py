@@ -277,13 +277,8 @@ def pid_alive(pid):
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
-def pids_with_arg_under(prefix, containing=None):
-    """Live processes with a command-line argument that starts with prefix
-    (a kernel's connection file under a state dir) and, when containing is
-    given, one that contains it (a kernelspec's name)."""
-    inside = str(prefix).encode()
-    needle = containing.encode() if containing else b""
-    found = []
+def live_argvs():
+    """(pid, argv as bytes) of every live process."""
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -292,10 +287,25 @@ def pids_with_arg_under(prefix, containing=None):
                 argv = f.read().split(b"\0")
         except OSError:
             continue
-        if (any(arg.startswith(inside) for arg in argv) and any(needle in arg for arg in argv)
-                and pid_alive(int(entry))):
-            found.append(int(entry))
-    return sorted(found)
+        if pid_alive(int(entry)):
+            yield int(entry), argv
+
+
+def pids_with_arg_under(prefix, containing=None):
+    """Live processes with a command-line argument that starts with prefix
+    (a kernel's connection file under a state dir) and, when containing is
+    given, one that contains it (a kernelspec's name)."""
+    inside = str(prefix).encode()
+    needle = containing.encode() if containing else b""
+    return sorted(pid for pid, argv in live_argvs()
+                  if any(arg.startswith(inside) for arg in argv)
+                  and any(needle in arg for arg in argv))
+
+
+def pids_with_marker(marker):
+    """Live processes with marker anywhere in their command line."""
+    needle = marker.encode()
+    return sorted(pid for pid, argv in live_argvs() if any(needle in arg for arg in argv))
 
 
 def wait_until(predicate, timeout, interval=0.05):

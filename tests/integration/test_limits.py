@@ -9,13 +9,12 @@ refused by RLIMIT_DATA before any page is touched, and the trees over a
 512 MiB limit hold 5 x 150 MiB."""
 
 import json
-import os
 import shutil
 import time
 
 import pytest
 
-from conftest import Daemon, error_of, pid_alive, pids_with_arg_under, wait_until
+from conftest import Daemon, error_of, pids_with_arg_under, pids_with_marker, wait_until
 from kernels_testlib import KERNEL_ARGS, kernel_env, require_deno
 
 MIB = 1 << 20
@@ -34,22 +33,6 @@ procs = [subprocess.Popen([sys.executable, '-c', child]) for _ in range(5)]
 for p in procs:
     p.wait()
 """
-
-
-def live_children(marker):
-    """Live processes whose command line holds marker."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % entry, "rb") as f:
-                cmdline = f.read()
-        except OSError:
-            continue
-        if marker.encode() in cmdline and pid_alive(int(entry)):
-            found.append(int(entry))
-    return found
 
 
 def create(d, **body):
@@ -184,8 +167,8 @@ def test_a_tree_over_the_limit_is_interrupted_and_its_children_killed(limited):
     # the run ends once the tree is back under the limit: the children that
     # ignore SIGINT were killed when the grace (2 s) ran out
     assert time.monotonic() - started < 15
-    assert wait_until(lambda: not live_children("kb-limits-tree"), 5), \
-        live_children("kb-limits-tree")
+    assert wait_until(lambda: not pids_with_marker("kb-limits-tree"), 5), \
+        pids_with_marker("kb-limits-tree")
     assert result["resources"]["peak_memory_bytes"] > LIMIT
     frames = limited.ok("GET", "/processes/%s/logs" % process["process_id"])["frames"]
     system = " ".join(f["data"] for f in frames if f["channel"] == "system")
@@ -228,7 +211,7 @@ def test_an_isolated_run_takes_limits(limited):
                          "import time; time.sleep(20)", isolated=True, pids_limit=16)
     assert (result["process"]["reason"], result["error"]["name"]) == (
         "pids_limit", "PidsLimitExceeded")
-    assert wait_until(lambda: not live_children("600.5"), 5)
+    assert wait_until(lambda: not pids_with_marker("600.5"), 5)
 
 
 # ---- processes ----------------------------------------------------------------
@@ -243,7 +226,7 @@ def test_too_many_processes_end_pids_limit_and_leave_no_child(limited):
     assert (process["reason"], process["signal"]) == ("pids_limit", "SIGKILL"), result
     assert result["error"]["name"] == "PidsLimitExceeded"
     assert "pids limit of 64" in result["error"]["value"]
-    assert wait_until(lambda: not live_children("600.25"), 5), len(live_children("600.25"))
+    assert wait_until(lambda: not pids_with_marker("600.25"), 5), len(pids_with_marker("600.25"))
     value_of(limited, "lim", "1 + 1", "2")
 
 
@@ -293,7 +276,7 @@ def test_limits_on_an_r_context(limited):
     result = run(limited, ctx, "for (i in 1:60) system('sleep 600.75', wait = FALSE)\n"
                                "Sys.sleep(20)")
     assert result["process"]["reason"] == "pids_limit", result
-    assert wait_until(lambda: not live_children("600.75"), 5)
+    assert wait_until(lambda: not pids_with_marker("600.75"), 5)
     limited.ok("DELETE", "/contexts/%s" % ctx, status=204)
 
 
@@ -323,7 +306,7 @@ def test_the_e2b_stream_carries_the_typed_error(daemon_factory):
     # which E2B's SDKs keep (the last error line wins)
     errors = [line["name"] for line in lines if line["type"] == "error"]
     assert errors == ["KeyboardInterrupt", "MemoryLimitExceeded"], lines
-    assert wait_until(lambda: not live_children("kb-limits-tree"), 5)
+    assert wait_until(lambda: not pids_with_marker("kb-limits-tree"), 5)
 
 
 def test_limits_survive_a_daemon_restart(daemon_factory, tmp_path):
@@ -341,6 +324,6 @@ def test_limits_survive_a_daemon_restart(daemon_factory, tmp_path):
                             "ps = [subprocess.Popen(['sleep', '600.125']) for _ in range(40)]\n"
                             "time.sleep(20)")
     assert result["process"]["reason"] == "pids_limit", result
-    assert wait_until(lambda: not live_children("600.125"), 5)
+    assert wait_until(lambda: not pids_with_marker("600.125"), 5)
     assert run(d, "keep", "y = b'x' * 2**31")["error"]["name"] == "MemoryError"
     assert pids_with_arg_under(state)

@@ -10,7 +10,6 @@ import json
 import os
 import socket
 import threading
-import time
 
 from conftest import wait_until
 from test_e2b import E2b
