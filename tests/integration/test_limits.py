@@ -234,12 +234,15 @@ def test_too_many_processes_end_pids_limit_and_leave_no_child(limited):
 
 
 def test_a_busy_second_shows_in_the_run_the_record_and_the_stream(limited):
-    code = "import time\nt = time.time()\nwhile time.time() - t < 1.0:\n    pass\n"
+    # a second of the kernel's own CPU time, however busy the machine is
+    code = ("import time\nt = time.process_time()\n"
+            "while time.process_time() - t < 1.0:\n    pass\n")
     result = run(limited, "lim", code)
     res = result["resources"]
     assert set(res) == {"wall_time_s", "cpu_time_s", "peak_memory_bytes"}
-    assert 1.0 <= res["wall_time_s"] < 3.0, res
-    assert 0.8 <= res["cpu_time_s"] <= 1.5, res
+    assert 0.95 <= res["cpu_time_s"] <= 1.5, res  # /proc counts in ticks of 10 ms
+    # wall time holds the CPU time; it may be longer when other work shares the cores
+    assert res["cpu_time_s"] - 0.05 <= res["wall_time_s"] < 10.0, res
     assert 20 * MIB < res["peak_memory_bytes"] < LIMIT, res
     record = limited.ok("GET", "/processes/%s" % result["process"]["process_id"])
     assert record["resources"] == res
@@ -251,9 +254,9 @@ def test_a_busy_second_shows_in_the_run_the_record_and_the_stream(limited):
         ends = [e.data for e in stream.events() if e.event == "result"]
     finally:
         stream.close()
-    assert 0.8 <= ends[0]["resources"]["cpu_time_s"] <= 1.5, ends
+    assert 0.95 <= ends[0]["resources"]["cpu_time_s"] <= 1.5, ends
     after = limited.ok("GET", "/contexts/lim")["resources"]["cpu_time_s"]
-    assert after - before >= 0.8, (before, after)
+    assert after - before >= 0.95, (before, after)
 
 
 def test_a_run_on_an_unlimited_context_is_accounted_too(limited):
