@@ -7,7 +7,7 @@ packages=(
   # build
   build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
   # libraries (see README: dependencies)
-  libzmq3-dev libczmq-dev libjansson-dev libssl-dev libmicrohttpd-dev libsqlite3-dev
+  libzmq3-dev libczmq-dev libjansson-dev libssl-dev libmicrohttpd-dev libsqlite3-dev libwslay-dev
   # kernels the tests drive, and their rich-output libraries
   python3-ipykernel python3-jupyter-client python3-zmq python3-matplotlib xpython
   r-cran-irkernel octave python3-octave-kernel

@@ -53,9 +53,9 @@ char *kb_test_capture(const char *command)
     return out;
 }
 
-int kb_test_count_fds(void)
+int kb_test_count_entries(const char *path)
 {
-    DIR *dir = opendir("/proc/self/fd");
+    DIR *dir = opendir(path);
     if (!dir)
         return -1;
     int count = 0;
@@ -64,7 +64,13 @@ int kb_test_count_fds(void)
         if (entry->d_name[0] != '.')
             count++;
     closedir(dir);
-    return count - 1; /* the DIR's own descriptor */
+    return count;
+}
+
+int kb_test_count_fds(void)
+{
+    int count = kb_test_count_entries("/proc/self/fd");
+    return count < 0 ? -1 : count - 1; /* the DIR's own descriptor */
 }
 
 double kb_test_now(void)

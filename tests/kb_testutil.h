@@ -59,6 +59,9 @@ char *kb_test_capture(const char *command);
 /*  Number of open file descriptors of this process. */
 int kb_test_count_fds(void);
 
+/*  Entries of a directory but . and .. (/proc/self/task: threads), or -1. */
+int kb_test_count_entries(const char *path);
+
 /*  Seconds on the monotonic clock. */
 double kb_test_now(void);
 

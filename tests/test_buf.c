@@ -186,6 +186,17 @@ static void test_truncate(void)
     kb_buf_free(&buf);
 }
 
+static void test_overwrite(void)
+{
+    kb_buf_t buf = KB_BUF_INIT;
+    kb_buf_overwrite(&buf, 0, NULL, 0); /* nothing allocated yet */
+    CHECK(kb_buf_append(&buf, "0000tail", 8) == KB_BUF_OK);
+    kb_buf_overwrite(&buf, 1, "ab", 2);
+    kb_buf_overwrite(&buf, 8, "", 0);
+    CHECK(buf.len == 8 && memcmp(buf.data, "0ab0tail", 9) == 0);
+    kb_buf_free(&buf);
+}
+
 static void test_grow_rule(void)
 {
     size_t alloc = 0;
@@ -264,6 +275,7 @@ int main(void)
     RUN_TEST(test_cap);
     RUN_TEST(test_out_of_memory);
     RUN_TEST(test_truncate);
+    RUN_TEST(test_overwrite);
     RUN_TEST(test_grow_rule);
     RUN_TEST(test_vec);
     RUN_TEST(test_strv);

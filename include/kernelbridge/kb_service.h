@@ -142,6 +142,47 @@ json_t *kb_service_context_restart(kb_service_t *self, const char *context_id, k
 /*  Interrupt whatever the context's kernel is running now. */
 int kb_service_context_interrupt(kb_service_t *self, const char *context_id, kb_error_t *err);
 
+/* ---- Jupyter's kernel channels (a websocket client's) --------------------- */
+
+typedef struct kb_channels kb_channels_t;
+
+/*  A payload for the client (a websocket message: binary, else text);
+    data borrowed for the call. Called on the engine thread: queue it and
+    return, never block. */
+typedef void(kb_channels_send_fn)(void *arg, bool binary, const void *data, size_t size);
+
+/*  The kernel is gone for good (its context deleted, or it vanished):
+    the client should close. Engine thread; called at most once. */
+typedef void(kb_channels_end_fn)(void *arg, const char *why);
+
+typedef struct {
+    const char *kernel_id;  /* a context's kernel_id (or its context id) */
+    const char *session_id; /* the client's session (?session_id=), or NULL */
+    bool v1;                /* v1.kernel.websocket.jupyter.org framing, else the legacy one */
+    kb_channels_send_fn *send;
+    kb_channels_end_fn *end;
+    void *arg;
+} kb_channels_opts_t;
+
+/*  Attach a client to the kernel's channels: from now on every iopub
+    message of the kernel and every reply to the client's requests reach
+    opts->send. NULL with err (SESSION_NOT_FOUND). Caller owns it, and
+    gives it back with kb_service_channels_close. */
+kb_channels_t *kb_service_channels_open(kb_service_t *self, const kb_channels_opts_t *opts,
+                                        kb_error_t *err);
+
+/*  One payload the client sent (borrowed): parsed on the caller's thread,
+    then signed with the kernel's key and sent (an execute_request takes
+    its turn in the context's queue, with native runs). -1 with err:
+    BAD_REQUEST for a malformed payload (nothing is sent; the client may
+    go on), SESSION_NOT_FOUND when the kernel is gone. */
+int kb_service_channels_input(kb_service_t *self, kb_channels_t *channels, bool binary,
+                              const void *data, size_t size, kb_error_t *err);
+
+/*  Detach and free the client: no callback reaches it once this returns.
+    Safe on NULL. */
+void kb_service_channels_close(kb_service_t *self, kb_channels_t **channels_p);
+
 /* ---- Runs ---------------------------------------------------------------- */
 
 typedef struct {

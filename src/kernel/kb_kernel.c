@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/rand.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -39,8 +40,6 @@
 
 #define KB_READY_TICK_MS 10  /* readiness check period */
 #define KB_KI_RESEND_MS 20   /* repeat kernel_info_request after this */
-#define KB_MAX_PARTS 64      /* frames read of one message; longer ones are dropped */
-#define KB_DRAIN_BATCH 256   /* messages read per socket per loop turn */
 #define KB_HEARTBEAT_MS 3000 /* heartbeat period */
 #define KB_DYING_HB_MS 200   /* heartbeat period of an attached kernel shutting down */
 #define KB_LOG_CHECK_MS 1000 /* how often the log's size is checked */
@@ -49,16 +48,6 @@
 static int64_t s_now_ms(void)
 {
     return kb_launch_now_ms();
-}
-
-static void s_iso_now(char *buf, size_t size)
-{
-    struct timeval tv;
-    gettimeofday(&tv, NULL);
-    struct tm tm;
-    gmtime_r(&tv.tv_sec, &tm);
-    size_t n = strftime(buf, size, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf + n, size - n, ".%06ldZ", (long)tv.tv_usec);
 }
 
 const char *kb_kernel_state_name(kb_kernel_state_t state)
@@ -158,195 +147,6 @@ static void s_sweep_group(const kb_kernel_t *self)
     unsigned long long start = self->own_child ? 0 : kb_proc_start_time(self->pid);
     if (start == 0 || start == self->pid_start)
         kill(-self->pgid, SIGKILL);
-}
-
-/* ---- sending -------------------------------------------------------------- */
-
-static void s_on_control(kb_io_t *io, void *arg);
-
-static zsock_t *s_connect(zsock_t *sock, const char *endpoint)
-{
-    if (!sock)
-        return NULL;
-    zsock_set_linger(sock, 0);
-    if (strncmp(endpoint, "tcp://[", 7) == 0)
-        zsock_set_ipv6(sock, 1);
-    if (zsock_connect(sock, "%s", endpoint) != 0)
-        zsock_destroy(&sock);
-    return sock;
-}
-
-/*  The control socket, connected on first use: most kernels never need it. */
-zsock_t *kb_kernel_control(kb_kernel_t *self)
-{
-    if (self->control)
-        return self->control;
-    self->control = s_connect(zsock_new(ZMQ_DEALER), self->control_endpoint);
-    if (self->control
-        && kb_io_start_zmq(self->loop, &self->control_io, zsock_resolve(self->control),
-                           s_on_control, self)
-               != 0)
-        zsock_destroy(&self->control);
-    return self->control;
-}
-
-int kb_kernel_send(kb_kernel_t *self, kb_channel_t channel, const char *msg_type, json_t *content,
-                   char *msg_id_out, size_t msg_id_size)
-{
-    char date[40];
-    s_iso_now(date, sizeof date);
-    kb_frame_t *frames = NULL;
-    size_t count = 0;
-    if (self->state == KB_KERNEL_DEAD) {
-        json_decref(content);
-        return -1;
-    }
-    if (kb_wire_encode(self->conn.wire, msg_type, content, NULL, NULL, date, NULL, 0, &frames,
-                       &count, msg_id_out, msg_id_size)
-        != 0)
-        return -1;
-    bool control = channel == KB_CHANNEL_CONTROL;
-    zsock_t *sock = control ? kb_kernel_control(self) : self->shell;
-    int rc = sock ? 0 : -1;
-    for (size_t i = 0; i < count && rc == 0; i++)
-        if (zmq_send(zsock_resolve(sock), frames[i].data, frames[i].size,
-                     i + 1 < count ? ZMQ_SNDMORE : 0)
-            < 0)
-            rc = -1;
-    kb_frames_free(frames, count);
-    /*  A send may take the socket's ZMQ_FD signal while replies wait. */
-    kb_io_poke(control ? &self->control_io : &self->shell_io);
-    return rc;
-}
-
-int kb_kernel_execute(kb_kernel_t *self, const char *code, bool silent, char *msg_id_out,
-                      size_t msg_id_size)
-{
-    json_t *content = json_pack("{s:s, s:b, s:b, s:o, s:b, s:b}", "code", code, "silent", silent,
-                                "store_history", !silent, "user_expressions", json_object(),
-                                "allow_stdin", 0, "stop_on_error", !silent);
-    if (!content)
-        return -1;
-    return kb_kernel_send(self, KB_CHANNEL_SHELL, "execute_request", content, msg_id_out,
-                          msg_id_size);
-}
-
-/*  On control for an adopted kernel: it may be busy with a long cell on
-    shell, and control answers at once (ipykernel publishes busy/idle on
-    iopub for control requests too, which shows that iopub is live). */
-static void s_send_kernel_info(kb_kernel_t *self)
-{
-    self->last_info_ms = s_now_ms();
-    kb_kernel_send(self, self->adopted ? KB_CHANNEL_CONTROL : KB_CHANNEL_SHELL,
-                   "kernel_info_request", json_object(), NULL, 0);
-}
-
-/* ---- receiving ------------------------------------------------------------ */
-
-static void s_became_ready(kb_kernel_t *self)
-{
-    kb_timer_stop(&self->ready_timer);
-    kb_kernel_apply(self, KB_KEV_READY);
-    if (self->callbacks.ready)
-        self->callbacks.ready(self, self->arg);
-}
-
-static void s_dispatch(kb_kernel_t *self, kb_channel_t channel, const kb_msg_t *msg)
-{
-    if (self->state == KB_KERNEL_STARTING) {
-        if (channel == KB_CHANNEL_IOPUB)
-            self->iopub_live = true;
-        else if (strcmp(msg->msg_type, "kernel_info_reply") == 0) {
-            self->info_replied = true;
-            json_t *info = json_object_get(msg->content, "language_info");
-            const char *name = json_string_value(json_object_get(info, "name"));
-            if (name && !self->language_info)
-                self->language_info = strdup(name);
-        }
-        if (self->info_replied && self->iopub_live)
-            s_became_ready(self);
-        return;
-    }
-    if (self->state == KB_KERNEL_DEAD)
-        return;
-    if (self->callbacks.message)
-        self->callbacks.message(self, channel, msg, self->arg);
-}
-
-/*  Read the messages waiting on one socket, verify and dispatch each. The
-    watch is edge-triggered: read until nothing is left, or poke it to come
-    back next turn when the batch is used up (other kernels get their turn). */
-static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t channel)
-{
-    void *socket = zsock_resolve(sock);
-    zmq_msg_t parts[KB_MAX_PARTS];
-    kb_frame_t frames[KB_MAX_PARTS];
-    for (int batch = 0;; batch++) {
-        if (batch == KB_DRAIN_BATCH) {
-            kb_io_poke(io);
-            return;
-        }
-        size_t count = 0;
-        bool overflow = false;
-        int more = 1;
-        while (more) {
-            zmq_msg_t part;
-            zmq_msg_init(&part);
-            if (zmq_msg_recv(&part, socket, ZMQ_DONTWAIT) < 0) {
-                zmq_msg_close(&part);
-                if (count == 0)
-                    return; /* nothing waiting */
-                break;      /* cannot happen mid-message; treat as truncated */
-            }
-            more = zmq_msg_more(&part);
-            if (count < KB_MAX_PARTS) {
-                parts[count] = part;
-                frames[count].data = zmq_msg_data(&parts[count]);
-                frames[count].size = zmq_msg_size(&parts[count]);
-                count++;
-            } else {
-                overflow = true;
-                zmq_msg_close(&part);
-            }
-        }
-        if (overflow) {
-            self->dropped++;
-        } else {
-            kb_msg_t *msg = NULL;
-            char err[256];
-            if (kb_wire_decode(self->conn.wire, frames, count, &msg, err, sizeof err)
-                == KB_WIRE_OK) {
-                s_dispatch(self, channel, msg);
-                kb_msg_destroy(&msg);
-            } else {
-                self->dropped++;
-                zsys_debug("kernel %d: dropped a message on %s: %s", (int)self->pid,
-                           channel == KB_CHANNEL_IOPUB ? "iopub" : "shell", err);
-            }
-        }
-        for (size_t i = 0; i < count; i++)
-            zmq_msg_close(&parts[i]);
-        if (self->state == KB_KERNEL_DEAD)
-            return;
-    }
-}
-
-static void s_on_shell(kb_io_t *io, void *arg)
-{
-    kb_kernel_t *self = arg;
-    s_drain(self, io, self->shell, KB_CHANNEL_SHELL);
-}
-
-static void s_on_control(kb_io_t *io, void *arg)
-{
-    kb_kernel_t *self = arg;
-    s_drain(self, io, self->control, KB_CHANNEL_CONTROL);
-}
-
-static void s_on_iopub(kb_io_t *io, void *arg)
-{
-    kb_kernel_t *self = arg;
-    s_drain(self, io, self->iopub, KB_CHANNEL_IOPUB);
 }
 
 /* ---- process -------------------------------------------------------------- */
@@ -463,7 +263,7 @@ static void s_on_ready_tick(kb_timer_t *timer, void *arg)
         yet when the kernel published, so ask again. */
     if (now - self->last_info_ms >= KB_KI_RESEND_MS
         && (self->info_replied || now - self->last_info_ms >= 1000))
-        s_send_kernel_info(self);
+        kb_kernel_send_kernel_info(self);
 }
 
 /*  Heartbeat, for a kernel without a pidfd: a DEALER sends [empty, ping]
@@ -504,7 +304,7 @@ static int s_start_heartbeat(kb_kernel_t *self)
     self->hb = zsock_new(ZMQ_DEALER);
     if (self->hb)
         zsock_set_sndhwm(self->hb, 4);
-    self->hb = s_connect(self->hb, self->hb_endpoint);
+    self->hb = kb_kernel_connect_endpoint(self->hb, self->hb_endpoint);
     if (!self->hb
         || kb_io_start_zmq(self->loop, &self->hb_io, zsock_resolve(self->hb), s_on_hb, self) != 0)
         return -1;
@@ -572,9 +372,24 @@ kb_kernel_t *kb_kernel_blank(kb_loop_t *loop, const kb_kernelspec_t *spec,
 int kb_kernel_connect_sockets(kb_kernel_t *self, char *err, size_t errlen)
 {
     char *endpoint = s_endpoint(self->info, "shell_port");
-    self->shell = s_connect(zsock_new(ZMQ_DEALER), endpoint);
+    /*  A routing id of our own, shared with the stdin socket: the kernel
+        sends input_request to the shell requester's id. */
+    unsigned char raw[12];
+    if (RAND_bytes(raw, sizeof raw) != 1) {
+        snprintf(err, errlen, "no random bytes for a routing id");
+        zstr_free(&endpoint);
+        return -1;
+    }
+    strcpy(self->routing_id, "kb-");
+    for (size_t i = 0; i < sizeof raw; i++)
+        snprintf(self->routing_id + 3 + 2 * i, 3, "%02x", raw[i]);
+    self->shell = zsock_new(ZMQ_DEALER);
+    if (self->shell)
+        zsock_set_identity(self->shell, self->routing_id);
+    self->shell = kb_kernel_connect_endpoint(self->shell, endpoint);
     zstr_free(&endpoint);
     self->control_endpoint = s_endpoint(self->info, "control_port");
+    self->stdin_endpoint = s_endpoint(self->info, "stdin_port");
     self->hb_endpoint = s_endpoint(self->info, "hb_port");
     endpoint = s_endpoint(self->info, "iopub_port");
     self->iopub = zsock_new(ZMQ_SUB);
@@ -582,16 +397,17 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, char *err, size_t errlen)
         zsock_set_subscribe(self->iopub, "");
         zsock_set_rcvhwm(self->iopub, 100000);
     }
-    self->iopub = s_connect(self->iopub, endpoint);
+    self->iopub = kb_kernel_connect_endpoint(self->iopub, endpoint);
     zstr_free(&endpoint);
     if (!self->shell || !self->iopub) {
         snprintf(err, errlen, "cannot connect sockets: %s", zmq_strerror(zmq_errno()));
         return -1;
     }
-    if (kb_io_start_zmq(self->loop, &self->shell_io, zsock_resolve(self->shell), s_on_shell, self)
+    if (kb_io_start_zmq(self->loop, &self->shell_io, zsock_resolve(self->shell), kb_kernel_on_shell,
+                        self)
             != 0
-        || kb_io_start_zmq(self->loop, &self->iopub_io, zsock_resolve(self->iopub), s_on_iopub,
-                           self)
+        || kb_io_start_zmq(self->loop, &self->iopub_io, zsock_resolve(self->iopub),
+                           kb_kernel_on_iopub, self)
                != 0) {
         snprintf(err, errlen, "cannot watch the kernel's sockets: %s", strerror(errno));
         return -1;
@@ -628,7 +444,7 @@ int kb_kernel_watch_process(kb_kernel_t *self, char *err, size_t errlen)
 void kb_kernel_ask_ready(kb_kernel_t *self, double timeout)
 {
     self->deadline_ms = self->started_ms + (int64_t)(timeout * 1000);
-    s_send_kernel_info(self);
+    kb_kernel_send_kernel_info(self);
     kb_timer_start(self->loop, &self->ready_timer, KB_READY_TICK_MS, KB_READY_TICK_MS,
                    s_on_ready_tick, self);
     if (self->log_fd >= 0)
@@ -711,6 +527,7 @@ static void s_free(kb_kernel_t *self, bool remove_files)
     s_close_socket(&self->shell_io, &self->shell);
     s_close_socket(&self->control_io, &self->control);
     s_close_socket(&self->iopub_io, &self->iopub);
+    kb_kernel_close_stdin(self);
     if (remove_files) {
         kb_connection_remove(&self->conn);
         if (self->work_dir)
@@ -722,6 +539,7 @@ static void s_free(kb_kernel_t *self, bool remove_files)
     kb_kernelspec_destroy(&self->spec);
     json_decref(self->info);
     free(self->control_endpoint);
+    free(self->stdin_endpoint);
     free(self->hb_endpoint);
     free(self->language_info);
     free(self);

@@ -30,7 +30,11 @@ typedef enum {
     KB_CHANNEL_SHELL,
     KB_CHANNEL_IOPUB,
     KB_CHANNEL_CONTROL,
+    KB_CHANNEL_STDIN, /* input_request from the kernel, input_reply to it */
 } kb_channel_t;
+
+/*  "shell", "iopub", "control", "stdin": Jupyter's names. */
+const char *kb_channel_name(kb_channel_t channel);
 
 /*  The lifecycle. starting -> idle <-> busy -> interrupting -> (idle|busy);
     any -> dying -> dead; starting -> dead when the start fails. */
@@ -142,6 +146,23 @@ kb_kernel_state_t kb_kernel_apply(kb_kernel_t *self, kb_kernel_event_t event);
     bytes) receives the request's msg_id. 0 / -1. */
 int kb_kernel_send(kb_kernel_t *self, kb_channel_t channel, const char *msg_type, json_t *content,
                    char *msg_id_out, size_t msg_id_size);
+
+/*  Send a message a client made, already encoded and signed with this
+    kernel's key (kb_kernel_wire): the frames from "<IDS|MSG>" on
+    (borrowed), on shell, control or stdin. 0 / -1 (dead, not connected,
+    or a channel that takes nothing). */
+int kb_kernel_send_frames(kb_kernel_t *self, kb_channel_t channel, const kb_frame_t *frames,
+                          size_t count);
+
+/*  Connect the stdin socket now (idempotent), with the shell's routing id,
+    so that the kernel's input_request for a request sent on shell comes
+    back to us; what comes on it is dispatched as KB_CHANNEL_STDIN. Only
+    clients that answer input_request need it. 0 / -1. */
+int kb_kernel_open_stdin(kb_kernel_t *self);
+
+/*  The codec that holds this kernel's key: what a client sends is signed
+    with it. Borrowed; engine thread only. */
+kb_wire_t *kb_kernel_wire(kb_kernel_t *self);
 
 /*  execute_request with the given flags; msg_id as for kb_kernel_send. */
 int kb_kernel_execute(kb_kernel_t *self, const char *code, bool silent, char *msg_id_out,

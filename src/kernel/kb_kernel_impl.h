@@ -1,6 +1,6 @@
 /*  kb_kernel_impl.h - the kernel's struct and the steps of a start that
-    kb_kernel.c (launch, lifecycle) and kb_kernel_adopt.c (adoption) share.
-    Private to those two files.
+    kb_kernel.c (launch, lifecycle), kb_kernel_io.c (sockets, messages) and
+    kb_kernel_adopt.c (adoption) share. Private to those files.
 */
 #ifndef KB_KERNEL_IMPL_H_INCLUDED
 #define KB_KERNEL_IMPL_H_INCLUDED
@@ -37,12 +37,15 @@ struct kb_kernel {
     kb_connection_t conn;
     json_t *info;           /* the connection file's JSON, key included */
     char *control_endpoint; /* connected on first use */
+    char *stdin_endpoint;   /* idem */
     char *hb_endpoint;
     zsock_t *shell;
     zsock_t *control;
     zsock_t *iopub;
-    zsock_t *hb; /* only without a pidfd */
-    kb_io_t shell_io, control_io, iopub_io, hb_io;
+    zsock_t *stdin_sock; /* connected on first use, with the shell's routing id */
+    zsock_t *hb;         /* only without a pidfd */
+    kb_io_t shell_io, control_io, iopub_io, stdin_io, hb_io;
+    char routing_id[40]; /* shell's and stdin's: the kernel sends input_request to it */
     kb_timer_t hb_timer;
     bool hb_waiting;    /* a ping is out and its echo has not come */
     unsigned hb_misses; /* periods in a row without an echo */
@@ -78,6 +81,20 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, char *err, size_t errlen);
 
 /*  The control socket, connected on first use; NULL when it cannot be. */
 zsock_t *kb_kernel_control(kb_kernel_t *self);
+
+/*  sock (stolen) with linger 0 connected to endpoint, or NULL (destroyed). */
+zsock_t *kb_kernel_connect_endpoint(zsock_t *sock, const char *endpoint);
+
+/*  kernel_info_request: on control for an adopted kernel, else shell. */
+void kb_kernel_send_kernel_info(kb_kernel_t *self);
+
+/*  The watches of shell, control and iopub: read, verify, dispatch. */
+void kb_kernel_on_shell(kb_io_t *io, void *arg);
+void kb_kernel_on_iopub(kb_io_t *io, void *arg);
+void kb_kernel_on_control(kb_io_t *io, void *arg);
+
+/*  Close the stdin socket, if it was connected. */
+void kb_kernel_close_stdin(kb_kernel_t *self);
 
 /*  Watch self->pid through a pidfd; without pidfds (Linux before 5.3), or
     for an attached kernel (pid 0), run the heartbeat. 0, or -1 with err. */

@@ -181,8 +181,9 @@ const kb_kernelspec_t *kb_kernelspecs_for_language(const kb_kernelspecs_t *self,
 char *kb_kernelspecs_names(const kb_kernelspecs_t *self);
 
 /*  {"kernelspecs": [{name, display_name, language, interrupt_mode,
-    resource_dir}]} in discovery order. Caller owns; NULL when out of
-    memory. */
+    resource_dir, argv, env, metadata}]} in discovery order (env and
+    metadata null when kernel.json has none). Caller owns; NULL when out
+    of memory. */
 json_t *kb_kernelspecs_to_json(const kb_kernelspecs_t *self);
 
 /*  Check a kernel map (NULL-terminated, may be NULL): every entry

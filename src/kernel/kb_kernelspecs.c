@@ -317,10 +317,16 @@ json_t *kb_kernelspecs_to_json(const kb_kernelspecs_t *self)
         goto fail;
     for (size_t i = 0; i < self->specs.len; i++) {
         const kb_kernelspec_t *spec = spec_at(self, i);
+        json_t *argv = json_array();
+        for (size_t k = 0; argv && k < spec->argc; k++)
+            json_array_append_new(argv, json_string(spec->argv[k]));
         if (json_array_append_new(
-                list, json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", spec->name, "display_name",
-                                spec->display_name, "language", spec->language, "interrupt_mode",
-                                spec->interrupt_mode, "resource_dir", spec->resource_dir))
+                list, json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:O, s:O}", "name", spec->name,
+                                "display_name", spec->display_name, "language", spec->language,
+                                "interrupt_mode", spec->interrupt_mode, "resource_dir",
+                                spec->resource_dir, "argv", argv, "env",
+                                spec->env ? spec->env : json_null(), "metadata",
+                                spec->metadata ? spec->metadata : json_null()))
             < 0)
             goto fail;
     }

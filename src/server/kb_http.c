@@ -80,6 +80,10 @@ bool kb_http_authorized(kb_http_req_t *req)
     const char *token = NULL;
     if (header && strncasecmp(header, "Bearer ", 7) == 0)
         token = header + 7;
+    else if (header && strncasecmp(header, "token ", 6) == 0)
+        token = header + 6;
+    else if (req->jupyter)
+        token = MHD_lookup_connection_value(req->connection, MHD_GET_ARGUMENT_KIND, "token");
     else if (server->api == KB_API_E2B)
         token = MHD_lookup_connection_value(req->connection, MHD_HEADER_KIND, "X-Access-Token");
     if (!token)
@@ -187,6 +191,12 @@ void kb_http_reply_error(kb_http_req_t *req, const kb_error_t *err)
     kb_http_text(message, sizeof message, err->message[0] ? err->message : "internal error", false);
     if (req->server->api == KB_API_E2B) {
         kb_http_reply_text(req, status, message);
+        return;
+    }
+    if (req->jupyter) {
+        kb_http_reply_json(req, status,
+                           json_pack("{s:s, s:s}", "message", message, "reason",
+                                     MHD_get_reason_phrase_for(status)));
         return;
     }
     json_t *body = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s}", "code", kb_code_name(code),

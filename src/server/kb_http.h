@@ -13,6 +13,7 @@
 #include <stddef.h>
 
 #include "server/kb_server.h"
+#include "server/kb_ws.h"
 #include "util/kb_buf.h"
 
 /*  Longest path id (context or process) a route accepts; longer ones cannot
@@ -34,9 +35,11 @@ struct kb_server {
     pthread_mutex_t lock; /* guards draining and in_flight */
     pthread_cond_t idle;  /* signalled when in_flight drops to 0 */
     bool draining;
-    unsigned in_flight;         /* requests between first callback and completion */
-    atomic_bool stopping;       /* stream readers give up at once */
-    struct MHD_Response *empty; /* shared, for 202/204 */
+    unsigned in_flight;                   /* requests between first callback and completion */
+    atomic_bool stopping;                 /* stream readers give up at once */
+    struct MHD_Response *empty;           /* shared, for 202/204 */
+    kb_ws_group_t *websockets;            /* every websocket a route opened */
+    struct kb_jupyter_sessions *sessions; /* Jupyter's /api/sessions (native API only) */
 };
 
 typedef struct kb_http_req kb_http_req_t;
@@ -55,6 +58,7 @@ struct kb_http_req {
     const char *allow;           /* Allow header of the matched path (405) */
     bool open;                   /* the route needs no token (GET /health) */
     bool wants_body;             /* the route parses a JSON body */
+    bool jupyter;                /* one of Jupyter's paths: its errors are Jupyter's JSON */
     bool counted;                /* in server->in_flight */
     char id[KB_HTTP_ID_MAX + 1]; /* the path's {id}, or "" */
     bool id_too_long;
@@ -63,6 +67,7 @@ struct kb_http_req {
     size_t received;             /* body bytes read, kept or not */
     unsigned status;             /* queued status, 0 before */
     double started;              /* monotonic seconds */
+    kb_ws_t *ws;                 /* the request's reference, when a route opened one */
 };
 
 /*  Seconds on the monotonic clock. */
@@ -76,8 +81,10 @@ void kb_http_timestamp(char *buf, size_t size);
     characters and spaces. For request text headed to JSON and logs. */
 void kb_http_text(char *dst, size_t size, const char *src, bool printable);
 
-/*  True when the request carries the configured Bearer token, or when no
-    token is configured. Constant time in the token's contents. An E2B
+/*  True when the request carries the configured token, or when no token
+    is configured: `Authorization: Bearer T`, or Jupyter's `Authorization:
+    token T`; for Jupyter's paths also `?token=T` (a browser's websocket
+    cannot send headers). Constant time in the token's contents. An E2B
     server also takes the token from X-Access-Token. */
 bool kb_http_authorized(kb_http_req_t *req);
 
@@ -104,7 +111,8 @@ void kb_http_reply_response(kb_http_req_t *req, unsigned status, struct MHD_Resp
 
 /*  Queue the JSON error body {code, message, status_code, path, method,
     timestamp} with the code's status; an E2B server answers the message as
-    plain text instead, as E2B's server does. err is borrowed. */
+    plain text instead, as E2B's server does; a Jupyter request gets
+    Jupyter Server's {message, reason}. err is borrowed. */
 void kb_http_reply_error(kb_http_req_t *req, const kb_error_t *err);
 
 /*  Shorthand: an error of code with a printf message. */

@@ -4,6 +4,7 @@
     contexts, runs and processes is the service's; nothing here keeps
     state between requests. */
 #include "server/kb_http.h"
+#include "server/kb_jupyter.h"
 #include "service/kb_request.h"
 
 #include <errno.h>
@@ -407,6 +408,8 @@ static bool segment_is(const char *segment, size_t len, const char *name)
 
 kb_code_t kb_routes_match(kb_http_req_t *req)
 {
+    if (kb_jupyter_path(req->path))
+        return kb_jupyter_match(req);
     /* Split "/a/b/c" into at most three non-empty segments. */
     const char *path = req->path;
     const char *seg[3];

@@ -4,6 +4,8 @@
     drain / stop sequence. Routes are in kb_routes.c, responses in
     kb_http.c. */
 #include "server/kb_http.h"
+#include "util/kb_stamp.h"
+#include "server/kb_jupyter.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
@@ -125,6 +127,7 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
     }
     kb_http_req_t *req = *socket_context;
     if (req) {
+        kb_ws_request_done(&req->ws); /* given back on completion; this is in case */
         kb_buf_free(&req->body);
         free(req);
     }
@@ -139,6 +142,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
     if (!req)
         return;
     kb_http_log_request(req, toe);
+    kb_ws_request_done(&req->ws);
     kb_buf_trim(&req->body, KB_BODY_KEEP);
     if (req->counted) {
         pthread_mutex_lock(&self->lock);
@@ -159,6 +163,7 @@ static void request_begin(kb_server_t *self, kb_http_req_t *req, const char *met
     req->handler = NULL;
     req->allow = NULL;
     req->open = false;
+    req->jupyter = false;
     req->wants_body = false;
     req->counted = false;
     req->id[0] = '\0';
@@ -293,6 +298,11 @@ kb_server_t *kb_server_new(kb_service_t *service, const kb_server_config_t *conf
     }
     self->service = service;
     self->quiesced_fd = MHD_INVALID_SOCKET;
+    if (config->api != KB_API_E2B && !(self->sessions = kb_jupyter_sessions_new())) {
+        free(self);
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
     self->max_body = config->max_body ? config->max_body : KB_DEFAULT_MAX_BODY;
     self->sse_keepalive_ms
         = config->sse_keepalive_ms ? config->sse_keepalive_ms : KB_DEFAULT_SSE_KEEPALIVE_MS;
@@ -306,14 +316,11 @@ kb_server_t *kb_server_new(kb_service_t *service, const kb_server_config_t *conf
         memcpy(self->token, config->token, self->token_len);
     }
     pthread_mutex_init(&self->lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&self->idle, &attr);
-    pthread_condattr_destroy(&attr);
+    kb_cond_init_monotonic(&self->idle);
     atomic_init(&self->stopping, false);
     self->empty = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
-    if (!self->empty) {
+    self->websockets = kb_ws_group_new();
+    if (!self->empty || !self->websockets) {
         kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         goto fail;
     }
@@ -323,7 +330,7 @@ kb_server_t *kb_server_new(kb_service_t *service, const kb_server_config_t *conf
     if (resolve(host, config->port, &addr, err) < 0)
         goto fail;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL
-                     | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+                     | MHD_USE_ITC | MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE;
     if (addr.ss_family == AF_INET6)
         flags |= MHD_USE_IPv6;
     unsigned max_connections
@@ -377,6 +384,10 @@ void kb_server_drain(kb_server_t *self)
         self->quiesced_fd = MHD_quiesce_daemon(self->daemon);
     self->draining = true;
     pthread_mutex_unlock(&self->lock);
+    /* Websockets make service calls too: they close now (1001), and
+       destroy waits for them. */
+    if (self->websockets)
+        kb_ws_group_close_all(self->websockets, KB_WS_GOING_AWAY, "the server is stopping");
 }
 
 void kb_server_destroy(kb_server_t **self_p)
@@ -395,6 +406,10 @@ void kb_server_destroy(kb_server_t **self_p)
                 break;
         }
         pthread_mutex_unlock(&self->lock);
+        /* An open websocket holds its connection's thread, which
+           MHD_stop_daemon joins: they end first (each within its close
+           timeout). */
+        kb_ws_group_destroy(&self->websockets);
         atomic_store(&self->stopping, true);
         MHD_stop_daemon(self->daemon);
         self->daemon = NULL;
@@ -404,9 +419,11 @@ void kb_server_destroy(kb_server_t **self_p)
         close(self->quiesced_fd);
     if (self->empty)
         MHD_destroy_response(self->empty);
+    kb_ws_group_destroy(&self->websockets);
     pthread_cond_destroy(&self->idle);
     pthread_mutex_destroy(&self->lock);
     explicit_bzero(self->token, sizeof self->token);
+    kb_jupyter_sessions_destroy(&self->sessions);
     free(self);
     *self_p = NULL;
 }

@@ -38,6 +38,9 @@ typedef enum {
     KB_CALL_PROC_WAIT,
     KB_CALL_PROC_SIGNAL,
     KB_CALL_PROC_DELETE,
+    KB_CALL_CHANNELS_OPEN,
+    KB_CALL_CHANNELS_INPUT,
+    KB_CALL_CHANNELS_CLOSE,
 } kb_call_type_t;
 
 typedef struct kb_call {
@@ -53,7 +56,10 @@ typedef struct kb_call {
     long long cursor;
     size_t limit;
     double timeout;
-    kb_stream_t *stream; /* run / follow: the caller's stream */
+    kb_stream_t *stream;     /* run / follow: the caller's stream */
+    kb_channels_t *channels; /* CHANNELS_*: the websocket client */
+    void *msg;               /* CHANNELS_INPUT: what it sent (kb_msg_t *), stolen by the engine */
+    int channel;             /* CHANNELS_INPUT: its kb_channel_t */
     /* outputs */
     json_t *result;
     kb_result_doc_t *doc; /* PROC_RESULT: the result as a document */

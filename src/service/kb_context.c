@@ -13,6 +13,7 @@
 #include <signal.h>
 
 #include "service/kb_adapter.h"
+#include "service/kb_channels.h"
 #include "service/kb_execution.h"
 #include "util/kb_buf.h"
 #include "util/kb_stamp.h"
@@ -21,6 +22,8 @@ struct kb_context {
     const kb_context_env_t *env;
     kb_kernelspec_t *spec; /* what its kernels are started from */
     char *id;
+    char kernel_id[KB_UUID_LEN + 1]; /* its name in Jupyter's API: a UUID named by the sandbox
+                                        and id, the same after a restart */
     char *language;
     char *cwd;
     json_t *kernel_env;
@@ -46,6 +49,7 @@ struct kb_context {
     long long memory_limit, pids_limit; /* 0: none */
     kb_watch_t *watch;                  /* the kernel's tree; NULL for an attached kernel */
     char limit_why[300];                /* why the kernel was killed over a limit, or "" */
+    kb_hub_t *hub;                      /* websocket clients of its channels, or NULL */
 };
 
 static void s_on_ready(kb_kernel_t *kernel, void *arg);
@@ -65,6 +69,11 @@ static const kb_kernel_callbacks_t s_kernel_callbacks = {
 const char *kb_context_id(const kb_context_t *self)
 {
     return self->id;
+}
+
+const char *kb_context_kernel_id(const kb_context_t *self)
+{
+    return self->kernel_id;
 }
 
 const char *kb_context_language(const kb_context_t *self)
@@ -118,7 +127,8 @@ static const char *s_state(const kb_context_t *self)
         return "starting";
     if (state == KB_KERNEL_DEAD || state == KB_KERNEL_DYING)
         return "dead";
-    return self->running || self->barrier ? "busy" : "idle";
+    return self->running || self->barrier || (self->hub && kb_hub_busy(self->hub)) ? "busy"
+                                                                                   : "idle";
 }
 
 json_t *kb_context_json(const kb_context_t *self)
@@ -129,6 +139,9 @@ json_t *kb_context_json(const kb_context_t *self)
     kb_kernel_t *kernel = self->kernel;
     json_t *json = kb_context_identity(self);
     json_object_set_new(json, "kernel_name", json_string(self->spec->name));
+    json_object_set_new(json, "kernel_id", json_string(self->kernel_id));
+    json_object_set_new(json, "connections",
+                        json_integer(self->hub ? (json_int_t)kb_hub_count(self->hub) : 0));
     json_object_set_new(json, "dropped_messages",
                         json_integer(kernel ? (json_int_t)kb_kernel_dropped(kernel) : 0));
     /* without a cwd of its own, a kernel that runs as another user is in its private dir */
@@ -179,10 +192,18 @@ static void s_meter(kb_run_t *run, kb_resources_t *out, void *arg)
         kb_watch_run_end(self->watch, out);
 }
 
+static bool s_in_queue(const void *run, void *arg)
+{
+    kb_context_t *self = arg;
+    return zlistx_find(self->queue, (void *)run) != NULL;
+}
+
 static void s_pump(kb_context_t *self)
 {
     if (!self->ready || self->running || !self->kernel || self->over || self->barrier)
         return;
+    if (self->hub && kb_hub_pump(self->hub, self->kernel, s_in_queue, self))
+        return; /* a websocket client's execute is out: runs wait */
     kb_run_t *run = zlistx_detach(self->queue, NULL);
     if (!run)
         return;
@@ -260,6 +281,9 @@ static void s_on_limit(kb_watch_t *watch, kb_watch_event_t event, const kb_watch
     };
     if (self->running)
         kb_run_apply(self->running, &run_event);
+    else if (self->hub && kb_hub_busy(self->hub) && self->kernel
+             && (event == KB_WATCH_OVER_MEMORY || event == KB_WATCH_OVER_PIDS))
+        kb_kernel_interrupt(self->kernel); /* a websocket client's cell: its own error tells */
     if (event != KB_WATCH_KILL || !self->kernel)
         return;
     snprintf(self->limit_why, sizeof self->limit_why,
@@ -313,6 +337,9 @@ static void s_over(kb_context_t *self, const char *why, bool vanished)
         kb_call_fail(call, KB_ERR_KERNEL_START_FAILED, "%s", why);
     s_end_queued(self, &(kb_run_event_t){ .type = KB_RUN_EV_CONTEXT_GONE, .why = why });
     s_retire_kernel(self, true);
+    if (self->hub)
+        kb_hub_kernel_gone(self->hub, "dead");
+    kb_hub_destroy(&self->hub, why);
     self->env->gone(self, why, vanished, self->env->gone_arg);
 }
 
@@ -408,9 +435,8 @@ static void s_on_setup_reply(kb_context_t *self, const kb_msg_t *msg)
     s_became_ready(self);
 }
 
-static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg)
+static void s_route(kb_context_t *self, kb_channel_t channel, const kb_msg_t *msg)
 {
-    kb_context_t *self = arg;
     if (self->setup) {
         if (channel == KB_CHANNEL_SHELL && strcmp(msg->parent_msg_id, self->setup_msg_id) == 0)
             s_on_setup_reply(self, msg);
@@ -427,6 +453,16 @@ static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg
         kb_run_apply(
             self->running,
             &(kb_run_event_t){ .type = KB_RUN_EV_MESSAGE, .channel = channel, .msg = msg });
+}
+
+static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg)
+{
+    (void)kernel;
+    kb_context_t *self = arg;
+    bool client_done = self->hub && kb_hub_message(self->hub, channel, msg);
+    s_route(self, channel, msg);
+    if (client_done)
+        s_pump(self); /* a websocket client's execute ended: the queue goes on */
 }
 
 static void s_on_exited(kb_kernel_t *kernel, void *arg)
@@ -506,6 +542,10 @@ static kb_context_t *s_alloc(const kb_context_env_t *env, const kb_kernelspec_t 
     self->env = env;
     self->spec = kb_kernelspec_dup(spec);
     self->id = strdup(opts->id);
+    char *name = zsys_sprintf("kernelbridge/%s/%s", env->sandbox_id, opts->id);
+    if (name)
+        kb_uuid_from(name, self->kernel_id);
+    free(name);
     self->language = strdup(opts->language ? opts->language : spec->language);
     for (char *p = self->language; p && *p; p++)
         *p = (char)tolower((unsigned char)*p);
@@ -520,7 +560,8 @@ static kb_context_t *s_alloc(const kb_context_env_t *env, const kb_kernelspec_t 
     self->created_at = self->last_activity_at = kb_now();
     self->queue = zlistx_new();
     self->held = zlistx_new();
-    if (!self->spec || !self->id || !self->language || !self->queue || !self->held) {
+    if (!self->spec || !self->id || !self->kernel_id[0] || !self->language || !self->queue
+        || !self->held) {
         kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         kb_context_destroy(&self);
         return NULL;
@@ -549,6 +590,7 @@ void kb_context_destroy(kb_context_t **self_p)
     *self_p = NULL;
     assert(!self->kernel && !self->running && !self->watch);
     assert(!self->queue || zlistx_size(self->queue) == 0);
+    kb_hub_destroy(&self->hub, "the service stopped");
     zlistx_destroy(&self->queue);
     zlistx_destroy(&self->held);
     kb_execution_destroy(&self->setup);
@@ -596,6 +638,8 @@ int kb_context_restart(kb_context_t *self, kb_error_t *err)
                                            .text = "the context was restarted during the run",
                                            .why = "restarted by a client" });
     s_retire_kernel(self, true);
+    if (self->hub)
+        kb_hub_kernel_gone(self->hub, "restarting");
     kb_execution_destroy(&self->setup);
     self->execution_count = 0;
     self->generation++;
@@ -606,6 +650,8 @@ int kb_context_restart(kb_context_t *self, kb_error_t *err)
         s_over(self, "its restart failed", true);
         return -1;
     }
+    if (self->hub)
+        kb_hub_kernel_new(self->hub, self->kernel);
     return 0;
 }
 
@@ -624,6 +670,40 @@ void kb_context_stop(kb_context_t *self)
 {
     s_stop_runs(self);
     s_retire_kernel(self, !self->ready);
+}
+
+/* ---- websocket clients of its channels -------------------------------------------- */
+
+int kb_context_channels_attach(kb_context_t *self, kb_channels_t *client, kb_error_t *err)
+{
+    if (self->over)
+        return kb_error_set(err, KB_ERR_SESSION_NOT_FOUND, "context %s is gone", self->id);
+    if (!self->hub && !(self->hub = kb_hub_new()))
+        return kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+    kb_hub_attach(self->hub, client, self, self->kernel);
+    return 0;
+}
+
+void kb_context_channels_detach(kb_context_t *self, kb_channels_t *client)
+{
+    if (self->hub)
+        kb_hub_detach(self->hub, client);
+    s_pump(self); /* an execute it left queued is gone */
+}
+
+int kb_context_channels_input(kb_context_t *self, kb_channels_t *client, kb_channel_t channel,
+                              kb_msg_t *msg, kb_error_t *err)
+{
+    if (!self->hub || !self->kernel || self->over) {
+        kb_msg_destroy(&msg);
+        return kb_error_set(err, KB_ERR_SESSION_NOT_FOUND, "context %s has no kernel now",
+                            self->id);
+    }
+    int rc = kb_hub_input(self->hub, client, self->kernel, channel, msg, zlistx_last(self->queue),
+                          err);
+    self->last_activity_at = kb_now();
+    s_pump(self);
+    return rc;
 }
 
 /* ---- the state database ---------------------------------------------------------- */

@@ -94,6 +94,10 @@ void kb_context_release(kb_context_t *self);
 void kb_context_destroy(kb_context_t **self_p);
 
 const char *kb_context_id(const kb_context_t *self);
+/*  Its id in Jupyter's API (/api/kernels/{id}): a UUID named by the
+    sandbox id and the context id, so the same after a daemon restart.
+    Shown in its JSON as kernel_id. */
+const char *kb_context_kernel_id(const kb_context_t *self);
 const char *kb_context_language(const kb_context_t *self);
 const char *kb_context_kernel_name(const kb_context_t *self);
 bool kb_context_is_default(const kb_context_t *self);
@@ -133,5 +137,14 @@ int kb_context_restart(kb_context_t *self, kb_error_t *err);
 /*  The service stops: runs end as stopped, held calls fail, the kernel is
     shut down (killed when not ready). No `gone` call: the owner frees it. */
 void kb_context_stop(kb_context_t *self);
+
+/*  Websocket clients of the kernel's channels (kb_channels.h): attach one
+    (SESSION_NOT_FOUND once the context is over), detach it, and give the
+    kernel a message it sent (stolen): an execute_request takes its turn
+    in the queue. */
+int kb_context_channels_attach(kb_context_t *self, kb_channels_t *client, kb_error_t *err);
+void kb_context_channels_detach(kb_context_t *self, kb_channels_t *client);
+int kb_context_channels_input(kb_context_t *self, kb_channels_t *client, kb_channel_t channel,
+                              kb_msg_t *msg, kb_error_t *err);
 
 #endif

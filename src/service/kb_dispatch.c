@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "service/kb_adapter.h"
+#include "service/kb_channels.h"
 #include "service/kb_engine.h"
 #include "util/kb_stamp.h"
 
@@ -64,8 +65,7 @@ void kb_dispatch_context_gone(kb_context_t *ctx, const char *why, bool vanished,
         zhashx_update(self->default_generations, kb_context_id(ctx),
                       (void *)(intptr_t)kb_context_generation(ctx));
     kb_restore_forget(self, ctx);
-    if (zhashx_lookup(self->contexts, kb_context_id(ctx)) == ctx)
-        zhashx_delete(self->contexts, kb_context_id(ctx));
+    kb_engine_context_remove(self, ctx);
     if (zlistx_size(self->gone) == 0)
         kb_loop_defer(self->loop, s_free_gone, self);
     zlistx_add_end(self->gone, ctx);
@@ -74,7 +74,7 @@ void kb_dispatch_context_gone(kb_context_t *ctx, const char *why, bool vanished,
 
 static kb_context_t *s_lookup(kb_engine_t *self, const char *id, kb_call_t *call)
 {
-    kb_context_t *ctx = id ? zhashx_lookup(self->contexts, id) : NULL;
+    kb_context_t *ctx = id ? kb_engine_context_find(self, id) : NULL;
     if (ctx && !kb_context_isolated(ctx))
         return ctx;
     const char *message = id ? zhashx_lookup(self->vanished, id) : NULL;
@@ -127,7 +127,7 @@ static kb_context_t *s_context_new(kb_engine_t *self, const char *kernel_name,
     kb_kernelspec_destroy(&spec);
     if (!ctx)
         return NULL;
-    zhashx_insert(self->contexts, kb_context_id(ctx), ctx);
+    kb_engine_context_add(self, ctx);
     s_forget_vanished(self, kb_context_id(ctx));
     return ctx;
 }
@@ -192,7 +192,7 @@ static kb_context_t *s_context_attach(kb_engine_t *self, const char *id,
         kb_kernel_destroy(&kernel);
         return NULL;
     }
-    zhashx_insert(self->contexts, kb_context_id(ctx), ctx);
+    kb_engine_context_add(self, ctx);
     s_forget_vanished(self, kb_context_id(ctx));
     return ctx;
 }
@@ -201,7 +201,7 @@ static void s_handle_create(kb_engine_t *self, kb_call_t *call)
 {
     const kb_context_opts_t *opts = call->context_opts; /* checked: kb_context_opts_validate */
     char *id = opts->context_id ? strdup(opts->context_id) : kb_random_id("ctx_");
-    if (zhashx_lookup(self->contexts, id)) {
+    if (kb_engine_context_find(self, id)) {
         kb_call_fail(call, KB_ERR_CONTEXT_EXISTS, "context %s already exists", id);
         free(id);
         return;
@@ -241,6 +241,19 @@ static int s_by_created_at(const void *a, const void *b)
     double x = kb_context_created_at(*(kb_context_t *const *)a);
     double y = kb_context_created_at(*(kb_context_t *const *)b);
     return x < y ? -1 : x > y;
+}
+
+/*  The kernelspecs, and "default": the one a run without a language gets
+    (Python's, after --kernel-map), or null. */
+static json_t *s_kernelspecs_json(kb_engine_t *self)
+{
+    const kb_kernelspecs_t *specs = kb_engine_specs(self, true);
+    json_t *json = kb_kernelspecs_to_json(specs);
+    const kb_kernelspec_t *python
+        = kb_kernelspecs_for_language(specs, "python", (const char *const *)self->kernel_map);
+    if (json)
+        json_object_set_new(json, "default", python ? json_string(python->name) : json_null());
+    return json;
 }
 
 static void s_handle_list(kb_engine_t *self, kb_call_t *call)
@@ -393,6 +406,43 @@ static void s_handle_signal(kb_engine_t *self, kb_call_t *call)
     s_answer_json(call, NULL);
 }
 
+/* ---- websocket clients of kernels' channels ----------------------------------- */
+
+static void s_handle_channels(kb_engine_t *self, kb_call_t *call)
+{
+    kb_context_t *ctx = kb_channels_context(call->channels);
+    kb_error_t err = { KB_OK, "" };
+    int rc = 0;
+    switch (call->type) {
+        case KB_CALL_CHANNELS_OPEN:
+            if (!(ctx = s_lookup(self, call->id, call)))
+                return;
+            rc = kb_context_channels_attach(ctx, call->channels, &err);
+            break;
+        case KB_CALL_CHANNELS_INPUT:
+            if (!ctx) {
+                kb_msg_t *msg = call->msg;
+                kb_msg_destroy(&msg);
+                call->msg = NULL;
+                rc = kb_error_set(&err, KB_ERR_SESSION_NOT_FOUND, "the kernel is gone");
+            } else {
+                kb_msg_t *msg = call->msg;
+                call->msg = NULL;
+                rc = kb_context_channels_input(ctx, call->channels, (kb_channel_t)call->channel,
+                                               msg, &err);
+            }
+            break;
+        default:
+            if (ctx)
+                kb_context_channels_detach(ctx, call->channels);
+            break;
+    }
+    if (rc != 0)
+        kb_call_fail(call, err.code, "%s", err.message);
+    else
+        s_answer_json(call, NULL);
+}
+
 /* ---- dispatch ------------------------------------------------------------------ */
 
 void kb_engine_handle(kb_engine_t *self, kb_call_t *call)
@@ -403,7 +453,7 @@ void kb_engine_handle(kb_engine_t *self, kb_call_t *call)
             s_handle_health(self, call);
             break;
         case KB_CALL_KERNELSPECS:
-            s_answer_json(call, kb_kernelspecs_to_json(kb_engine_specs(self, true)));
+            s_answer_json(call, s_kernelspecs_json(self));
             break;
         case KB_CALL_CTX_CREATE:
             s_handle_create(self, call);
@@ -435,6 +485,11 @@ void kb_engine_handle(kb_engine_t *self, kb_call_t *call)
             break;
         case KB_CALL_PROC_SIGNAL:
             s_handle_signal(self, call);
+            break;
+        case KB_CALL_CHANNELS_OPEN:
+        case KB_CALL_CHANNELS_INPUT:
+        case KB_CALL_CHANNELS_CLOSE:
+            s_handle_channels(self, call);
             break;
         default:
             kb_procstore_handle(self->procs, call);

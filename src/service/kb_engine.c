@@ -219,6 +219,26 @@ static kb_kernel_t *s_take_pooled(void *impl, const char *spec_name, uint64_t da
     return kernel;
 }
 
+void kb_engine_context_add(kb_engine_t *self, kb_context_t *ctx)
+{
+    zhashx_insert(self->contexts, kb_context_id(ctx), ctx);
+    zhashx_insert(self->kernel_ids, kb_context_kernel_id(ctx), ctx);
+}
+
+void kb_engine_context_remove(kb_engine_t *self, kb_context_t *ctx)
+{
+    if (zhashx_lookup(self->contexts, kb_context_id(ctx)) == ctx)
+        zhashx_delete(self->contexts, kb_context_id(ctx));
+    if (zhashx_lookup(self->kernel_ids, kb_context_kernel_id(ctx)) == ctx)
+        zhashx_delete(self->kernel_ids, kb_context_kernel_id(ctx));
+}
+
+kb_context_t *kb_engine_context_find(kb_engine_t *self, const char *id)
+{
+    kb_context_t *ctx = zhashx_lookup(self->contexts, id);
+    return ctx ? ctx : zhashx_lookup(self->kernel_ids, id);
+}
+
 size_t kb_engine_kernel_count(kb_engine_t *self)
 {
     return zhashx_size(self->contexts) + kb_pool_size(self->pool);
@@ -418,6 +438,7 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
         self->kernel_map[i] = strdup(config->kernel_map[i]);
     kb_timer_init(&self->stop_timer);
     self->contexts = zhashx_new();
+    self->kernel_ids = zhashx_new();
     self->gone = zlistx_new();
     self->vanished = zhashx_new();
     zhashx_set_destructor(self->vanished, (zhashx_destructor_fn *)zstr_free);
@@ -512,6 +533,7 @@ void kb_engine_destroy(kb_engine_t **self_p)
     assert(!self->contexts || zhashx_size(self->contexts) == 0);
     kb_restore_close(self);
     zhashx_destroy(&self->contexts);
+    zhashx_destroy(&self->kernel_ids);
     zhashx_destroy(&self->dirty_contexts);
     zlistx_destroy(&self->gone);
     zhashx_destroy(&self->vanished);
@@ -562,7 +584,7 @@ void kb_engine_stop_begin(kb_engine_t *self)
             kb_restore_forget(self, ctx);
             kb_context_stop(ctx);
         }
-        zhashx_delete(self->contexts, kb_context_id(ctx));
+        kb_engine_context_remove(self, ctx);
         zlistx_add_end(self->gone, ctx);
     }
     zlistx_destroy(&all);

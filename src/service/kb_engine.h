@@ -42,7 +42,8 @@ struct kb_engine {
     bool stopping;
     double started_at;
 
-    zhashx_t *contexts;            /* id -> kb_context_t * */
+    zhashx_t *contexts;            /* id -> kb_context_t * (kb_engine_context_add) */
+    zhashx_t *kernel_ids;          /* kb_context_kernel_id -> the same kb_context_t * */
     zlistx_t *gone;                /* kb_context_t * over, freed at the end of the loop turn */
     zhashx_t *vanished;            /* context id -> message */
     zlistx_t *vanished_order;      /* ids, oldest first */
@@ -119,5 +120,11 @@ size_t kb_engine_dying(const kb_engine_t *self);
 
 /*  On the way out of the loop: kill and reap whatever is left. */
 void kb_engine_destroy_all(kb_engine_t *self);
+
+/*  Put ctx in the tables (by its id and by its kernel_id), take it out
+    (when it is the one there), and find one by either id. */
+void kb_engine_context_add(kb_engine_t *self, kb_context_t *ctx);
+void kb_engine_context_remove(kb_engine_t *self, kb_context_t *ctx);
+kb_context_t *kb_engine_context_find(kb_engine_t *self, const char *id);
 
 #endif

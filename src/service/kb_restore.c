@@ -351,7 +351,7 @@ static void s_adopt(kb_engine_t *self, const kb_kernel_row_t *row)
         kb_db_context_delete(self->db, row->id);
         return;
     }
-    zhashx_insert(self->contexts, kb_context_id(ctx), ctx);
+    kb_engine_context_add(self, ctx);
     if (ctx_opts.is_default)
         zhashx_update(self->default_generations, row->id, (void *)(intptr_t)row->generation);
 }

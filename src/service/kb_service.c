@@ -7,8 +7,10 @@
     ever touches engine state; the only shared objects are the mailbox,
     the requests (while their caller waits) and event streams.
 */
+#include "service/kb_channels.h"
 #include "service/kb_engine.h"
 #include "service/kb_request.h"
+#include "wire/kb_wsmsg.h"
 
 #include <errno.h>
 #include <openssl/crypto.h>
@@ -243,6 +245,70 @@ json_t *kb_service_kernelspecs(kb_service_t *self)
     kb_call_t request;
     kb_call_init(&request, KB_CALL_KERNELSPECS);
     return s_call_json(self, &request, NULL);
+}
+
+/* ---- Jupyter's kernel channels ---------------------------------------------- */
+
+kb_channels_t *kb_service_channels_open(kb_service_t *self, const kb_channels_opts_t *opts,
+                                        kb_error_t *err)
+{
+    if (!opts || !opts->kernel_id || !opts->send) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "a kernel id and a send function are required");
+        return NULL;
+    }
+    kb_channels_t *channels = kb_channels_new(opts);
+    if (!channels) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    kb_call_t request;
+    kb_call_init(&request, KB_CALL_CHANNELS_OPEN);
+    request.id = opts->kernel_id;
+    request.channels = channels;
+    if (s_call(self, &request, err) != 0)
+        kb_channels_destroy(&channels);
+    return channels;
+}
+
+int kb_service_channels_input(kb_service_t *self, kb_channels_t *channels, bool binary,
+                              const void *data, size_t size, kb_error_t *err)
+{
+    static const kb_channel_t to_kernel[] = {
+        [KB_WSMSG_SHELL] = KB_CHANNEL_SHELL,
+        [KB_WSMSG_CONTROL] = KB_CHANNEL_CONTROL,
+        [KB_WSMSG_STDIN] = KB_CHANNEL_STDIN,
+    };
+    kb_wsmsg_channel_t channel;
+    kb_msg_t *msg = NULL;
+    char why[300];
+    kb_wsmsg_status_t status
+        = kb_wsmsg_parse(kb_channels_v1(channels) ? KB_WSMSG_V1 : KB_WSMSG_LEGACY, binary, data,
+                         size, NULL, &channel, &msg, why, sizeof why);
+    if (status != KB_WSMSG_OK || channel > KB_WSMSG_STDIN) {
+        kb_msg_destroy(&msg);
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "a %s message: %s",
+                            kb_wsmsg_status_str(status), why);
+    }
+    kb_call_t request;
+    kb_call_init(&request, KB_CALL_CHANNELS_INPUT);
+    request.channels = channels;
+    request.msg = msg;
+    request.channel = (int)to_kernel[channel];
+    int rc = s_call(self, &request, err);
+    msg = request.msg;
+    kb_msg_destroy(&msg); /* when the engine did not take it */
+    return rc;
+}
+
+void kb_service_channels_close(kb_service_t *self, kb_channels_t **channels_p)
+{
+    if (!channels_p || !*channels_p)
+        return;
+    kb_call_t request;
+    kb_call_init(&request, KB_CALL_CHANNELS_CLOSE);
+    request.channels = *channels_p;
+    s_call(self, &request, NULL);
+    kb_channels_destroy(channels_p);
 }
 
 json_t *kb_service_context_create(kb_service_t *self, const kb_context_opts_t *opts,

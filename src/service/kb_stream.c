@@ -1,5 +1,6 @@
 /*  kb_stream.c - a locked event queue between the engine and one reader. */
 #include "service/kb_stream.h"
+#include "util/kb_stamp.h"
 #include "service/kb_result_internal.h"
 
 #include <pthread.h>
@@ -54,11 +55,7 @@ kb_stream_t *kb_stream_new(void)
     if (!self)
         return NULL;
     pthread_mutex_init(&self->lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&self->cond, &attr);
-    pthread_condattr_destroy(&attr);
+    kb_cond_init_monotonic(&self->cond);
     self->refs = 1;
     return self;
 }

@@ -237,6 +237,14 @@ void kb_buf_truncate(kb_buf_t *self, size_t len)
         self->data[len] = '\0';
 }
 
+void kb_buf_overwrite(kb_buf_t *self, size_t at, const void *data, size_t size)
+{
+    assert(self && at <= self->len && size <= self->len - at);
+    assert(data || size == 0);
+    if (size)
+        memcpy(self->data + at, data, size);
+}
+
 void kb_buf_reset(kb_buf_t *self)
 {
     assert(self);

@@ -116,6 +116,11 @@ void kb_buf_recover(kb_buf_t *self);
     allocation are kept. */
 void kb_buf_truncate(kb_buf_t *self, size_t len);
 
+/*  Overwrite size bytes of the contents from offset at (at + size <= the
+    length) with data (borrowed), for a writer that fills in a length or
+    an offset table once what follows it is written. Cannot fail. */
+void kb_buf_overwrite(kb_buf_t *self, size_t at, const void *data, size_t size);
+
 /*  Empty the buffer and clear its status; the allocation is kept. */
 void kb_buf_reset(kb_buf_t *self);
 

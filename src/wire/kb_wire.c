@@ -391,36 +391,44 @@ static kb_wire_status_t reject(kb_wire_t *self, kb_wire_status_t status, char *e
     return status;
 }
 
-/*  Parse one JSON frame that must hold an object. On failure writes the
-    reason (prefixed by the part's name) into why and returns NULL. */
-static json_t *parse_object(const kb_frame_t *frame, const char *name, char *why, size_t why_size)
+json_t *kb_wire_load_object(const void *data, size_t size, const char *name, char *err,
+                            size_t errlen)
 {
+    assert(data || size == 0);
+    assert(name);
     json_error_t error;
-    const char *data = frame->size ? (const char *)frame->data : "";
-    json_t *value = json_loadb(data, frame->size, JSON_DECODE_ANY | JSON_ALLOW_NUL, &error);
+    const char *text = size ? (const char *)data : "";
+    json_t *value = json_loadb(text, size, JSON_DECODE_ANY | JSON_ALLOW_NUL, &error);
     if (!value && json_error_code(&error) == json_error_invalid_utf8) {
         size_t repaired_size = 0;
-        unsigned char *repaired = utf8_repair(frame->data, frame->size, &repaired_size);
+        unsigned char *repaired = utf8_repair(data, size, &repaired_size);
         if (repaired)
             value = json_loadb((const char *)repaired, repaired_size,
                                JSON_DECODE_ANY | JSON_ALLOW_NUL, &error);
         free(repaired);
     }
     if (!value) {
-        snprintf(why, why_size, "%s is not a JSON object: %s at byte %d", name, error.text,
-                 error.position);
+        if (err && errlen > 0)
+            snprintf(err, errlen, "%s is not a JSON object: %s at byte %d", name, error.text,
+                     error.position);
         return NULL;
     }
     if (!json_is_object(value)) {
         static const char *const kinds[] = { "an object", "an array", "a string", "an integer",
                                              "a real",    "true",     "false",    "null" };
         int kind = json_typeof(value);
-        snprintf(why, why_size, "%s is not a JSON object: it is %s", name,
-                 kind >= 0 && kind < 8 ? kinds[kind] : "something else");
+        if (err && errlen > 0)
+            snprintf(err, errlen, "%s is not a JSON object: it is %s", name,
+                     kind >= 0 && kind < 8 ? kinds[kind] : "something else");
         json_decref(value);
         return NULL;
     }
     return value;
+}
+
+static json_t *parse_object(const kb_frame_t *frame, const char *name, char *why, size_t why_size)
+{
+    return kb_wire_load_object(frame->data, frame->size, name, why, why_size);
 }
 
 /*  The value of key in object as a non-empty C string without NUL, or NULL. */
@@ -434,6 +442,73 @@ static const char *plain_string(const json_t *object, const char *key)
     if (length == 0 || strlen(text) != length)
         return NULL;
     return text;
+}
+
+/*  Point msg_type, msg_id and parent_msg_id into the message's header and
+    parent_header, checking them: 0, or -1 with the reason in why. */
+static int check_ids(kb_msg_t *msg, char *why, size_t why_size)
+{
+    msg->msg_type = plain_string(msg->header, "msg_type");
+    if (!msg->msg_type) {
+        snprintf(why, why_size, "header lacks msg_type (a non-empty string)");
+        return -1;
+    }
+    msg->msg_id = plain_string(msg->header, "msg_id");
+    if (!msg->msg_id) {
+        snprintf(why, why_size, "header lacks msg_id (a non-empty string)");
+        return -1;
+    }
+    /* Unsolicited messages have an empty parent_header; one that names a
+       parent must do so with a string. */
+    const json_t *parent_id = json_object_get(msg->parent_header, "msg_id");
+    if (!parent_id || json_is_null(parent_id))
+        msg->parent_msg_id = "";
+    else if (json_is_string(parent_id)
+             && strlen(json_string_value(parent_id)) == json_string_length(parent_id))
+        msg->parent_msg_id = json_string_value(parent_id);
+    else {
+        snprintf(why, why_size, "parent_header msg_id is not a string");
+        return -1;
+    }
+    return 0;
+}
+
+kb_wire_status_t kb_wire_msg_new(json_t *header, json_t *parent_header, json_t *metadata,
+                                 json_t *content, kb_msg_t **msg_out, char *err, size_t errlen)
+{
+    assert(msg_out);
+    *msg_out = NULL;
+    char why[KB_WIRE_ERRSTR_SIZE] = "";
+    kb_msg_t *msg = calloc(1, sizeof *msg);
+    if (!msg) {
+        json_decref(header);
+        json_decref(parent_header);
+        json_decref(metadata);
+        json_decref(content);
+        copy_error(err, errlen, "out of memory");
+        return KB_WIRE_MALFORMED;
+    }
+    msg->header = header;
+    msg->parent_header = parent_header;
+    msg->metadata = metadata;
+    msg->content = content;
+    static const char *const names[4] = { "header", "parent_header", "metadata", "content" };
+    const json_t *parts[4] = { header, parent_header, metadata, content };
+    for (int i = 0; i < 4; i++)
+        if (!json_is_object(parts[i])) {
+            snprintf(why, sizeof why, "%s is not a JSON object", names[i]);
+            goto fail;
+        }
+    if (check_ids(msg, why, sizeof why) != 0)
+        goto fail;
+    copy_error(err, errlen, "");
+    *msg_out = msg;
+    return KB_WIRE_OK;
+
+fail:
+    kb_msg_destroy(&msg);
+    copy_error(err, errlen, why);
+    return KB_WIRE_MALFORMED;
 }
 
 kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_t count,
@@ -531,23 +606,8 @@ kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_
             goto malformed;
         }
     }
-    msg->msg_id = plain_string(msg->header, "msg_id");
-    if (!msg->msg_id) {
-        snprintf(why, sizeof why, "header lacks msg_id (a non-empty string)");
+    if (check_ids(msg, why, sizeof why) != 0)
         goto malformed;
-    }
-    /* Unsolicited messages have an empty parent_header; one that names a
-       parent must do so with a string. */
-    const json_t *parent_id = json_object_get(msg->parent_header, "msg_id");
-    if (!parent_id || json_is_null(parent_id))
-        msg->parent_msg_id = "";
-    else if (json_is_string(parent_id)
-             && strlen(json_string_value(parent_id)) == json_string_length(parent_id))
-        msg->parent_msg_id = json_string_value(parent_id);
-    else {
-        snprintf(why, sizeof why, "parent_header msg_id is not a string");
-        goto malformed;
-    }
 
     if (frames_copy(frames, delimiter, &msg->identities) != 0) {
         snprintf(why, sizeof why, "out of memory");
@@ -593,6 +653,61 @@ static int encode_fail(kb_wire_t *self, const char *format, ...)
     va_start(args, format);
     vsnprintf(self->errstr, sizeof self->errstr, format, args);
     va_end(args);
+    return -1;
+}
+
+/*  Build [identities..., <IDS|MSG>, signature, header, parent, metadata,
+    content, buffers...]: the four JSON objects dumped compactly (or
+    raw_content's bytes as content when it is not NULL), signed with the
+    codec's key. Everything given is borrowed. 0, or -1 with errstr set. */
+static int assemble(kb_wire_t *self, const kb_frame_t *identities, size_t identities_len,
+                    const json_t *header, const json_t *parent_header, const json_t *metadata,
+                    const json_t *content, const kb_frame_t *raw_content, const kb_frame_t *buffers,
+                    size_t buffers_len, kb_frame_t **frames_out, size_t *count_out)
+{
+    size_t count = identities_len + 6 + buffers_len;
+    kb_frame_t *frames = calloc(count, sizeof *frames);
+    if (!frames)
+        return encode_fail(self, "out of memory");
+    for (size_t i = 0; i < identities_len; i++)
+        if (frame_set_copy(&frames[i], identities[i].data, identities[i].size) != 0)
+            goto nomem;
+    kb_frame_t *delimiter = &frames[identities_len];
+    kb_frame_t *signature = delimiter + 1;
+    kb_frame_t *parts = delimiter + 2;
+    if (frame_set_copy(delimiter, KB_WIRE_DELIMITER, KB_WIRE_DELIMITER_LEN) != 0
+        || dump_frame(header, &parts[0]) != 0 || dump_frame(parent_header, &parts[1]) != 0
+        || dump_frame(metadata, &parts[2]) != 0
+        || (raw_content ? frame_set_copy(&parts[3], raw_content->data, raw_content->size)
+                        : dump_frame(content, &parts[3]))
+               != 0)
+        goto nomem;
+    for (size_t i = 0; i < buffers_len; i++)
+        if (frame_set_copy(&parts[4 + i], buffers[i].data, buffers[i].size) != 0)
+            goto nomem;
+    if (self->mac) {
+        static const char hex[] = "0123456789abcdef";
+        unsigned char digest[EVP_MAX_MD_SIZE];
+        signature->data = malloc(2 * self->digest_size);
+        if (!signature->data || sign_parts(self, parts, digest) != 0) {
+            encode_fail(self, "HMAC computation failed");
+            goto fail;
+        }
+        for (size_t i = 0; i < self->digest_size; i++) {
+            signature->data[2 * i] = (unsigned char)hex[digest[i] >> 4];
+            signature->data[2 * i + 1] = (unsigned char)hex[digest[i] & 15];
+        }
+        signature->size = 2 * self->digest_size;
+    } else if (frame_set_copy(signature, "", 0) != 0)
+        goto nomem;
+    *frames_out = frames;
+    *count_out = count;
+    return 0;
+
+nomem:
+    encode_fail(self, "out of memory");
+fail:
+    kb_frames_free(frames, count);
     return -1;
 }
 
@@ -660,45 +775,10 @@ int kb_wire_encode(kb_wire_t *self, const char *msg_type, json_t *content,
         goto done;
     }
 
-    frames = calloc(count, sizeof *frames);
-    if (!frames) {
-        encode_fail(self, "out of memory");
+    if (assemble(self, identities, identities_len, header, parent_header ? parent_header : empty,
+                 metadata ? metadata : empty, content, NULL, NULL, 0, &frames, &count)
+        != 0)
         goto done;
-    }
-    for (size_t i = 0; i < identities_len; i++)
-        if (frame_set_copy(&frames[i], identities[i].data, identities[i].size) != 0) {
-            encode_fail(self, "out of memory");
-            goto done;
-        }
-    kb_frame_t *delimiter = &frames[identities_len];
-    kb_frame_t *signature = delimiter + 1;
-    kb_frame_t *parts = delimiter + 2;
-    if (frame_set_copy(delimiter, KB_WIRE_DELIMITER, KB_WIRE_DELIMITER_LEN) != 0
-        || dump_frame(header, &parts[0]) != 0
-        || dump_frame(parent_header ? parent_header : empty, &parts[1]) != 0
-        || dump_frame(metadata ? metadata : empty, &parts[2]) != 0
-        || dump_frame(content, &parts[3]) != 0) {
-        encode_fail(self, "out of memory");
-        goto done;
-    }
-    if (self->mac) {
-        static const char hex[] = "0123456789abcdef";
-        unsigned char digest[EVP_MAX_MD_SIZE];
-        signature->data = malloc(2 * self->digest_size);
-        if (!signature->data || sign_parts(self, parts, digest) != 0) {
-            encode_fail(self, "HMAC computation failed");
-            goto done;
-        }
-        for (size_t i = 0; i < self->digest_size; i++) {
-            signature->data[2 * i] = (unsigned char)hex[digest[i] >> 4];
-            signature->data[2 * i + 1] = (unsigned char)hex[digest[i] & 15];
-        }
-        signature->size = 2 * self->digest_size;
-    } else if (frame_set_copy(signature, "", 0) != 0) {
-        encode_fail(self, "out of memory");
-        goto done;
-    }
-
     self->msg_counter++;
     if (msg_id_out)
         snprintf(msg_id_out, msg_id_size, "%s", msg_id);
@@ -715,4 +795,20 @@ done:
     json_decref(metadata);
     free(msg_id);
     return rc;
+}
+
+int kb_wire_encode_msg(kb_wire_t *self, const kb_msg_t *msg, kb_frame_t **frames_out,
+                       size_t *count_out)
+{
+    assert(self && msg);
+    assert(frames_out && count_out);
+    *frames_out = NULL;
+    *count_out = 0;
+    assert(json_is_object(msg->header) && json_is_object(msg->parent_header)
+           && json_is_object(msg->metadata) && json_is_object(msg->content));
+    assert(msg->identities || msg->identities_len == 0);
+    assert(msg->buffers || msg->buffers_len == 0);
+    return assemble(self, msg->identities, msg->identities_len, msg->header, msg->parent_header,
+                    msg->metadata, msg->content, msg->raw_content.data ? &msg->raw_content : NULL,
+                    msg->buffers, msg->buffers_len, frames_out, count_out);
 }

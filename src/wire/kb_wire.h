@@ -139,6 +139,40 @@ int kb_wire_encode(kb_wire_t *self, const char *msg_type, json_t *content,
                    const kb_frame_t *identities, size_t identities_len, kb_frame_t **frames_out,
                    size_t *count_out, char *msg_id_out, size_t msg_id_size);
 
+/*  Encode a whole message as it stands, for forwarding one that was made
+    elsewhere (a websocket client's request, see kb_wsmsg.h): its header,
+    parent_header, metadata and content are dumped compactly as they are
+    (msg_id, session and date are the sender's, not this codec's; the
+    msg_id counter is not used), raw_content's bytes stand for content
+    when set, and identities and buffers follow them; the frames are
+    signed with this codec's key. msg is borrowed; its four parts must be
+    JSON objects (as kb_wire_decode and kb_wire_msg_new make them). On
+    success returns 0 and *frames_out / *count_out are owned by the
+    caller; -1 when out of memory, and kb_wire_errstr says why. */
+int kb_wire_encode_msg(kb_wire_t *self, const kb_msg_t *msg, kb_frame_t **frames_out,
+                       size_t *count_out);
+
+/*  Parse size bytes of JSON that must hold one object: a message part
+    named name ("header", "content", ...), with the checks and the UTF-8
+    repair of kb_wire_decode. data is borrowed (NULL allowed when size is
+    0). Returns a new reference the caller owns, or NULL with a reason in
+    err (if not NULL), e.g. "header is not a JSON object: it is an array". */
+json_t *kb_wire_load_object(const void *data, size_t size, const char *name, char *err,
+                            size_t errlen);
+
+/*  Make a message of four JSON objects, with the checks kb_wire_decode
+    applies to a decoded one: header, parent_header, metadata and content
+    objects, msg_id and msg_type non-empty strings without NUL, a
+    parent_header msg_id (when present and not null) a string. For messages
+    that do not come from ZeroMQ frames (the websocket framings of
+    kb_wsmsg.h). The four are stolen, even on failure. On KB_WIRE_OK
+    *msg_out is a new message without identities and buffers (the caller
+    may attach buffers it allocated: they are freed with the message), which
+    the caller owns. Otherwise KB_WIRE_MALFORMED, *msg_out NULL and the
+    reason in err (if not NULL). No codec: nothing is counted. */
+kb_wire_status_t kb_wire_msg_new(json_t *header, json_t *parent_header, json_t *metadata,
+                                 json_t *content, kb_msg_t **msg_out, char *err, size_t errlen);
+
 /*  Number of messages kb_wire_decode rejected with status since the codec
     was created (for KB_WIRE_OK: the number it accepted). */
 size_t kb_wire_rejected(const kb_wire_t *self, kb_wire_status_t status);

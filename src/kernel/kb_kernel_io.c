@@ -1,0 +1,278 @@
+/*  kb_kernel_io.c - one kernel's messages: the sockets to its channels
+    (shell and iopub from the start; control, and stdin for a client that
+    answers input_request, on first use), what is sent (requests built
+    here, or a client's messages signed elsewhere with the kernel's key)
+    and what is read, verified and dispatched to the owner's callbacks.
+    Private to src/kernel, with kb_kernel.c (lifecycle) and
+    kb_kernel_adopt.c.
+*/
+#include "kernel/kb_kernel.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "kernel/kb_kernel_impl.h"
+#include "kernel/kb_launch.h"
+#include "util/kb_stamp.h"
+
+#define KB_MAX_PARTS 64    /* frames read of one message; longer ones are dropped */
+#define KB_DRAIN_BATCH 256 /* messages read per socket per loop turn */
+
+const char *kb_channel_name(kb_channel_t channel)
+{
+    static const char *const names[] = { "shell", "iopub", "control", "stdin" };
+    return (unsigned)channel < 4 ? names[channel] : "?";
+}
+
+/* ---- sending -------------------------------------------------------------- */
+
+zsock_t *kb_kernel_connect_endpoint(zsock_t *sock, const char *endpoint)
+{
+    if (!sock)
+        return NULL;
+    zsock_set_linger(sock, 0);
+    if (strncmp(endpoint, "tcp://[", 7) == 0)
+        zsock_set_ipv6(sock, 1);
+    if (zsock_connect(sock, "%s", endpoint) != 0)
+        zsock_destroy(&sock);
+    return sock;
+}
+
+/*  The control socket, connected on first use: most kernels never need it. */
+zsock_t *kb_kernel_control(kb_kernel_t *self)
+{
+    if (self->control)
+        return self->control;
+    self->control = kb_kernel_connect_endpoint(zsock_new(ZMQ_DEALER), self->control_endpoint);
+    if (self->control
+        && kb_io_start_zmq(self->loop, &self->control_io, zsock_resolve(self->control),
+                           kb_kernel_on_control, self)
+               != 0)
+        zsock_destroy(&self->control);
+    return self->control;
+}
+
+int kb_kernel_send(kb_kernel_t *self, kb_channel_t channel, const char *msg_type, json_t *content,
+                   char *msg_id_out, size_t msg_id_size)
+{
+    char date[40];
+    kb_iso_now_us(date, sizeof date);
+    kb_frame_t *frames = NULL;
+    size_t count = 0;
+    if (self->state == KB_KERNEL_DEAD) {
+        json_decref(content);
+        return -1;
+    }
+    if (kb_wire_encode(self->conn.wire, msg_type, content, NULL, NULL, date, NULL, 0, &frames,
+                       &count, msg_id_out, msg_id_size)
+        != 0)
+        return -1;
+    bool control = channel == KB_CHANNEL_CONTROL;
+    zsock_t *sock = control ? kb_kernel_control(self) : self->shell;
+    int rc = sock ? 0 : -1;
+    for (size_t i = 0; i < count && rc == 0; i++)
+        if (zmq_send(zsock_resolve(sock), frames[i].data, frames[i].size,
+                     i + 1 < count ? ZMQ_SNDMORE : 0)
+            < 0)
+            rc = -1;
+    kb_frames_free(frames, count);
+    /*  A send may take the socket's ZMQ_FD signal while replies wait. */
+    kb_io_poke(control ? &self->control_io : &self->shell_io);
+    return rc;
+}
+
+static void s_on_stdin(kb_io_t *io, void *arg);
+
+int kb_kernel_open_stdin(kb_kernel_t *self)
+{
+    if (self->stdin_sock)
+        return 0;
+    if (self->state == KB_KERNEL_DEAD || !self->stdin_endpoint)
+        return -1;
+    zsock_t *sock = zsock_new(ZMQ_DEALER);
+    if (sock)
+        zsock_set_identity(sock, self->routing_id);
+    self->stdin_sock = kb_kernel_connect_endpoint(sock, self->stdin_endpoint);
+    if (self->stdin_sock
+        && kb_io_start_zmq(self->loop, &self->stdin_io, zsock_resolve(self->stdin_sock), s_on_stdin,
+                           self)
+               != 0)
+        zsock_destroy(&self->stdin_sock);
+    return self->stdin_sock ? 0 : -1;
+}
+
+void kb_kernel_close_stdin(kb_kernel_t *self)
+{
+    kb_io_stop(&self->stdin_io);
+    zsock_destroy(&self->stdin_sock);
+}
+
+kb_wire_t *kb_kernel_wire(kb_kernel_t *self)
+{
+    return self->conn.wire;
+}
+
+int kb_kernel_send_frames(kb_kernel_t *self, kb_channel_t channel, const kb_frame_t *frames,
+                          size_t count)
+{
+    if (self->state == KB_KERNEL_DEAD || count == 0)
+        return -1;
+    zsock_t *sock = NULL;
+    kb_io_t *io = NULL;
+    if (channel == KB_CHANNEL_SHELL) {
+        sock = self->shell;
+        io = &self->shell_io;
+    } else if (channel == KB_CHANNEL_CONTROL) {
+        sock = kb_kernel_control(self);
+        io = &self->control_io;
+    } else if (channel == KB_CHANNEL_STDIN && kb_kernel_open_stdin(self) == 0) {
+        sock = self->stdin_sock;
+        io = &self->stdin_io;
+    }
+    if (!sock)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < count && rc == 0; i++)
+        if (zmq_send(zsock_resolve(sock), frames[i].data, frames[i].size,
+                     (i + 1 < count ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT)
+            < 0)
+            rc = -1;
+    kb_io_poke(io);
+    return rc;
+}
+
+int kb_kernel_execute(kb_kernel_t *self, const char *code, bool silent, char *msg_id_out,
+                      size_t msg_id_size)
+{
+    json_t *content = json_pack("{s:s, s:b, s:b, s:o, s:b, s:b}", "code", code, "silent", silent,
+                                "store_history", !silent, "user_expressions", json_object(),
+                                "allow_stdin", 0, "stop_on_error", !silent);
+    if (!content)
+        return -1;
+    return kb_kernel_send(self, KB_CHANNEL_SHELL, "execute_request", content, msg_id_out,
+                          msg_id_size);
+}
+
+/*  On control for an adopted kernel: it may be busy with a long cell on
+    shell, and control answers at once (ipykernel publishes busy/idle on
+    iopub for control requests too, which shows that iopub is live). */
+void kb_kernel_send_kernel_info(kb_kernel_t *self)
+{
+    self->last_info_ms = kb_launch_now_ms();
+    kb_kernel_send(self, self->adopted ? KB_CHANNEL_CONTROL : KB_CHANNEL_SHELL,
+                   "kernel_info_request", json_object(), NULL, 0);
+}
+
+/* ---- receiving ------------------------------------------------------------ */
+
+static void s_became_ready(kb_kernel_t *self)
+{
+    kb_timer_stop(&self->ready_timer);
+    kb_kernel_apply(self, KB_KEV_READY);
+    if (self->callbacks.ready)
+        self->callbacks.ready(self, self->arg);
+}
+
+static void s_dispatch(kb_kernel_t *self, kb_channel_t channel, const kb_msg_t *msg)
+{
+    if (self->state == KB_KERNEL_STARTING) {
+        if (channel == KB_CHANNEL_IOPUB)
+            self->iopub_live = true;
+        else if (strcmp(msg->msg_type, "kernel_info_reply") == 0) {
+            self->info_replied = true;
+            json_t *info = json_object_get(msg->content, "language_info");
+            const char *name = json_string_value(json_object_get(info, "name"));
+            if (name && !self->language_info)
+                self->language_info = strdup(name);
+        }
+        if (self->info_replied && self->iopub_live)
+            s_became_ready(self);
+        return;
+    }
+    if (self->state == KB_KERNEL_DEAD)
+        return;
+    if (self->callbacks.message)
+        self->callbacks.message(self, channel, msg, self->arg);
+}
+
+/*  Read the messages waiting on one socket, verify and dispatch each. The
+    watch is edge-triggered: read until nothing is left, or poke it to come
+    back next turn when the batch is used up (other kernels get their turn). */
+static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t channel)
+{
+    void *socket = zsock_resolve(sock);
+    zmq_msg_t parts[KB_MAX_PARTS];
+    kb_frame_t frames[KB_MAX_PARTS];
+    for (int batch = 0;; batch++) {
+        if (batch == KB_DRAIN_BATCH) {
+            kb_io_poke(io);
+            return;
+        }
+        size_t count = 0;
+        bool overflow = false;
+        int more = 1;
+        while (more) {
+            zmq_msg_t part;
+            zmq_msg_init(&part);
+            if (zmq_msg_recv(&part, socket, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(&part);
+                if (count == 0)
+                    return; /* nothing waiting */
+                break;      /* cannot happen mid-message; treat as truncated */
+            }
+            more = zmq_msg_more(&part);
+            if (count < KB_MAX_PARTS) {
+                parts[count] = part;
+                frames[count].data = zmq_msg_data(&parts[count]);
+                frames[count].size = zmq_msg_size(&parts[count]);
+                count++;
+            } else {
+                overflow = true;
+                zmq_msg_close(&part);
+            }
+        }
+        if (overflow) {
+            self->dropped++;
+        } else {
+            kb_msg_t *msg = NULL;
+            char err[256];
+            if (kb_wire_decode(self->conn.wire, frames, count, &msg, err, sizeof err)
+                == KB_WIRE_OK) {
+                s_dispatch(self, channel, msg);
+                kb_msg_destroy(&msg);
+            } else {
+                self->dropped++;
+                zsys_debug("kernel %d: dropped a message on %s: %s", (int)self->pid,
+                           kb_channel_name(channel), err);
+            }
+        }
+        for (size_t i = 0; i < count; i++)
+            zmq_msg_close(&parts[i]);
+        if (self->state == KB_KERNEL_DEAD)
+            return;
+    }
+}
+
+void kb_kernel_on_shell(kb_io_t *io, void *arg)
+{
+    kb_kernel_t *self = arg;
+    s_drain(self, io, self->shell, KB_CHANNEL_SHELL);
+}
+
+void kb_kernel_on_control(kb_io_t *io, void *arg)
+{
+    kb_kernel_t *self = arg;
+    s_drain(self, io, self->control, KB_CHANNEL_CONTROL);
+}
+
+void kb_kernel_on_iopub(kb_io_t *io, void *arg)
+{
+    kb_kernel_t *self = arg;
+    s_drain(self, io, self->iopub, KB_CHANNEL_IOPUB);
+}
+
+static void s_on_stdin(kb_io_t *io, void *arg)
+{
+    kb_kernel_t *self = arg;
+    s_drain(self, io, self->stdin_sock, KB_CHANNEL_STDIN);
+}
