@@ -16,6 +16,9 @@ packages=(
   # test runners and peers measured by bench/
   python3-pytest python3-setuptools python3-pip jupyter-server python3-jupyter-server
   python3-websocket
+  # Jupyter's own clients against the daemon's Jupyter API: Jupyter Server
+  # with --gateway-url, nbclassic's notebook page in headless Chromium
+  python3-nbclassic chromium chromium-driver python3-selenium
 )
 
 missing=()
@@ -34,6 +37,9 @@ fi
 # into tests/e2b-js/node_modules (not in git).
 if command -v npm >/dev/null 2>&1; then
   npm ci --prefix "$(cd "$(dirname "$0")/.." && pwd)/tests/e2b-js" --no-audit --no-fund
+  # @jupyterlab/services, JupyterLab's client library, which tests/jupyterlab-js
+  # drives the daemon's Jupyter API with (pinned in its package-lock.json)
+  npm ci --prefix "$(cd "$(dirname "$0")/.." && pwd)/tests/jupyterlab-js" --no-audit --no-fund
 else
   echo "setup.sh: npm not found: install Node 20 to run tests/e2b-js" >&2
 fi

@@ -58,6 +58,14 @@ else
   echo "tests/e2b-js/node_modules is missing: run scripts/setup.sh"; failed=1
 fi
 
+step "@jupyterlab/services against the Jupyter API (tests/jupyterlab-js)"
+if [ -d tests/jupyterlab-js/node_modules/@jupyterlab/services ]; then
+  KB_BINARY="$root/build/kernelbridge" timeout 600 node --test --test-force-exit tests/jupyterlab-js/test_services.mjs \
+    || failed=1
+else
+  echo "tests/jupyterlab-js/node_modules is missing: run scripts/setup.sh"; failed=1
+fi
+
 step "Python tests (pytest: daemon integration and SDK)"
 export KB_BINARY="$root/build/kernelbridge"
 suites=()
