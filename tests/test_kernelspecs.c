@@ -472,7 +472,11 @@ static void test_to_json(void)
     char *a = join(tmp, "a"), *empty = join(tmp, "empty");
     write_spec(a, "ks-json",
                "{\"argv\": [\"k\"], \"display_name\": \"JSON \\\"one\\\"\", \"language\": \"Jl\","
-               " \"interrupt_mode\": \"message\", \"env\": {\"X\": \"1\"}}");
+               " \"interrupt_mode\": \"message\", \"env\": {\"X\": \"1\"},"
+               " \"metadata\": {\"debugger\": true}}");
+    write_spec(a, "ks-json-plain",
+               "{\"argv\": [\"p\", \"{connection_file}\"], \"display_name\": \"P\","
+               " \"language\": \"p\"}");
     set_search_env(a, empty, NULL, empty);
     kb_kernelspecs_t *specs = kb_kernelspecs_discover(NULL, NULL);
     json_t *json = specs ? kb_kernelspecs_to_json(specs) : NULL;
@@ -480,14 +484,39 @@ static void test_to_json(void)
     json_t *list = json_object_get(json, "kernelspecs");
     CHECK(json_is_array(list) && json_array_size(list) == kb_kernelspecs_size(specs));
     CHECK(json_object_size(json) == 1);
+    CHECK(json_array_size(list) >= 2);
     json_t *first = json_array_get(list, 0);
-    CHECK(json_object_size(first) == 5);
+    /* Jupyter's kernelspec fields beside ours: argv, env and metadata as
+       kernel.json has them (null when absent), for /api/kernelspecs */
+    CHECK(json_object_size(first) == 8);
     CHECK_STR(json_string_value(json_object_get(first, "name")), "ks-json");
     CHECK_STR(json_string_value(json_object_get(first, "display_name")), "JSON \"one\"");
     CHECK_STR(json_string_value(json_object_get(first, "language")), "Jl");
     CHECK_STR(json_string_value(json_object_get(first, "interrupt_mode")), "message");
     char *dir = join(a, "kernels/ks-json");
     CHECK_STR(json_string_value(json_object_get(first, "resource_dir")), dir);
+    free(dir);
+    json_t *argv = json_object_get(first, "argv");
+    CHECK(json_is_array(argv) && json_array_size(argv) == 1);
+    CHECK_STR(json_string_value(json_array_get(argv, 0)), "k");
+    json_t *env = json_object_get(first, "env");
+    CHECK(json_is_object(env) && json_object_size(env) == 1);
+    CHECK_STR(json_string_value(json_object_get(env, "X")), "1");
+    json_t *metadata = json_object_get(first, "metadata");
+    CHECK(json_is_object(metadata) && json_object_size(metadata) == 1);
+    CHECK(json_is_true(json_object_get(metadata, "debugger")));
+
+    json_t *plain = json_array_get(list, 1);
+    CHECK(json_object_size(plain) == 8);
+    CHECK_STR(json_string_value(json_object_get(plain, "name")), "ks-json-plain");
+    CHECK_STR(json_string_value(json_object_get(plain, "interrupt_mode")), "signal");
+    argv = json_object_get(plain, "argv");
+    CHECK(json_is_array(argv) && json_array_size(argv) == 2);
+    CHECK_STR(json_string_value(json_array_get(argv, 1)), "{connection_file}"); /* unexpanded */
+    CHECK(json_is_null(json_object_get(plain, "env")));
+    CHECK(json_is_null(json_object_get(plain, "metadata")));
+    dir = join(a, "kernels/ks-json-plain");
+    CHECK_STR(json_string_value(json_object_get(plain, "resource_dir")), dir);
     free(dir);
     for (size_t i = 0; i < json_array_size(list); i++)
         CHECK_STR(json_string_value(json_object_get(json_array_get(list, i), "name")),

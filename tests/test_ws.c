@@ -191,7 +191,8 @@ typedef struct {
     size_t len;
     bool closed; /* a close frame came */
     unsigned close_code;
-    bool gone; /* EOF or error */
+    int messages_at_close; /* messages before the close frame */
+    bool gone;             /* EOF or error */
     int events;
     const uint8_t *frag; /* a message sent in fragments */
     size_t frag_len, frag_off, frag_piece;
@@ -306,6 +307,7 @@ static void client_on_msg(wslay_event_context_ptr ctx,
     if (arg->opcode == WSLAY_CONNECTION_CLOSE) {
         c->closed = true;
         c->close_code = arg->status_code;
+        c->messages_at_close = c->messages;
         c->events++;
         return;
     }
@@ -662,6 +664,38 @@ static void test_backpressure(void)
     server_stop(s);
 }
 
+/*  What a sender queued before its close goes before it (wslay sends a
+    close frame ahead of queued data, and no data after): the client of a
+    kernel that is deleted gets the kernel's last status, then the close. */
+static void test_messages_queued_before_a_close_go_first(void)
+{
+    kb_ws_config_t config = small_timeouts();
+    server_t *s = server_start(&config);
+    client_t c;
+    CHECK(client_open(&c, s->port, NULL, 0) == 101);
+    CHECK(server_wait(s, &s->opens, 1, 5000));
+    kb_ws_t *ws = server_last(s);
+    CHECK(ws != NULL);
+    static uint8_t big[1 << 20];
+    memset(big, 'b', sizeof big);
+    for (int i = 0; i < 50; i++)
+        CHECK(kb_ws_send(ws, false, "status", 6) == KB_WS_SENT);
+    CHECK(kb_ws_send(ws, true, big, sizeof big) == KB_WS_SENT);
+    CHECK(kb_ws_send(ws, false, "dead", 4) == KB_WS_SENT);
+    kb_ws_close(ws, KB_WS_NORMAL, "deleted");
+    CHECK(kb_ws_send(ws, false, "late", 4) == KB_WS_CLOSED);
+    CHECK(client_pump(&c, 5000, &c.events, 1));
+    CHECK(c.closed && c.close_code == KB_WS_NORMAL);
+    CHECK(c.messages_at_close == 52);
+    CHECK(c.len == 4 && c.msg && memcmp(c.msg, "dead", 4) == 0);
+    client_pump(&c, 500, NULL, 0); /* our answer to the close */
+    CHECK(server_wait(s, &s->closes, 1, 5000));
+    CHECK(s->last_code == KB_WS_NORMAL);
+    kb_ws_unref(&ws);
+    client_free(&c);
+    server_stop(s);
+}
+
 static void test_abrupt_disconnect(void)
 {
     kb_ws_config_t config = small_timeouts();
@@ -736,6 +770,7 @@ int main(void)
     RUN_TEST(test_message_over_the_limit);
     RUN_TEST(test_keepalive);
     RUN_TEST(test_backpressure);
+    RUN_TEST(test_messages_queued_before_a_close_go_first);
     RUN_TEST(test_abrupt_disconnect);
     RUN_TEST(test_server_stop);
     CHECK(kb_test_count_fds() == fds);

@@ -67,6 +67,10 @@ typedef struct {
                                       with a private working dir; needs root; excludes
                                       kernel_user */
     unsigned kernel_uid_max;
+    double cull_idle_timeout; /* seconds: a context idle that long (no run out or queued, no
+                                 websocket cell out, no websocket client connected) is
+                                 deleted, and later calls naming it get SESSION_NOT_FOUND
+                                 saying so; 0 = never */
 } kb_service_config_t;
 
 /*  Start a service and its engine thread. Returns NULL and fills err on

@@ -75,6 +75,9 @@ static const char usage[]
       "  --default-timeout S       timeout of runs that give none [KB_DEFAULT_TIMEOUT, 0: none]\n"
       "  --interrupt-grace S       from interrupt to kill at timeout [KB_INTERRUPT_GRACE, 2]\n"
       "  --start-timeout S         for a kernel to become ready [KB_START_TIMEOUT, 60]\n"
+      "  --cull-idle-timeout S     delete a context (a kernel) idle this long: no run, no\n"
+      "                            websocket cell, no websocket connected; later calls naming\n"
+      "                            it say it was culled [KB_CULL_IDLE_TIMEOUT, 0: never]\n"
       "  --max-contexts N          [KB_MAX_CONTEXTS, default 64]\n"
       "  --max-body BYTES          request body limit [KB_MAX_BODY, default 16M]\n"
       "  --max-output BYTES        output kept per run [KB_MAX_OUTPUT, default 64M]\n"
@@ -268,6 +271,7 @@ enum {
     OPT_DEFAULT_TIMEOUT,
     OPT_INTERRUPT_GRACE,
     OPT_START_TIMEOUT,
+    OPT_CULL_IDLE_TIMEOUT,
     OPT_MAX_CONTEXTS,
     OPT_MAX_BODY,
     OPT_MAX_OUTPUT,
@@ -303,6 +307,7 @@ static const struct option long_options[] = {
     { "default-timeout", required_argument, NULL, OPT_DEFAULT_TIMEOUT },
     { "interrupt-grace", required_argument, NULL, OPT_INTERRUPT_GRACE },
     { "start-timeout", required_argument, NULL, OPT_START_TIMEOUT },
+    { "cull-idle-timeout", required_argument, NULL, OPT_CULL_IDLE_TIMEOUT },
     { "max-contexts", required_argument, NULL, OPT_MAX_CONTEXTS },
     { "max-body", required_argument, NULL, OPT_MAX_BODY },
     { "max-output", required_argument, NULL, OPT_MAX_OUTPUT },
@@ -341,6 +346,7 @@ static const struct {
     { OPT_DEFAULT_TIMEOUT, "KB_DEFAULT_TIMEOUT" },
     { OPT_INTERRUPT_GRACE, "KB_INTERRUPT_GRACE" },
     { OPT_START_TIMEOUT, "KB_START_TIMEOUT" },
+    { OPT_CULL_IDLE_TIMEOUT, "KB_CULL_IDLE_TIMEOUT" },
     { OPT_MAX_CONTEXTS, "KB_MAX_CONTEXTS" },
     { OPT_MAX_BODY, "KB_MAX_BODY" },
     { OPT_MAX_OUTPUT, "KB_MAX_OUTPUT" },
@@ -418,6 +424,8 @@ static int apply(serve_opts_t *o, int opt, const char *value, char *listen_buf, 
             return parse_seconds("--interrupt-grace", value, &o->service.interrupt_grace);
         case OPT_START_TIMEOUT:
             return parse_seconds("--start-timeout", value, &o->service.start_timeout);
+        case OPT_CULL_IDLE_TIMEOUT:
+            return parse_seconds("--cull-idle-timeout", value, &o->service.cull_idle_timeout);
         case OPT_MAX_CONTEXTS:
             return parse_count("--max-contexts", value, &o->service.max_contexts);
         case OPT_MAX_BODY:

@@ -105,21 +105,24 @@ static json_t *s_find_spec(json_t *specs, const char *name)
 /* ---- Replies --------------------------------------------------------------- */
 
 /*  A service error for a kernel id: Jupyter Server's words for one that is
-    not there. */
-static void s_reply_kernel_error(kb_http_req_t *req, const char *id, const kb_error_t *err)
+    not there, and, for one that was, the service's why (culled, died,
+    deleted). */
+void kb_jupyter_reply_kernel_error(kb_http_req_t *req, const char *id, const kb_error_t *err)
 {
-    if (err->code == KB_ERR_SESSION_NOT_FOUND) {
+    if (err->code != KB_ERR_SESSION_NOT_FOUND)
+        kb_http_reply_error(req, err);
+    else if (strstr(err->message, " vanished at "))
+        kb_http_reply_errorf(req, KB_ERR_NOT_FOUND, "Kernel does not exist: %s (%s)", id,
+                             err->message);
+    else
         kb_http_reply_errorf(req, KB_ERR_NOT_FOUND, "Kernel does not exist: %s", id);
-        return;
-    }
-    kb_http_reply_error(req, err);
 }
 
 static void s_reply_model(kb_http_req_t *req, unsigned status, json_t *context,
                           const kb_error_t *err)
 {
     if (!context) {
-        s_reply_kernel_error(req, req->id, err);
+        kb_jupyter_reply_kernel_error(req, req->id, err);
         return;
     }
     json_t *model = kb_jupyter_kernel_model(context);
@@ -291,7 +294,7 @@ static void route_kernel_delete(kb_http_req_t *req)
     if (kb_service_context_delete(req->server->service, req->id, &err) == 0)
         kb_http_reply_empty(req, MHD_HTTP_NO_CONTENT);
     else
-        s_reply_kernel_error(req, req->id, &err);
+        kb_jupyter_reply_kernel_error(req, req->id, &err);
 }
 
 static void route_kernel_interrupt(kb_http_req_t *req)
@@ -300,7 +303,7 @@ static void route_kernel_interrupt(kb_http_req_t *req)
     if (kb_service_context_interrupt(req->server->service, req->id, &err) == 0)
         kb_http_reply_empty(req, MHD_HTTP_NO_CONTENT);
     else
-        s_reply_kernel_error(req, req->id, &err);
+        kb_jupyter_reply_kernel_error(req, req->id, &err);
 }
 
 static void route_kernel_restart(kb_http_req_t *req)

@@ -22,6 +22,11 @@ kb_code_t kb_jupyter_match(kb_http_req_t *req);
     out of memory. */
 json_t *kb_jupyter_kernel_model(const json_t *context);
 
+/*  Reply to a service error about kernel id: SESSION_NOT_FOUND as Jupyter
+    Server's 404 "Kernel does not exist", with why a kernel that was there
+    went (culled, died, deleted); any other error as it is. */
+void kb_jupyter_reply_kernel_error(kb_http_req_t *req, const char *id, const kb_error_t *err);
+
 /*  Start a kernel for a body {name?, env?, path?} (borrowed): a new
     context of kernelspec name (absent: the default one). Its context JSON
     (caller owns), or NULL with the error reply queued and err set. */

@@ -41,13 +41,17 @@ static void s_end(void *arg, const char *why)
     kb_ws_close(link->ws, KB_WS_NORMAL, why);
 }
 
-static void s_on_open(kb_ws_t *ws, void *arg)
+/*  The channels open before the 101 goes (kb_ws queues what the kernel
+    says until the upgrade is done), so that a client that has its
+    websocket is a client of the kernel: a restart or a delete right
+    after reaches it. On failure (the kernel went away since the lookup)
+    the websocket closes, with the reason, right after its upgrade. */
+static void s_open_channels(kb_jupyter_link_t *link)
 {
-    kb_jupyter_link_t *link = arg;
     kb_channels_opts_t opts = {
         .kernel_id = link->kernel_id,
         .session_id = link->session_id[0] ? link->session_id : NULL,
-        .v1 = kb_ws_protocol(ws) != NULL,
+        .v1 = kb_ws_protocol(link->ws) != NULL,
         .send = s_send,
         .end = s_end,
         .arg = link,
@@ -55,7 +59,7 @@ static void s_on_open(kb_ws_t *ws, void *arg)
     kb_error_t err = { KB_OK, "" };
     link->channels = kb_service_channels_open(link->service, &opts, &err);
     if (!link->channels)
-        kb_ws_close(ws, KB_WS_NORMAL, err.message);
+        kb_ws_close(link->ws, KB_WS_NORMAL, err.message);
 }
 
 static void s_on_message(kb_ws_t *ws, bool binary, const uint8_t *data, size_t len, void *arg)
@@ -89,7 +93,6 @@ static void s_on_close(kb_ws_t *ws, unsigned code, const char *reason, void *arg
 }
 
 static const kb_ws_handler_t s_handler = {
-    .on_open = s_on_open,
     .on_message = s_on_message,
     .on_close = s_on_close,
 };
@@ -100,7 +103,7 @@ void kb_jupyter_route_channels(kb_http_req_t *req)
     kb_error_t err = { KB_OK, "" };
     json_t *context = kb_service_context_get(service, req->id, &err);
     if (!context) {
-        kb_http_reply_errorf(req, KB_ERR_NOT_FOUND, "Kernel does not exist: %s", req->id);
+        kb_jupyter_reply_kernel_error(req, req->id, &err);
         return;
     }
     json_decref(context);
@@ -127,4 +130,5 @@ void kb_jupyter_route_channels(kb_http_req_t *req)
     }
     link->ws = kb_ws_ref(req->ws);
     req->status = MHD_HTTP_SWITCHING_PROTOCOLS;
+    s_open_channels(link);
 }

@@ -96,6 +96,7 @@ struct kb_ws {
     kb_buf_t extra;                   /* bytes MHD read past the request */
     size_t extra_used;
     bool close_queued;    /* our close frame is with wslay */
+    bool close_waits;     /* it waits for the messages queued before it to be written */
     unsigned our_code;    /* its code, copied from close_code */
     bool our_overflow;    /* it is for an overflow, copied from overflow */
     bool we_closed_first; /* it went before the peer's */
@@ -533,7 +534,16 @@ static void take_outgoing(kb_ws_t *self)
     if (close_now) {
         self->our_code = code;
         self->our_overflow = overflow;
+        if (!self->close_deadline_ms) /* the wait below counts in the close's time */
+            self->close_deadline_ms = now_ms() + self->close_ms;
     }
+    /*  wslay sends control frames ahead of data, and no data after a
+        close: our close goes once what was queued before it is written,
+        or the last messages (a kernel's status: dead) would be lost. An
+        overflow's close goes at once; its messages are dropped anyway. */
+    self->close_waits = close_now && !overflow && wslay_event_want_write(self->ctx);
+    if (self->close_waits)
+        return; /* ws_loop comes back once they are written */
     if (close_now && !wslay_event_get_close_sent(self->ctx)) {
         self->close_queued = true;
         self->we_closed_first = !wslay_event_get_close_received(self->ctx);
@@ -635,6 +645,8 @@ static void ws_loop(kb_ws_t *self, unsigned *code, const char **reason)
             *reason = self->peer_gone ? "the peer went away" : "cannot write";
             return;
         }
+        if (self->close_waits && !wslay_event_want_write(self->ctx))
+            continue; /* written: our close goes now (take_outgoing) */
         if (!wslay_event_want_read(self->ctx) && !wslay_event_want_write(self->ctx))
             break;
         struct pollfd fds[2] = {

@@ -154,8 +154,10 @@ const char *kb_ws_protocol(kb_ws_t *self);
 kb_ws_send_status_t kb_ws_send(kb_ws_t *self, bool binary, const void *data, size_t len);
 
 /*  Start the close handshake with code and reason (cut to 122 bytes);
-    the first close asked wins. Any thread; does not wait. on_close
-    follows on the websocket's thread. */
+    the first close asked wins. The messages queued before it are written
+    first (within close_timeout_ms); nothing queued after it is taken.
+    Any thread; does not wait. on_close follows on the websocket's
+    thread. */
 void kb_ws_close(kb_ws_t *self, unsigned code, const char *reason);
 
 /*  Outgoing bytes queued and not yet written. Any thread. */

@@ -34,6 +34,7 @@ struct kb_context {
     kb_kernel_t *kernel;
     double created_at;
     double last_activity_at;
+    double ready_at; /* its kernel last became ready: idle time starts no sooner */
     long long execution_count;
     long long generation; /* 1 at creation, +1 each time its kernel is replaced */
     zlistx_t *queue;      /* kb_run_t * waiting, FIFO */
@@ -74,6 +75,16 @@ const char *kb_context_id(const kb_context_t *self)
 const char *kb_context_kernel_id(const kb_context_t *self)
 {
     return self->kernel_id;
+}
+
+void kb_context_kernel_id_of(const char *sandbox_id, const char *id, char *out)
+{
+    char *name = sandbox_id ? zsys_sprintf("kernelbridge/%s/%s", sandbox_id, id) : NULL;
+    if (name)
+        kb_uuid_from(name, out);
+    else
+        out[0] = '\0';
+    free(name);
 }
 
 const char *kb_context_language(const kb_context_t *self)
@@ -348,6 +359,7 @@ static void s_over(kb_context_t *self, const char *why, bool vanished)
 static void s_became_ready(kb_context_t *self)
 {
     self->ready = true;
+    self->ready_at = kb_now();
     kb_call_t *call;
     while ((call = zlistx_detach(self->held, NULL))) {
         call->result = kb_context_json(self);
@@ -542,10 +554,7 @@ static kb_context_t *s_alloc(const kb_context_env_t *env, const kb_kernelspec_t 
     self->env = env;
     self->spec = kb_kernelspec_dup(spec);
     self->id = strdup(opts->id);
-    char *name = zsys_sprintf("kernelbridge/%s/%s", env->sandbox_id, opts->id);
-    if (name)
-        kb_uuid_from(name, self->kernel_id);
-    free(name);
+    kb_context_kernel_id_of(env->sandbox_id, opts->id, self->kernel_id);
     self->language = strdup(opts->language ? opts->language : spec->language);
     for (char *p = self->language; p && *p; p++)
         *p = (char)tolower((unsigned char)*p);
@@ -616,13 +625,23 @@ void kb_context_hold_call(kb_context_t *self, kb_call_t *call)
 
 void kb_context_interrupt(kb_context_t *self)
 {
-    if (self->kernel && self->ready)
+    if (!self->kernel || !self->ready)
+        return;
+    /*  A native run goes through its own interrupt, as a client's SIGINT
+        to its process does: a signal that lands before ipykernel runs the
+        user's code is ignored or drops the request, so the run times it
+        (kb_run's s_interrupt_step) and names the outcome. A websocket
+        client's cell, or nothing, gets the signal at once, as from
+        Jupyter Server. */
+    if (self->running)
+        kb_run_apply(self->running,
+                     &(kb_run_event_t){ .type = KB_RUN_EV_SIGNAL, .signal = SIGINT });
+    else
         kb_kernel_interrupt(self->kernel);
 }
 
-void kb_context_delete(kb_context_t *self)
+static void s_delete(kb_context_t *self, const char *why)
 {
-    const char *why = "deleted by a client";
     bool busy = self->running != NULL;
     s_end_running(self, &(kb_run_event_t){ .type = KB_RUN_EV_CONTEXT_GONE,
                                            .text = "the context was deleted during the run",
@@ -630,6 +649,27 @@ void kb_context_delete(kb_context_t *self)
     if (self->ready && !busy)
         s_retire_kernel(self, false); /* graceful: nothing of value is lost */
     s_over(self, why, true);
+}
+
+void kb_context_delete(kb_context_t *self)
+{
+    s_delete(self, "deleted by a client");
+}
+
+double kb_context_idle_for(const kb_context_t *self, double now)
+{
+    if (!self->ready || self->over || self->attaching || self->barrier || self->running
+        || zlistx_size(self->queue) > 0 || self->setup)
+        return -1;
+    if (self->hub && (kb_hub_count(self->hub) > 0 || kb_hub_busy(self->hub)))
+        return -1;
+    return now
+           - (self->ready_at > self->last_activity_at ? self->ready_at : self->last_activity_at);
+}
+
+void kb_context_cull(kb_context_t *self, const char *why)
+{
+    s_delete(self, why);
 }
 
 int kb_context_restart(kb_context_t *self, kb_error_t *err)
@@ -681,6 +721,7 @@ int kb_context_channels_attach(kb_context_t *self, kb_channels_t *client, kb_err
     if (!self->hub && !(self->hub = kb_hub_new()))
         return kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
     kb_hub_attach(self->hub, client, self, self->kernel);
+    self->last_activity_at = kb_now();
     return 0;
 }
 
@@ -688,7 +729,8 @@ void kb_context_channels_detach(kb_context_t *self, kb_channels_t *client)
 {
     if (self->hub)
         kb_hub_detach(self->hub, client);
-    s_pump(self); /* an execute it left queued is gone */
+    self->last_activity_at = kb_now(); /* its idle time starts when the last client leaves */
+    s_pump(self);                      /* an execute it left queued is gone */
 }
 
 int kb_context_channels_input(kb_context_t *self, kb_channels_t *client, kb_channel_t channel,

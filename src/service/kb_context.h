@@ -98,6 +98,9 @@ const char *kb_context_id(const kb_context_t *self);
     sandbox id and the context id, so the same after a daemon restart.
     Shown in its JSON as kernel_id. */
 const char *kb_context_kernel_id(const kb_context_t *self);
+/*  The same kernel_id for context id in sandbox sandbox_id, into out
+    (KB_UUID_LEN + 1 bytes): what a vanished context's kernel_id was. */
+void kb_context_kernel_id_of(const char *sandbox_id, const char *id, char *out);
 const char *kb_context_language(const kb_context_t *self);
 const char *kb_context_kernel_name(const kb_context_t *self);
 bool kb_context_is_default(const kb_context_t *self);
@@ -123,12 +126,23 @@ void kb_context_hold_call(kb_context_t *self, kb_call_t *call);
     kernel is ready and free. */
 void kb_context_enqueue(kb_context_t *self, kb_run_t *run);
 
-/*  Interrupt whatever the kernel runs now. */
+/*  Interrupt whatever the kernel runs now: a native run as a client's
+    SIGINT to its process (timed by the run), else the kernel at once. */
 void kb_context_interrupt(kb_context_t *self);
 
 /*  A client deleted it: the run in progress ends killed, queued runs end
     not started, the kernel is shut down; `gone` follows. */
 void kb_context_delete(kb_context_t *self);
+
+/*  Seconds it has been idle at now: ready, no run out or queued, no
+    websocket cell out and no websocket client connected (Jupyter Server's
+    cull_connected false), since its last activity; negative when it is
+    not idle. What culling looks at. */
+double kb_context_idle_for(const kb_context_t *self, double now);
+
+/*  Culled for being idle: deleted as by a client, and it vanishes with
+    why; `gone` follows. */
+void kb_context_cull(kb_context_t *self, const char *why);
 
 /*  A fresh kernel of the same kernelspec, same id; the run in progress
     ends killed. 0, or -1 with err (the context is then gone). */

@@ -21,26 +21,44 @@ size_t kb_engine_kernel_count(kb_engine_t *self);
 
 /* ---- vanished contexts ---------------------------------------------------- */
 
+/*  Its kernel_id, under which it is looked up in Jupyter's API, goes
+    with it (vanished_kernels). */
 void kb_dispatch_remember_vanished(kb_engine_t *self, const char *id, const char *why)
 {
-    char when[40];
+    char when[40], kernel_id[KB_UUID_LEN + 1];
     kb_iso_time(kb_now(), when, sizeof when);
     char *message = zsys_sprintf("context %s vanished at %s: %s", id, when, why);
     if (!zhashx_lookup(self->vanished, id))
         zlistx_add_end(self->vanished_order, (void *)id);
     zhashx_update(self->vanished, id, message);
     zstr_free(&message);
+    kb_context_kernel_id_of(self->sandbox_id, id, kernel_id);
+    if (kernel_id[0])
+        zhashx_update(self->vanished_kernels, kernel_id, (void *)id);
     while (zlistx_size(self->vanished_order) > KB_VANISHED_KEPT) {
         char *oldest = zlistx_first(self->vanished_order);
+        kb_context_kernel_id_of(self->sandbox_id, oldest, kernel_id);
+        zhashx_delete(self->vanished_kernels, kernel_id);
         zhashx_delete(self->vanished, oldest);
         zlistx_delete(self->vanished_order, zlistx_cursor(self->vanished_order));
     }
+}
+
+/*  Why context (or kernel) id vanished, or NULL. Borrowed. */
+static const char *s_vanished_why(kb_engine_t *self, const char *id)
+{
+    const char *message = zhashx_lookup(self->vanished, id);
+    const char *context_id = message ? NULL : zhashx_lookup(self->vanished_kernels, id);
+    return context_id ? zhashx_lookup(self->vanished, context_id) : message;
 }
 
 static void s_forget_vanished(kb_engine_t *self, const char *id)
 {
     if (!zhashx_lookup(self->vanished, id))
         return;
+    char kernel_id[KB_UUID_LEN + 1];
+    kb_context_kernel_id_of(self->sandbox_id, id, kernel_id);
+    zhashx_delete(self->vanished_kernels, kernel_id);
     zhashx_delete(self->vanished, id);
     void *handle = zlistx_find(self->vanished_order, (void *)id);
     if (handle)
@@ -77,7 +95,7 @@ static kb_context_t *s_lookup(kb_engine_t *self, const char *id, kb_call_t *call
     kb_context_t *ctx = id ? kb_engine_context_find(self, id) : NULL;
     if (ctx && !kb_context_isolated(ctx))
         return ctx;
-    const char *message = id ? zhashx_lookup(self->vanished, id) : NULL;
+    const char *message = id ? s_vanished_why(self, id) : NULL;
     if (message)
         kb_call_fail(call, KB_ERR_SESSION_NOT_FOUND, "%s", message);
     else

@@ -437,6 +437,7 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
     for (size_t i = 0; i < maps; i++)
         self->kernel_map[i] = strdup(config->kernel_map[i]);
     kb_timer_init(&self->stop_timer);
+    kb_timer_init(&self->cull_timer);
     self->contexts = zhashx_new();
     self->kernel_ids = zhashx_new();
     self->gone = zlistx_new();
@@ -444,6 +445,9 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
     zhashx_set_destructor(self->vanished, (zhashx_destructor_fn *)zstr_free);
     zhashx_set_duplicator(self->vanished, (zhashx_duplicator_fn *)strdup);
     self->vanished_order = zlistx_new();
+    self->vanished_kernels = zhashx_new();
+    zhashx_set_destructor(self->vanished_kernels, (zhashx_destructor_fn *)zstr_free);
+    zhashx_set_duplicator(self->vanished_kernels, (zhashx_duplicator_fn *)strdup);
     self->default_generations = zhashx_new();
     zlistx_set_destructor(self->vanished_order, (zlistx_destructor_fn *)zstr_free);
     zlistx_set_duplicator(self->vanished_order, (zlistx_duplicator_fn *)strdup);
@@ -538,6 +542,7 @@ void kb_engine_destroy(kb_engine_t **self_p)
     zlistx_destroy(&self->gone);
     zhashx_destroy(&self->vanished);
     zlistx_destroy(&self->vanished_order);
+    zhashx_destroy(&self->vanished_kernels);
     zhashx_destroy(&self->default_generations);
     zlistx_destroy(&self->dying);
     zlistx_destroy(&self->reap);
@@ -565,14 +570,45 @@ void kb_engine_destroy(kb_engine_t **self_p)
 
 /* ---- starting and stopping ------------------------------------------------------- */
 
+/*  Culling (Jupyter Server's cull_idle_timeout, cull_connected false):
+    a context idle (kb_context_idle_for) for the timeout is deleted and
+    vanishes with why. Default contexts too: they start afresh on next
+    use. Looked for every tenth of the timeout (0.1 s to 10 s). */
+static void s_cull(kb_timer_t *timer, void *arg)
+{
+    (void)timer;
+    kb_engine_t *self = arg;
+    double timeout = self->config.cull_idle_timeout;
+    if (self->stopping || timeout <= 0)
+        return;
+    double now = kb_now();
+    zlistx_t *all = zhashx_values(self->contexts);
+    for (kb_context_t *ctx = all ? zlistx_first(all) : NULL; ctx; ctx = zlistx_next(all)) {
+        if (kb_context_isolated(ctx) || kb_context_idle_for(ctx, now) < timeout)
+            continue;
+        char why[64];
+        snprintf(why, sizeof why, "culled after %g s idle", timeout);
+        zsys_info("context %s: %s", kb_context_id(ctx), why);
+        kb_context_cull(ctx, why); /* out of contexts now, freed at the end of the turn */
+    }
+    zlistx_destroy(&all);
+}
+
 void kb_engine_start(kb_engine_t *self)
 {
     kb_pool_start(self->pool);
+    double timeout = self->config.cull_idle_timeout;
+    if (timeout > 0) {
+        double every = timeout / 10 < 0.1 ? 0.1 : timeout / 10 > 10 ? 10 : timeout / 10;
+        size_t ms = kb_loop_delay_ms(every);
+        kb_timer_start(self->loop, &self->cull_timer, ms, ms, s_cull, self);
+    }
 }
 
 void kb_engine_stop_begin(kb_engine_t *self)
 {
     self->stopping = true;
+    kb_timer_stop(&self->cull_timer);
     kb_pool_stop(self->pool);
     zlistx_t *all = zhashx_values(self->contexts);
     for (kb_context_t *ctx = zlistx_first(all); ctx; ctx = zlistx_next(all)) {

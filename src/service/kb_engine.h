@@ -47,6 +47,7 @@ struct kb_engine {
     zlistx_t *gone;                /* kb_context_t * over, freed at the end of the loop turn */
     zhashx_t *vanished;            /* context id -> message */
     zlistx_t *vanished_order;      /* ids, oldest first */
+    zhashx_t *vanished_kernels;    /* kernel_id -> context id, of those in vanished */
     zhashx_t *default_generations; /* default context id -> (intptr_t) its last generation */
     kb_procstore_t *procs;
     kb_pool_t *pool;
@@ -55,6 +56,7 @@ struct kb_engine {
     zlistx_t *reap;      /* kb_kernel_t * gone, freed at the end of the loop turn */
     bool reap_scheduled;
     kb_timer_t stop_timer;
+    kb_timer_t cull_timer; /* looks for idle contexts (config.cull_idle_timeout) */
     int64_t stop_deadline_ms;
     kb_kernelspecs_t *specs; /* discovered kernelspecs, refreshed when older than 2 s */
     int64_t specs_at_ms;

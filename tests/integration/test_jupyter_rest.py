@@ -3,11 +3,14 @@
 files, over the daemon's contexts, with real kernels."""
 import json
 import re
+import subprocess
+import time
 import uuid
 
 import pytest
+import websocket
 
-from conftest import pid_alive, wait_until
+from conftest import BINARY, error_of, pid_alive, wait_until
 
 TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 MODEL_KEYS = {"id", "name", "last_activity", "execution_state", "connections"}
@@ -81,7 +84,7 @@ def test_kernel_lifecycle(d):
         r = d.post("/api/kernels/%s/interrupt" % kid)
         assert r.status == 204, r
         result = next(e for e in events if e.event == "result").data
-        assert result["error"]["name"] == "KeyboardInterrupt"
+        assert result["error"]["name"] == "KeyboardInterrupt", result
     finally:
         stream.close()
     pid = d.ok("GET", "/contexts/" + kid)["pid"]
@@ -196,3 +199,90 @@ def test_auth_forms(daemon_factory):
     assert d.get("/contexts?token=s3cret-jupyter", token="").status == 401
     assert d.get("/contexts", token="", headers={"Authorization": "token s3cret-jupyter"}).status == 200
     assert json.loads(d.get("/health", token="").body)["status"]
+
+
+# ---- culling idle kernels (--cull-idle-timeout, KB_CULL_IDLE_TIMEOUT) ----
+
+CULL = 2  # seconds
+
+
+def gone_within(d, path, timeout):
+    """Seconds until GET path answered 404 (polled), or None."""
+    started = time.monotonic()
+    if wait_until(lambda: d.get(path).status == 404, timeout):
+        return time.monotonic() - started
+    return None
+
+
+def test_idle_kernels_are_culled(daemon_factory):
+    d = daemon_factory("--cull-idle-timeout", str(CULL))
+    idle = d.ok("POST", "/api/kernels", {"name": "python3"}, status=201)
+    native = d.ok("POST", "/contexts", {"language": "python"}, status=201)
+    busy = d.ok("POST", "/api/kernels", {"name": "python3"}, status=201)
+    # a run longer than the timeout keeps its kernel: not idle while it runs
+    out = d.run("import time; time.sleep(%g); print('slept')" % (CULL + 1.5), context_id=busy["id"])
+    assert out["error"] is None and out["logs"]["stdout"] == "slept\n", out
+    assert d.get("/api/kernels/" + busy["id"]).status == 200, "culled during its run"
+    # the others were idle that long: culled, and later calls say why
+    message = jupyter_error(d.get("/api/kernels/" + idle["id"]), 404)["message"]
+    assert "culled after %d s idle" % CULL in message, message
+    body = error_of(d.get("/contexts/" + native["context_id"]), 404, "SESSION_NOT_FOUND")
+    assert "culled after %d s idle" % CULL in body["message"], body
+    assert "culled" in jupyter_error(d.get("/api/kernels/" + native["kernel_id"]), 404)["message"]
+    body = error_of(d.post("/run", {"code": "1", "context_id": idle["id"]}), 404,
+                    "SESSION_NOT_FOUND")
+    assert "culled" in body["message"], body
+    assert not any(k["id"] in (idle["id"], native["kernel_id"]) for k in d.ok("GET", "/api/kernels"))
+    # the busy one: once its run is over, after the timeout, not sooner
+    took = gone_within(d, "/api/kernels/" + busy["id"], CULL + 10)
+    assert took is not None and took >= CULL - 0.2, took
+
+
+def test_a_connected_websocket_keeps_its_kernel(daemon_factory):
+    """Jupyter Server's cull_connected is false: a kernel with a client on
+    its websocket is not culled; once the client has gone, it is."""
+    d = daemon_factory(env={"KB_CULL_IDLE_TIMEOUT": str(CULL)})
+    watched = d.ok("POST", "/api/kernels", {"name": "python3"}, status=201)
+    other = d.ok("POST", "/api/kernels", {"name": "python3"}, status=201)
+    ws = websocket.create_connection(
+        "ws://127.0.0.1:%d/api/kernels/%s/channels" % (d.port, watched["id"]), timeout=30)
+    try:
+        assert gone_within(d, "/api/kernels/" + other["id"], CULL + 10) is not None
+        time.sleep(1)
+        model = d.ok("GET", "/api/kernels/" + watched["id"])
+        assert model["connections"] == 1, model
+        # and it still answers over that websocket
+        msg_id = uuid.uuid4().hex
+        ws.send(json.dumps({
+            "header": {"msg_id": msg_id, "msg_type": "execute_request", "session": "s",
+                       "username": "t", "date": "2026-12-04T00:00:00.000000Z", "version": "5.3"},
+            "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+            "content": {"code": "6 * 7", "silent": False, "store_history": True,
+                        "user_expressions": {}, "allow_stdin": False}}))
+        while True:
+            msg = json.loads(ws.recv())
+            if msg["msg_type"] == "execute_reply" and msg["parent_header"]["msg_id"] == msg_id:
+                assert msg["content"]["status"] == "ok", msg
+                break
+    finally:
+        ws.close()
+    took = gone_within(d, "/api/kernels/" + watched["id"], CULL + 10)
+    assert took is not None and took >= CULL - 0.5, took
+
+
+def test_no_culling_unless_asked(d):
+    model = d.ok("POST", "/api/kernels", {"name": "python3"}, status=201)
+    try:
+        time.sleep(CULL + 1)
+        assert_model(d.ok("GET", "/api/kernels/" + model["id"]))
+    finally:
+        d.ok("DELETE", "/api/kernels/" + model["id"], status=204)
+
+
+def test_cull_idle_timeout_must_be_seconds():
+    for value in ("soon", "-1", ""):
+        done = subprocess.run([BINARY, "serve", "--listen", "127.0.0.1:0", "--ephemeral",
+                               "--cull-idle-timeout", value], capture_output=True, text=True,
+                              timeout=30)
+        assert done.returncode == 2, (value, done)
+        assert "--cull-idle-timeout" in done.stderr, done.stderr

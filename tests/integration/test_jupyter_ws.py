@@ -120,7 +120,9 @@ class Client:
         while not (replied and idle):
             left = deadline - time.monotonic()
             assert left > 0, got
-            self.ws.settimeout(left)
+            # under the daemon's ping interval (30 s): its pings, answered
+            # inside recv(), would keep a silent kernel's wait going forever
+            self.ws.settimeout(min(left, 20))
             msg = self.recv()
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
@@ -227,12 +229,14 @@ def test_interrupt_and_restart_during_a_run(d, kernel):
     c = Client(d, kernel)
     try:
         msg_id = c.execute("import time; print('in', flush=True); time.sleep(60)")
-        assert d.ok("GET", "/api/kernels/" + kernel)["execution_state"] == "busy"
         # interrupt once the cell runs (a SIGINT before would find no cell to stop)
         c.ws.settimeout(30)
         early = []
         while not of_type(early, "stream"):
             early.append(c.recv())
+        # the websocket's message and this request reach the daemon apart:
+        # asked once the cell runs, the kernel is busy
+        assert d.ok("GET", "/api/kernels/" + kernel)["execution_state"] == "busy"
         assert d.post("/api/kernels/%s/interrupt" % kernel).status == 204
         got = early + c.until_done(msg_id)
         assert of_type(got, "execute_reply")[0]["content"]["ename"] == "KeyboardInterrupt"
@@ -297,6 +301,7 @@ def test_stdin(d, kernel):
     c = Client(d, kernel)
     try:
         msg_id = c.execute("name = input('who? ')\nprint('hi', name)", allow_stdin=True)
+        c.ws.settimeout(20)  # under the daemon's ping interval, which recv() answers
         while True:
             msg = c.recv()
             if msg["header"]["msg_type"] == "input_request":
