@@ -160,6 +160,11 @@ int kb_kernel_send_frames(kb_kernel_t *self, kb_channel_t channel, const kb_fram
     clients that answer input_request need it. 0 / -1. */
 int kb_kernel_open_stdin(kb_kernel_t *self);
 
+/*  Whether the stdin socket's connection to the kernel is made (it is
+    opened with ZMQ_IMMEDIATE, so it can send only then): until it is, an
+    input_request the kernel sends would be dropped by its ROUTER. */
+bool kb_kernel_stdin_connected(kb_kernel_t *self);
+
 /*  The codec that holds this kernel's key: what a client sends is signed
     with it. Borrowed; engine thread only. */
 kb_wire_t *kb_kernel_wire(kb_kernel_t *self);

@@ -90,8 +90,10 @@ int kb_kernel_open_stdin(kb_kernel_t *self)
     if (self->state == KB_KERNEL_DEAD || !self->stdin_endpoint)
         return -1;
     zsock_t *sock = zsock_new(ZMQ_DEALER);
-    if (sock)
+    if (sock) {
         zsock_set_identity(sock, self->routing_id);
+        zsock_set_immediate(sock, 1); /* writable once connected: kb_kernel_stdin_connected */
+    }
     self->stdin_sock = kb_kernel_connect_endpoint(sock, self->stdin_endpoint);
     if (self->stdin_sock
         && kb_io_start_zmq(self->loop, &self->stdin_io, zsock_resolve(self->stdin_sock), s_on_stdin,
@@ -99,6 +101,11 @@ int kb_kernel_open_stdin(kb_kernel_t *self)
                != 0)
         zsock_destroy(&self->stdin_sock);
     return self->stdin_sock ? 0 : -1;
+}
+
+bool kb_kernel_stdin_connected(kb_kernel_t *self)
+{
+    return self->stdin_sock && (zsock_events(self->stdin_sock) & ZMQ_POLLOUT);
 }
 
 void kb_kernel_close_stdin(kb_kernel_t *self)

@@ -40,6 +40,7 @@ typedef enum {
     KB_CALL_PROC_DELETE,
     KB_CALL_CHANNELS_OPEN,
     KB_CALL_CHANNELS_INPUT,
+    KB_CALL_CHANNELS_READY,
     KB_CALL_CHANNELS_CLOSE,
 } kb_call_type_t;
 

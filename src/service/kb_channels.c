@@ -294,6 +294,8 @@ void kb_hub_kernel_gone(kb_hub_t *self, const char *execution_state)
 {
     self->out_id[0] = 0;
     zhashx_purge(self->pending);
+    if (!execution_state)
+        return;
     char date[40], msg_id[KB_UUID_LEN + 1], err[200];
     kb_iso_now_us(date, sizeof date);
     for (kb_channels_t *client = zlistx_first(self->clients); client;

@@ -7,7 +7,7 @@
     turn with native runs, so that their outputs never mix; everything else
     at once); every iopub message goes to every client; a reply (shell,
     control, stdin) goes to the client that asked; a restart or death is
-    told as Jupyter Server tells it (status restarting / dead).
+    told as Jupyter Server tells it (status dead; nothing for a restart).
 
     What it is not for: the websocket itself (src/server) or the runs'
     folds (kb_run). Engine thread only.
@@ -72,7 +72,9 @@ bool kb_hub_busy(const kb_hub_t *self);
 /*  The kernel went away (restart, death): the execute out and pending
     requests are forgotten (their replies will not come), queued executes
     stay for the next kernel, and every client gets status
-    execution_state (restarting, dead). */
+    execution_state (dead) unless it is NULL (a restart asked for, which
+    Jupyter Server does not announce: its `restarting` means a dead kernel
+    that the server restarted by itself). */
 void kb_hub_kernel_gone(kb_hub_t *self, const char *execution_state);
 
 /*  A new kernel (restart): stdin is connected for the clients. */

@@ -679,7 +679,7 @@ int kb_context_restart(kb_context_t *self, kb_error_t *err)
                                            .why = "restarted by a client" });
     s_retire_kernel(self, true);
     if (self->hub)
-        kb_hub_kernel_gone(self->hub, "restarting");
+        kb_hub_kernel_gone(self->hub, NULL);
     kb_execution_destroy(&self->setup);
     self->execution_count = 0;
     self->generation++;
@@ -723,6 +723,11 @@ int kb_context_channels_attach(kb_context_t *self, kb_channels_t *client, kb_err
     kb_hub_attach(self->hub, client, self, self->kernel);
     self->last_activity_at = kb_now();
     return 0;
+}
+
+bool kb_context_channels_ready(kb_context_t *self)
+{
+    return !self->kernel || self->over || kb_kernel_stdin_connected(self->kernel);
 }
 
 void kb_context_channels_detach(kb_context_t *self, kb_channels_t *client)

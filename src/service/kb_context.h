@@ -157,6 +157,9 @@ void kb_context_stop(kb_context_t *self);
     kernel a message it sent (stolen): an execute_request takes its turn
     in the queue. */
 int kb_context_channels_attach(kb_context_t *self, kb_channels_t *client, kb_error_t *err);
+/*  Whether the kernel's stdin is connected for its clients (true when
+    there is no kernel now: nothing to wait for). */
+bool kb_context_channels_ready(kb_context_t *self);
 void kb_context_channels_detach(kb_context_t *self, kb_channels_t *client);
 int kb_context_channels_input(kb_context_t *self, kb_channels_t *client, kb_channel_t channel,
                               kb_msg_t *msg, kb_error_t *err);

@@ -450,12 +450,19 @@ static void s_handle_channels(kb_engine_t *self, kb_call_t *call)
                                                msg, &err);
             }
             break;
+        case KB_CALL_CHANNELS_READY:
+            /*  1, no error: not yet; the caller asks again. */
+            rc = ctx && !kb_context_channels_ready(ctx) ? 1 : 0;
+            break;
         default:
             if (ctx)
                 kb_context_channels_detach(ctx, call->channels);
             break;
     }
-    if (rc != 0)
+    if (rc == 1) {
+        call->rc = 1;
+        kb_call_answer(call);
+    } else if (rc != 0)
         kb_call_fail(call, err.code, "%s", err.message);
     else
         s_answer_json(call, NULL);
@@ -506,6 +513,7 @@ void kb_engine_handle(kb_engine_t *self, kb_call_t *call)
             break;
         case KB_CALL_CHANNELS_OPEN:
         case KB_CALL_CHANNELS_INPUT:
+        case KB_CALL_CHANNELS_READY:
         case KB_CALL_CHANNELS_CLOSE:
             s_handle_channels(self, call);
             break;

@@ -12,6 +12,9 @@
 #include "service/kb_request.h"
 #include "wire/kb_wsmsg.h"
 
+#define KB_STDIN_CONNECT_MS                                                                        \
+    1000 /* at most, for a websocket client's stdin (kb_service_channels_open) */
+
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
@@ -265,8 +268,22 @@ kb_channels_t *kb_service_channels_open(kb_service_t *self, const kb_channels_op
     kb_call_init(&request, KB_CALL_CHANNELS_OPEN);
     request.id = opts->kernel_id;
     request.channels = channels;
-    if (s_call(self, &request, err) != 0)
+    if (s_call(self, &request, err) != 0) {
         kb_channels_destroy(&channels);
+        return NULL;
+    }
+    /*  The kernel's stdin connects in the background: a client's first
+        execute must not come before it, or the kernel's input_request
+        would be dropped. Waited for here, on the client's own thread,
+        a millisecond at a time (a loopback connection takes less). */
+    for (int ms = 0; ms < KB_STDIN_CONNECT_MS; ms++) {
+        kb_call_t ready;
+        kb_call_init(&ready, KB_CALL_CHANNELS_READY);
+        ready.channels = channels;
+        if (s_call(self, &ready, NULL) != 1)
+            break;
+        usleep(1000);
+    }
     return channels;
 }
 
