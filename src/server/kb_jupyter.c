@@ -240,28 +240,45 @@ static void route_kernels_list(kb_http_req_t *req)
     kb_http_reply_json(req, MHD_HTTP_OK, list);
 }
 
+/*  Whether a variable a Jupyter client sends goes to the kernel: KERNEL_*
+    and JPY_* only, as Jupyter's kernel gateways take them. Jupyter
+    Server 1.x sends its whole environment for a session's kernel (PATH,
+    HOME, its own tokens), which is not the kernel's to have. */
+static bool s_kernel_variable(const char *name)
+{
+    return strncmp(name, "KERNEL_", 7) == 0 || strncmp(name, "JPY_", 4) == 0;
+}
+
 json_t *kb_jupyter_start_kernel(kb_http_req_t *req, json_t *body, kb_error_t *err)
 {
     const char *name = NULL, *path = NULL;
     if (kb_http_field_string(req, body, "name", &name) < 0
         || kb_http_field_string(req, body, "path", &path) < 0)
         return NULL;
-    json_t *env = json_object_get(body, "env");
-    kb_context_opts_t opts = { .kernel_name = name, .env = json_is_null(env) ? NULL : env };
-    if (env && !json_is_null(env) && !json_is_object(env)) {
+    json_t *given = json_object_get(body, "env");
+    if (given && !json_is_null(given) && !json_is_object(given)) {
         kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field env must be an object of strings");
         return NULL;
     }
+    json_t *env = json_object();
+    const char *key;
+    json_t *value;
+    json_object_foreach(json_is_object(given) ? given : NULL, key,
+                        value) if (s_kernel_variable(key)) json_object_set(env, key, value);
+    kb_context_opts_t opts = { .kernel_name = name, .env = json_object_size(env) ? env : NULL };
     /*  A notebook's path is relative to Jupyter Server's root, which is not
-        ours to know: only an absolute dir becomes the kernel's cwd. */
+        ours to know: only an absolute dir becomes the kernel's cwd, as
+        path or as the gateway client's KERNEL_WORKING_DIR. */
+    const char *dir = path ? path : json_string_value(json_object_get(env, "KERNEL_WORKING_DIR"));
     struct stat st;
-    if (path && path[0] == '/' && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        opts.cwd = path;
+    if (dir && dir[0] == '/' && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
+        opts.cwd = dir;
     if (!name || !*name) { /* the default kernelspec: Python's, after --kernel-map */
         opts.kernel_name = NULL;
         opts.language = "python";
     }
     json_t *context = kb_service_context_create(req->server->service, &opts, err);
+    json_decref(env);
     if (!context && err->code == KB_ERR_LANGUAGE_NOT_SUPPORTED)
         err->code = KB_ERR_NOT_FOUND;
     if (!context)

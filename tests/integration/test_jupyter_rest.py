@@ -119,12 +119,26 @@ def test_kernel_start_defaults_env_and_errors(d, tmp_path):
     model = d.ok("POST", "/api/kernels", {}, status=201)
     assert model["name"] == "python3"
     d.ok("DELETE", "/api/kernels/" + model["id"], status=204)
-    model = d.ok("POST", "/api/kernels", {"name": "python3", "env": {"KB_T_VAR": "on"},
+    # KERNEL_* and JPY_* reach the kernel; the rest of a client's
+    # environment (Jupyter Server 1.x sends its whole own) does not
+    env = {"KERNEL_T_VAR": "on", "JPY_SESSION_NAME": "a.ipynb", "KB_T_OTHER": "no",
+           "PATH": "/nowhere"}
+    model = d.ok("POST", "/api/kernels", {"name": "python3", "env": env,
                                           "path": str(tmp_path)}, status=201)
     try:
-        out = d.run("import os; print(os.environ['KB_T_VAR'], os.getcwd())",
+        out = d.run("import os; print(os.environ['KERNEL_T_VAR'], os.environ['JPY_SESSION_NAME'],"
+                    " 'KB_T_OTHER' in os.environ, os.environ['PATH'] != '/nowhere', os.getcwd())",
                     context_id=model["id"])["logs"]["stdout"]
-        assert "".join(out) == "on %s\n" % tmp_path
+        assert "".join(out) == "on a.ipynb False True %s\n" % tmp_path
+    finally:
+        d.ok("DELETE", "/api/kernels/" + model["id"], status=204)
+    # the gateway client's KERNEL_WORKING_DIR is the cwd when no path is given
+    model = d.ok("POST", "/api/kernels", {"name": "python3",
+                                          "env": {"KERNEL_WORKING_DIR": str(tmp_path)}},
+                 status=201)
+    try:
+        out = d.run("import os; print(os.getcwd())", context_id=model["id"])["logs"]["stdout"]
+        assert "".join(out) == "%s\n" % tmp_path
     finally:
         d.ok("DELETE", "/api/kernels/" + model["id"], status=204)
     assert "nope" in jupyter_error(d.post("/api/kernels", {"name": "nope"}), 404)["message"]
