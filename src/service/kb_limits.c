@@ -34,7 +34,7 @@ struct kb_limits {
     int64_t scanned_ms; /* of the last kb_procscan_update */
     double cost_s;      /* thread CPU spent in ticks */
     unsigned long long ticks;
-    double accounting_s;             /* wall time spent measuring runs' starts and ends */
+    double start_s, end_s;           /* wall time spent measuring runs' starts, and ends */
     unsigned long long runs_metered; /* runs whose end was measured */
     kb_cgroups_t *cgroups;           /* the daemon's delegated cgroup v2, or NULL */
     char mode_why[300];              /* why there is none */
@@ -329,7 +329,8 @@ void kb_limits_destroy(kb_limits_t **self_p)
 
 void kb_limits_cost(const kb_limits_t *self, kb_limits_cost_t *out)
 {
-    *out = (kb_limits_cost_t){ self->cost_s, self->ticks, self->accounting_s, self->runs_metered };
+    *out = (kb_limits_cost_t){ self->cost_s, self->ticks, self->start_s, self->end_s,
+                               self->runs_metered };
 }
 
 /* ---- watches ------------------------------------------------------------------------ */
@@ -470,7 +471,7 @@ void kb_watch_run_start(kb_watch_t *self)
     self->run_cpu_start = self->last.cpu_time_s;
     self->run_peak = self->last.rss_bytes;
     s_update_active(self);
-    self->limits->accounting_s += s_wall() - t0;
+    self->limits->start_s += s_wall() - t0;
 }
 
 void kb_watch_run_end(kb_watch_t *self, kb_resources_t *out)
@@ -493,7 +494,7 @@ void kb_watch_run_end(kb_watch_t *self, kb_resources_t *out)
         self->pids_hit = false;
     }
     s_update_active(self);
-    self->limits->accounting_s += s_wall() - t0;
+    self->limits->end_s += s_wall() - t0;
     self->limits->runs_metered++;
 }
 

@@ -105,7 +105,8 @@ const char *kb_limits_mode(const kb_limits_t *self, const char **why);
 typedef struct {
     double sampler_cpu_s;     /* CPU seconds of this thread spent in the sampler's ticks */
     unsigned long long ticks; /* the sampler's ticks */
-    double accounting_s;      /* wall seconds spent measuring runs' starts and ends */
+    double start_s;           /* wall seconds spent measuring runs' starts (request sent) */
+    double end_s;             /* and their ends (on the result's path) */
     unsigned long long runs;  /* runs whose end was measured */
 } kb_limits_cost_t;
 
