@@ -16,6 +16,8 @@ packages=(
   # test runners and peers measured by bench/
   python3-pytest python3-setuptools python3-pip jupyter-server python3-jupyter-server
   python3-websocket
+  # counts the daemon's system calls in a test (one interrupt, one kill)
+  strace
 )
 
 missing=()
