@@ -19,6 +19,8 @@ packages=(
   # Jupyter's own clients against the daemon's Jupyter API: Jupyter Server
   # with --gateway-url, nbclassic's notebook page in headless Chromium
   python3-nbclassic chromium chromium-driver python3-selenium
+  # counts the daemon's system calls in a test (one interrupt, one kill)
+  strace
 )
 
 missing=()

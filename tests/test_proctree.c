@@ -238,6 +238,82 @@ static void test_cpu_time_counts_the_tree(void)
     close(fds[1]);
 }
 
+/*  In a child: a session leader that, for each byte read from go, forks
+    a sleeper ('s') or a child that exits at once and is never reaped
+    ('z', a zombie), then answers on ack. Returns only in the parent. */
+static pid_t s_forker(int go, int ack)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    setsid();
+    char c;
+    while (read(go, &c, 1) == 1) {
+        pid_t child = fork();
+        if (child == 0) {
+            if (c == 's')
+                pause();
+            _exit(0);
+        }
+        if (c == 'z')
+            s_sleep_ms(50); /* it has exited: a zombie */
+        if (write(ack, &c, 1) != 1)
+            _exit(1);
+    }
+    _exit(0);
+}
+
+static void s_ask(int go, int ack, char c)
+{
+    char got;
+    CHECK(write(go, &c, 1) == 1);
+    CHECK(read(ack, &got, 1) == 1 && got == c);
+}
+
+/*  The memory-only sample (statm) agrees with the full one and leaves a
+    zombie out; a child forked after updates that found nothing new (no
+    pid given out, so /proc was not listed) is found by the next one. */
+static void test_memory_sample_and_quiet_updates(void)
+{
+    int go[2], ack[2];
+    CHECK(pipe(go) == 0 && pipe(ack) == 0);
+    pid_t leader = s_forker(go[0], ack[1]);
+    kb_procscan_t *scan = kb_procscan_new();
+    kb_proctree_t *tree = kb_proctree_new(scan, leader);
+    s_ask(go[1], ack[0], 's');
+    CHECK(kb_procscan_update(scan) == 0);
+    kb_tree_sample_t full, memory;
+    CHECK(kb_proctree_sample(tree, &full) == 0);
+    CHECK(kb_proctree_sample_memory(tree, &memory) == 0);
+    CHECK(full.pids == 2 && memory.pids == 2);
+    CHECK(memory.cpu_time_s == 0);
+    CHECK(memory.root_rss_bytes > 0 && memory.root_rss_bytes < memory.rss_bytes);
+    CHECK(memory.rss_bytes > full.rss_bytes / 2 && memory.rss_bytes < full.rss_bytes * 2);
+    for (int i = 0; i < 20; i++)
+        CHECK(kb_procscan_update(scan) == 0);
+    CHECK(kb_proctree_sample_memory(tree, &memory) == 0 && memory.pids == 2);
+
+    s_ask(go[1], ack[0], 's');
+    CHECK(kb_procscan_update(scan) == 0);
+    CHECK(kb_proctree_sample_memory(tree, &memory) == 0 && memory.pids == 3);
+    CHECK(s_pids(tree) == 3);
+
+    s_ask(go[1], ack[0], 'z');
+    CHECK(kb_procscan_update(scan) == 0);
+    CHECK(kb_proctree_sample_memory(tree, &memory) == 0 && memory.pids == 3);
+    CHECK(s_pids(tree) == 3);
+
+    CHECK(kb_proctree_kill_descendants(tree) >= 2);
+    s_reap(leader);
+    CHECK(kb_proctree_sample_memory(tree, &memory) == -1 && memory.pids == 0);
+    kb_proctree_destroy(&tree);
+    kb_procscan_destroy(&scan);
+    for (int i = 0; i < 2; i++) {
+        close(go[i]);
+        close(ack[i]);
+    }
+}
+
 int main(void)
 {
     int fds_before = kb_test_count_fds();
@@ -245,6 +321,7 @@ int main(void)
     RUN_TEST(test_new_processes_join_between_updates);
     RUN_TEST(test_root_peak_and_its_reset);
     RUN_TEST(test_cpu_time_counts_the_tree);
+    RUN_TEST(test_memory_sample_and_quiet_updates);
     CHECK(kb_test_count_fds() == fds_before);
     return kb_test_summary();
 }

@@ -133,6 +133,12 @@ static int s_kill(const kb_kernel_t *self, int sig)
         return -1;
     }
     int group = kill(-self->pgid, sig);
+    /*  The leader is one of its group unless it left it: signalled again,
+        it would get sig twice when it took the first already (a second
+        SIGINT lands while ipykernel reports the first KeyboardInterrupt,
+        which then comes out as a bare stderr line and no error). */
+    if (group == 0 && getpgid(self->pid) == self->pgid)
+        return 0;
     int leader = kill(self->pid, sig);
     return group == 0 || leader == 0 ? 0 : -1;
 }

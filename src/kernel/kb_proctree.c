@@ -30,7 +30,8 @@ typedef struct {
 typedef struct {
     pid_t pid;
     unsigned long long start;
-    int fd; /* /proc/<pid>/stat, open */
+    int fd;  /* /proc/<pid>/stat, open */
+    int mfd; /* /proc/<pid>/statm, open: what a memory-only sample reads */
 } kb_member_t;
 
 /*  A candidate of this update: its member record, then its stat. */
@@ -42,7 +43,8 @@ typedef struct {
 struct kb_proctree {
     kb_procscan_t *scan;
     pid_t root;
-    kb_vec_t members; /* kb_member_t, in the order found: the root first */
+    int status_fd, clear_fd; /* the root's status and clear_refs, opened on first use */
+    kb_vec_t members;        /* kb_member_t, in the order found: the root first */
 };
 
 struct kb_procscan {
@@ -52,6 +54,8 @@ struct kb_procscan {
     kb_vec_t fresh;          /* kb_fresh_t: candidates of this update, not yet placed */
     bool full;               /* the next update reads every process, not only new ones */
     struct timespec updated; /* of the last update (CLOCK_MONOTONIC) */
+    int loadavg_fd;          /* /proc/loadavg, whose last field is the last pid given out */
+    long last_pid;           /* as of the last listing of /proc; -1: unknown */
 };
 
 static long s_page_size, s_ticks;
@@ -97,17 +101,57 @@ static int s_read_stat_fd(int fd, kb_stat_t *out)
     return s_parse_stat(buf, out);
 }
 
-/*  Open /proc/<pid>/stat and read it. The descriptor, or -1. */
-static int s_open_stat(pid_t pid, kb_stat_t *out)
+/*  A member: /proc/<pid>/stat and /proc/<pid>/statm opened, then stat
+    read. The read comes last, so that its success shows the process
+    alive after both opens: both are then this one process's (a pid is not
+    given to another while its process lives), whatever reuses the pid
+    later. 0, or -1 with no descriptor left open. */
+static int s_open_member(pid_t pid, kb_member_t *m, kb_stat_t *out)
 {
     char path[48];
+    m->pid = pid;
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd >= 0 && s_read_stat_fd(fd, out) != 0) {
-        close(fd);
-        fd = -1;
+    m->fd = open(path, O_RDONLY | O_CLOEXEC);
+    snprintf(path, sizeof path, "/proc/%d/statm", (int)pid);
+    m->mfd = m->fd >= 0 ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    if (m->mfd < 0 || s_read_stat_fd(m->fd, out) != 0) {
+        if (m->fd >= 0)
+            close(m->fd);
+        if (m->mfd >= 0)
+            close(m->mfd);
+        m->fd = m->mfd = -1;
+        return -1;
     }
-    return fd;
+    m->start = out->start;
+    return 0;
+}
+
+static void s_close_member(kb_member_t *m)
+{
+    if (m->fd >= 0)
+        close(m->fd);
+    if (m->mfd >= 0)
+        close(m->mfd);
+    m->fd = m->mfd = -1;
+}
+
+/*  A member's resident pages from statm ("size resident shared ..."). 0
+    with *live false for a zombie (no memory map: all zeros); -1 when the
+    process is gone. */
+static int s_read_statm(const kb_member_t *m, unsigned long long *pages, bool *live)
+{
+    char buf[160];
+    ssize_t n = pread(m->mfd, buf, sizeof buf - 1, 0);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    char *end;
+    unsigned long long size = strtoull(buf, &end, 10);
+    if (end == buf)
+        return -1;
+    *pages = strtoull(end, NULL, 10);
+    *live = size > 0;
+    return 0;
 }
 
 /* ---- trees ------------------------------------------------------------------------- */
@@ -128,8 +172,7 @@ static bool s_is_member(const kb_proctree_t *self, pid_t pid)
 static void s_drop(kb_proctree_t *self, size_t i)
 {
     kb_member_t *m = s_member(self, i);
-    if (m->fd >= 0)
-        close(m->fd);
+    s_close_member(m);
     memmove(m, m + 1, (self->members.len - i - 1) * sizeof *m);
     self->members.len--;
 }
@@ -141,15 +184,14 @@ kb_proctree_t *kb_proctree_new(kb_procscan_t *scan, pid_t root)
         return NULL;
     self->scan = scan;
     self->root = root;
+    self->status_fd = self->clear_fd = -1;
     kb_vec_init(&self->members, sizeof(kb_member_t), 0);
     kb_stat_t st;
-    kb_member_t m = { root, 0, s_open_stat(root, &st) };
-    if (m.fd >= 0)
-        m.start = st.start;
-    if ((m.fd >= 0 && kb_vec_push(&self->members, &m) != KB_BUF_OK)
+    kb_member_t m;
+    bool opened = s_open_member(root, &m, &st) == 0;
+    if ((opened && kb_vec_push(&self->members, &m) != KB_BUF_OK)
         || kb_vec_push(&scan->trees, &self) != KB_BUF_OK) {
-        if (m.fd >= 0)
-            close(m.fd);
+        s_close_member(&m);
         kb_vec_free(&self->members);
         free(self);
         return NULL;
@@ -175,6 +217,10 @@ void kb_proctree_destroy(kb_proctree_t **self_p)
     }
     while (self->members.len)
         s_drop(self, self->members.len - 1);
+    if (self->status_fd >= 0)
+        close(self->status_fd);
+    if (self->clear_fd >= 0)
+        close(self->clear_fd);
     kb_vec_free(&self->members);
     free(self);
 }
@@ -182,6 +228,33 @@ void kb_proctree_destroy(kb_proctree_t **self_p)
 pid_t kb_proctree_root(const kb_proctree_t *self)
 {
     return self->root;
+}
+
+int kb_proctree_sample_memory(kb_proctree_t *self, kb_tree_sample_t *out)
+{
+    *out = (kb_tree_sample_t){ 0 };
+    bool root_alive = false;
+    unsigned long long pages = 0;
+    for (size_t i = 0; i < self->members.len;) {
+        kb_member_t *m = s_member(self, i);
+        unsigned long long resident;
+        bool live;
+        if (s_read_statm(m, &resident, &live) != 0) {
+            s_drop(self, i); /* gone: its descriptors fail once it is reaped */
+            continue;
+        }
+        if (live) {
+            pages += resident;
+            out->pids++;
+            if (m->pid == self->root) {
+                root_alive = true;
+                out->root_rss_bytes = (uint64_t)resident * (uint64_t)s_page_size;
+            }
+        }
+        i++;
+    }
+    out->rss_bytes = (uint64_t)pages * (uint64_t)s_page_size;
+    return root_alive ? 0 : -1;
 }
 
 int kb_proctree_sample(kb_proctree_t *self, kb_tree_sample_t *out)
@@ -240,8 +313,7 @@ size_t kb_proctree_kill_over(kb_proctree_t *self, size_t keep)
         if (!newest)
             break;
         kill(newest->pid, SIGKILL);
-        close(newest->fd);
-        newest->fd = -1; /* not chosen again; dropped below */
+        s_close_member(newest); /* not chosen again; dropped below */
         killed++;
         sample.pids--;
     }
@@ -270,21 +342,34 @@ size_t kb_proctree_kill_descendants(kb_proctree_t *self)
     return killed;
 }
 
-static int s_root_file(const kb_proctree_t *self, const char *name, int flags)
+/*  The root's file name, kept open in *fd from its first use on: opened,
+    then the root's stat read, whose success shows that the file is the
+    root's own (the pid was not reused). The descriptor, or -1. */
+static int s_root_file(kb_proctree_t *self, int *fd, const char *name, int flags)
 {
+    if (*fd >= 0)
+        return *fd;
+    const kb_member_t *root = self->members.len ? s_member(self, 0) : NULL;
+    if (!root || root->pid != self->root || root->fd < 0)
+        return -1;
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/%s", (int)self->root, name);
-    return open(path, flags | O_CLOEXEC);
+    *fd = open(path, flags | O_CLOEXEC);
+    kb_stat_t st;
+    if (*fd >= 0 && (s_read_stat_fd(root->fd, &st) != 0 || st.start != root->start)) {
+        close(*fd);
+        *fd = -1;
+    }
+    return *fd;
 }
 
-uint64_t kb_proctree_root_peak(const kb_proctree_t *self)
+uint64_t kb_proctree_root_peak(kb_proctree_t *self)
 {
-    int fd = s_root_file(self, "status", O_RDONLY);
+    int fd = s_root_file(self, &self->status_fd, "status", O_RDONLY);
     if (fd < 0)
         return 0;
     char buf[4096];
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
+    ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
     if (n <= 0)
         return 0;
     buf[n] = 0;
@@ -292,16 +377,12 @@ uint64_t kb_proctree_root_peak(const kb_proctree_t *self)
     return p ? strtoull(p + 7, NULL, 10) * 1024 : 0;
 }
 
-int kb_proctree_root_peak_reset(const kb_proctree_t *self)
+int kb_proctree_root_peak_reset(kb_proctree_t *self)
 {
-    int fd = s_root_file(self, "clear_refs", O_WRONLY);
+    int fd = s_root_file(self, &self->clear_fd, "clear_refs", O_WRONLY);
     if (fd < 0)
         return -1;
-    int rc = write(fd, "5", 1) == 1 ? 0 : -1;
-    int e = errno;
-    close(fd);
-    errno = e;
-    return rc;
+    return pwrite(fd, "5", 1, 0) == 1 ? 0 : -1;
 }
 
 /* ---- the scan ------------------------------------------------------------------------ */
@@ -323,6 +404,8 @@ kb_procscan_t *kb_procscan_new(void)
     kb_vec_init(&self->seen, sizeof(pid_t), 0);
     kb_vec_init(&self->next, sizeof(pid_t), 0);
     kb_vec_init(&self->fresh, sizeof(kb_fresh_t), 0);
+    self->loadavg_fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+    self->last_pid = -1;
     return self;
 }
 
@@ -336,6 +419,8 @@ void kb_procscan_destroy(kb_procscan_t **self_p)
     kb_vec_free(&self->seen);
     kb_vec_free(&self->next);
     kb_vec_free(&self->fresh);
+    if (self->loadavg_fd >= 0)
+        close(self->loadavg_fd);
     free(self);
 }
 
@@ -368,31 +453,47 @@ static void s_place_fresh(kb_procscan_t *self)
                 i++;
                 continue;
             }
-            f->m.fd = -1; /* the tree has it now */
+            f->m.fd = f->m.mfd = -1; /* the tree has them now */
             memmove(f, f + 1, (self->fresh.len - i - 1) * sizeof *f);
             self->fresh.len--;
             moved = true;
         }
     }
-    for (size_t i = 0; i < self->fresh.len; i++) {
-        kb_fresh_t *f = kb_vec_at(&self->fresh, i);
-        if (f->m.fd >= 0)
-            close(f->m.fd);
-    }
+    for (size_t i = 0; i < self->fresh.len; i++)
+        s_close_member(&((kb_fresh_t *)kb_vec_at(&self->fresh, i))->m);
     self->fresh.len = 0;
+}
+
+/*  The last pid given out in our pid namespace (/proc/loadavg's last
+    field), or -1. */
+static long s_last_pid(const kb_procscan_t *self)
+{
+    char buf[128];
+    ssize_t n = self->loadavg_fd >= 0 ? pread(self->loadavg_fd, buf, sizeof buf - 1, 0) : -1;
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    const char *last = strrchr(buf, ' ');
+    return last ? strtol(last + 1, NULL, 10) : -1;
 }
 
 int kb_procscan_update(kb_procscan_t *self)
 {
-    DIR *dir = opendir("/proc");
-    if (!dir)
-        return -1;
     struct timespec now;
     clock_gettime(CLOCK_MONOTONIC, &now);
     long long age_ms = (long long)(now.tv_sec - self->updated.tv_sec) * 1000
                        + (now.tv_nsec - self->updated.tv_nsec) / 1000000;
     self->updated = now;
     bool full = self->full || self->trees.len == 0 || age_ms > KB_PROCSCAN_STALE_MS;
+    /*  No pid given out since the last listing: no process is new, so
+        there is nothing to list (the common case of idle kernels). */
+    long last_pid = s_last_pid(self);
+    if (!full && last_pid >= 0 && last_pid == self->last_pid)
+        return 0;
+    DIR *dir = opendir("/proc");
+    if (!dir)
+        return -1;
+    self->last_pid = last_pid;
     self->full = false;
     self->next.len = 0;
     size_t at = 0; /* in seen, ascending like readdir's numbered entries */
@@ -409,13 +510,10 @@ int kb_procscan_update(kb_procscan_t *self)
         if ((known && !full) || self->trees.len == 0)
             continue;
         kb_fresh_t f;
-        f.m.pid = pid;
-        f.m.fd = s_open_stat(pid, &f.st);
-        if (f.m.fd < 0)
+        if (s_open_member(pid, &f.m, &f.st) != 0)
             continue;
-        f.m.start = f.st.start;
         if (f.st.state == 'Z' || f.st.state == 'X' || kb_vec_push(&self->fresh, &f) != KB_BUF_OK)
-            close(f.m.fd);
+            s_close_member(&f.m);
     }
     closedir(dir);
     kb_vec_t swap = self->seen;

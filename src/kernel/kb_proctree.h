@@ -6,8 +6,12 @@
     and reads only the processes it has not seen before: a new process
     joins a tree when its parent is a member or when it is in the kernel's
     session (a kernel is started as a session leader, so orphans that init
-    adopted are still found). A member's stat file stays open and is read
-    with one pread per sample; a member that is gone is dropped. A pid is
+    adopted are still found). An update lists /proc only when a pid was
+    given out since the last one (/proc/loadavg names the last): idle
+    kernels cost no listing. A member's stat and statm files stay open and
+    are read with one pread per sample (statm, the cheaper, when only
+    memory and the process count are wanted); a member that is gone is
+    dropped. A pid is
     taken for one process by its start time (a reused pid is a new
     process). Without /proc entries for threads' children (no
     CONFIG_PROC_CHILDREN here), this is the cheap way to know a tree.
@@ -57,6 +61,10 @@ pid_t kb_proctree_root(const kb_proctree_t *self);
     rest). */
 int kb_proctree_sample(kb_proctree_t *self, kb_tree_sample_t *out);
 
+/*  The same from statm, for memory and the process count only: out's
+    cpu_time_s is 0. About half the cost of kb_proctree_sample. */
+int kb_proctree_sample_memory(kb_proctree_t *self, kb_tree_sample_t *out);
+
 /*  Send sig to every member, newest first (the root last, and only with
     include_root). The number of processes signalled. */
 size_t kb_proctree_signal(kb_proctree_t *self, int sig, bool include_root);
@@ -72,9 +80,10 @@ size_t kb_proctree_kill_descendants(kb_proctree_t *self);
 
 /*  The root's peak resident memory (VmHWM) since the last reset, and
     resetting it to the current figure (/proc/<pid>/clear_refs, "5").
-    0 when unknown; reset -1 with errno. */
-uint64_t kb_proctree_root_peak(const kb_proctree_t *self);
-int kb_proctree_root_peak_reset(const kb_proctree_t *self);
+    Both files stay open from their first use. 0 when unknown; reset -1
+    with errno. */
+uint64_t kb_proctree_root_peak(kb_proctree_t *self);
+int kb_proctree_root_peak_reset(kb_proctree_t *self);
 
 /*  Set RLIMIT_DATA (soft and hard) of every member to bytes. The number
     of members it could not be set on (errno: the last failure's). */

@@ -220,11 +220,13 @@ static void s_pump(kb_context_t *self)
         return;
     self->running = run;
     self->last_activity_at = kb_now();
-    if (self->watch) {
-        kb_watch_run_start(self->watch);
+    if (self->watch)
         kb_run_set_meter(run, s_meter);
-    }
     kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_START, .kernel = self->kernel });
+    /*  Measured once the request is out: the kernel reads it meanwhile
+        (CPU comes in clock ticks, so the few microseconds do not show). */
+    if (self->watch && self->running == run)
+        kb_watch_run_start(self->watch);
 }
 
 static void s_over(kb_context_t *self, const char *why, bool vanished);

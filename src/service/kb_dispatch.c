@@ -326,15 +326,16 @@ static void s_handle_health(kb_engine_t *self, kb_call_t *call)
     json_t *state = self->persist ? kb_persist_json(self->persist) : json_object();
     json_object_set_new(state, "durable", json_boolean(self->persist != NULL));
     json_object_set_new(state, "dir", json_string(self->state_dir));
-    double sampler_cpu;
-    unsigned long long ticks;
-    kb_limits_cost(self->limits, &sampler_cpu, &ticks);
+    kb_limits_cost_t cost;
+    kb_limits_cost(self->limits, &cost);
     const char *why;
     const char *mode = kb_limits_mode(self->limits, &why);
-    json_t *limits = json_pack("{s:s, s:s?, s:I, s:I, s:f, s:I}", "mode", mode, "why", why,
-                               "memory_limit", (json_int_t)self->config.memory_limit, "pids_limit",
-                               (json_int_t)self->config.pids_limit, "sampler_cpu_s", sampler_cpu,
-                               "sampler_ticks", (json_int_t)ticks);
+    json_t *limits
+        = json_pack("{s:s, s:s?, s:I, s:I, s:f, s:I, s:f, s:f, s:I}", "mode", mode, "why", why,
+                    "memory_limit", (json_int_t)self->config.memory_limit, "pids_limit",
+                    (json_int_t)self->config.pids_limit, "sampler_cpu_s", cost.sampler_cpu_s,
+                    "sampler_ticks", (json_int_t)cost.ticks, "accounting_start_s", cost.start_s,
+                    "accounting_end_s", cost.end_s, "runs_metered", (json_int_t)cost.runs);
     s_answer_json(call, json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o, s:o, s:o}", "status", "ok",
                                   "version", KB_VERSION, "sandbox_id", self->sandbox_id, "contexts",
                                   (json_int_t)count, "uptime_s", kb_now() - self->started_at,

@@ -34,9 +34,11 @@ struct kb_limits {
     int64_t scanned_ms; /* of the last kb_procscan_update */
     double cost_s;      /* thread CPU spent in ticks */
     unsigned long long ticks;
-    kb_cgroups_t *cgroups; /* the daemon's delegated cgroup v2, or NULL */
-    char mode_why[300];    /* why there is none */
-    kb_vec_t retired;      /* kb_cgroup_t * of retired kernels, removed once empty */
+    double start_s, end_s;           /* wall time spent measuring runs' starts, and ends */
+    unsigned long long runs_metered; /* runs whose end was measured */
+    kb_cgroups_t *cgroups;           /* the daemon's delegated cgroup v2, or NULL */
+    char mode_why[300];              /* why there is none */
+    kb_vec_t retired;                /* kb_cgroup_t * of retired kernels, removed once empty */
 };
 
 struct kb_watch {
@@ -90,9 +92,18 @@ static void s_scan(kb_limits_t *self)
     self->scanned_ms = kb_loop_now_ms(self->loop);
 }
 
-static void s_sample(kb_watch_t *self)
+/*  A sample of the watch's tree; with cpu the CPU time too (stat), else
+    memory and pids only (statm, the cheaper: the sampler's ticks), the
+    CPU time kept from before. */
+static void s_sample(kb_watch_t *self, bool cpu)
 {
-    kb_proctree_sample(self->tree, &self->last);
+    if (cpu) {
+        kb_proctree_sample(self->tree, &self->last);
+    } else {
+        double cpu_time_s = self->last.cpu_time_s;
+        kb_proctree_sample_memory(self->tree, &self->last);
+        self->last.cpu_time_s = cpu_time_s;
+    }
     self->sampled_ms = kb_loop_now_ms(self->limits->loop);
     if (self->running && self->last.rss_bytes > self->run_peak)
         self->run_peak = self->last.rss_bytes;
@@ -117,7 +128,7 @@ static void s_memory_grace_over(kb_watch_t *self)
 {
     unsigned before = self->last.pids;
     size_t killed = kb_proctree_kill_descendants(self->tree);
-    s_sample(self);
+    s_sample(self, false);
     uint64_t limit = (uint64_t)self->memory_limit;
     if (self->last.root_rss_bytes > limit) {
         self->killing = true;
@@ -191,7 +202,7 @@ static void s_check_pids(kb_watch_t *self)
              "the run started more processes than the pids limit of %lld allows; the newest "
              "were killed",
              self->pids_limit);
-    s_sample(self);
+    s_sample(self, false);
     s_say(self, KB_WATCH_OVER_PIDS, killed);
 }
 
@@ -259,7 +270,7 @@ static void s_tick(kb_timer_t *timer, void *arg)
         kb_watch_t *watch = *(kb_watch_t **)kb_vec_at(&self->watches, i);
         if (!watch->active)
             continue;
-        s_sample(watch);
+        s_sample(watch, false);
         s_check_oom(watch);
         s_check_pids(watch);
         s_check_memory(watch, now);
@@ -316,10 +327,10 @@ void kb_limits_destroy(kb_limits_t **self_p)
     free(self);
 }
 
-void kb_limits_cost(const kb_limits_t *self, double *cpu_s, unsigned long long *ticks)
+void kb_limits_cost(const kb_limits_t *self, kb_limits_cost_t *out)
 {
-    *cpu_s = self->cost_s;
-    *ticks = self->ticks;
+    *out = (kb_limits_cost_t){ self->cost_s, self->ticks, self->start_s, self->end_s,
+                               self->runs_metered };
 }
 
 /* ---- watches ------------------------------------------------------------------------ */
@@ -442,22 +453,33 @@ bool kb_watch_oom_killed(kb_watch_t *self, kb_watch_info_t *info)
     return true;
 }
 
+/*  Wall time now, for the accounting's own cost. */
+static double s_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 void kb_watch_run_start(kb_watch_t *self)
 {
+    double t0 = s_wall();
     self->running = true;
     self->pids_hit = false;
     kb_proctree_root_peak_reset(self->tree);
-    s_sample(self);
+    s_sample(self, true);
     self->run_cpu_start = self->last.cpu_time_s;
     self->run_peak = self->last.rss_bytes;
     s_update_active(self);
+    self->limits->start_s += s_wall() - t0;
 }
 
 void kb_watch_run_end(kb_watch_t *self, kb_resources_t *out)
 {
     if (!self->running)
         return;
-    s_sample(self);
+    double t0 = s_wall();
+    s_sample(self, true);
     double cpu = self->last.cpu_time_s - self->run_cpu_start;
     out->cpu_time_s = cpu > 0 ? cpu : 0;
     uint64_t peak = self->run_peak;
@@ -472,6 +494,8 @@ void kb_watch_run_end(kb_watch_t *self, kb_resources_t *out)
         self->pids_hit = false;
     }
     s_update_active(self);
+    self->limits->end_s += s_wall() - t0;
+    self->limits->runs_metered++;
 }
 
 void kb_watch_usage(kb_watch_t *self, kb_usage_t *out)
@@ -481,7 +505,7 @@ void kb_watch_usage(kb_watch_t *self, kb_usage_t *out)
     if (now - self->sampled_ms > KB_USAGE_FRESH_MS || !self->sampled_ms) {
         if (now - limits->scanned_ms > KB_USAGE_FRESH_MS || !limits->scanned_ms)
             s_scan(limits);
-        s_sample(self);
+        s_sample(self, true);
     }
     *out = (kb_usage_t){ self->last.rss_bytes, self->last.cpu_time_s, self->last.pids };
 }

@@ -101,8 +101,15 @@ void kb_watch_usage(kb_watch_t *self, kb_usage_t *out);
     "sampler" (the sampler alone; *why then says why). Static / borrowed. */
 const char *kb_limits_mode(const kb_limits_t *self, const char **why);
 
-/*  The sampler's own cost so far: CPU seconds of this thread spent in
-    ticks, and the number of ticks (for /health and the bench). */
-void kb_limits_cost(const kb_limits_t *self, double *cpu_s, unsigned long long *ticks);
+/*  What the limits have cost so far (for /health and the bench). */
+typedef struct {
+    double sampler_cpu_s;     /* CPU seconds of this thread spent in the sampler's ticks */
+    unsigned long long ticks; /* the sampler's ticks */
+    double start_s;           /* wall seconds spent measuring runs' starts (request sent) */
+    double end_s;             /* and their ends (on the result's path) */
+    unsigned long long runs;  /* runs whose end was measured */
+} kb_limits_cost_t;
+
+void kb_limits_cost(const kb_limits_t *self, kb_limits_cost_t *out);
 
 #endif

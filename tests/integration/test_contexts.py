@@ -4,6 +4,7 @@ restart, interrupt; default contexts; vanished contexts; limits."""
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 
@@ -135,6 +136,40 @@ def test_interrupt_context(daemon):
     assert outcome["result"]["error"]["name"] == "KeyboardInterrupt"
     assert daemon.run("kept", context_id=cid)["results"][0]["text"] == "7"
     error_of(daemon.post("/contexts/nope/interrupt"), 404, "SESSION_NOT_FOUND")
+
+
+def test_an_interrupt_is_one_sigint(daemon, tmp_path):
+    """The kernel leads its process group: one interrupt signals the group
+    once, not the group and then the leader again (a second SIGINT that
+    lands while ipykernel reports the first comes out as a bare stderr
+    line and no error). Whether the kernel sees one or two depends on
+    timing, so the daemon's kill(2) calls are counted, by strace."""
+    cid = daemon.ok("POST", "/contexts", {"language": "python"}, status=201)["context_id"]
+    pid = daemon.ok("GET", "/contexts/%s" % cid)["pid"]
+    trace = tmp_path / "trace"
+    strace = subprocess.Popen(["strace", "-f", "-qq", "-e", "trace=kill", "-e", "signal=none",
+                               "-o", str(trace), "-p", str(daemon.proc.pid)],
+                              stderr=subprocess.PIPE)
+    try:
+        time.sleep(1.0)  # attached to every thread
+        assert strace.poll() is None, strace.stderr.read()
+        stream = daemon.run_stream("print('ready', flush=True); import time; time.sleep(30)",
+                                   context_id=cid)
+        try:
+            events = stream.events()
+            next(e for e in events if e.event == "stdout")
+            assert daemon.post("/contexts/%s/interrupt" % cid).status == 204
+            result = next(e for e in events if e.event == "result").data
+        finally:
+            stream.close()
+        assert result["error"]["name"] == "KeyboardInterrupt", result
+        assert result["logs"]["stderr"] == "", result
+    finally:
+        strace.terminate()
+        strace.wait(10)
+    sigints = [line for line in trace.read_text().splitlines() if "SIGINT" in line]
+    assert len(sigints) == 1, sigints
+    assert "kill(-%d, SIGINT)" % pid in sigints[0], sigints
 
 
 def test_sigkill_makes_context_vanish(daemon):

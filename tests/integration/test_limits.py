@@ -261,8 +261,14 @@ def test_a_busy_second_shows_in_the_run_the_record_and_the_stream(limited):
 
 def test_a_run_on_an_unlimited_context_is_accounted_too(limited):
     ctx = create(limited, language="python")["context_id"]
+    before = limited.ok("GET", "/health")["limits"]
     res = run(limited, ctx, "x = b'y' * (64 << 20)")["resources"]
     assert res["peak_memory_bytes"] > 64 * MIB, res
+    # the daemon counts what measuring runs costs it, start and end
+    after = limited.ok("GET", "/health")["limits"]
+    assert after["runs_metered"] == before["runs_metered"] + 1, (before, after)
+    assert after["accounting_start_s"] > before["accounting_start_s"]
+    assert after["accounting_end_s"] > before["accounting_end_s"]
     limited.ok("DELETE", "/contexts/%s" % ctx, status=204)
 
 
