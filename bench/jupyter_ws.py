@@ -47,10 +47,8 @@ stopped at the end, also on error or Ctrl-C.
 
 import argparse
 import atexit
-import gc
 import json
 import os
-import random
 import select
 import shutil
 import signal
@@ -73,7 +71,7 @@ sys.path.insert(0, HERE)
 from kbbench import peers, raw  # noqa: E402
 from kbbench.calls import run_once  # noqa: E402
 from kbbench.machine import IdleMeter, environment, loadavg, private_environment, wait_quiet  # noqa: E402
-from kbbench.stats import pct  # noqa: E402
+from kbbench.stats import interleave, pct  # noqa: E402
 
 V1 = "v1.kernel.websocket.jupyter.org"
 CODE = "1+1"
@@ -205,26 +203,6 @@ class WsKernel:
 
 
 # ---- the rounds -------------------------------------------------------------------
-
-
-def interleave(contenders, warmup, n, seed):
-    rng = random.Random(seed)
-    names = list(contenders)
-    samples = {k: [] for k in names}
-    for _ in range(warmup):
-        for k in names:
-            contenders[k]()
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(n):
-            order = names[:]
-            rng.shuffle(order)
-            for k in order:
-                samples[k].append(contenders[k]())
-    finally:
-        gc.enable()
-    return samples
 
 
 def daemon_cpu(contenders, daemon, names, n):

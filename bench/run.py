@@ -46,7 +46,7 @@ sys.path.insert(0, HERE)
 from kbbench import output_axis, output_report, peers, raw  # noqa: E402
 from kbbench.calls import health_once, run_once  # noqa: E402
 from kbbench.machine import environment, loadavg, private_environment, wait_quiet  # noqa: E402
-from kbbench.stats import pct  # noqa: E402
+from kbbench.stats import interleave, pct  # noqa: E402
 
 CODE_1P1 = "1+1"
 NO_POOL = ("--pool", "python=0")  # the daemon alone: no pre-started kernel
@@ -218,22 +218,7 @@ def _raw_once(client):
 
 def _interleave(clients, warmup, n, seed):
     """Warm-up, then n rounds; each round runs every client once, in a shuffled order."""
-    rng = random.Random(seed)
-    names = list(clients)
-    samples = {k: [] for k in names}
-    for _ in range(warmup):
-        for k in names:
-            clients[k]()
-    gc.collect()
-    gc.disable()
-    try:
-        for _ in range(n):
-            order = names[:]
-            rng.shuffle(order)
-            for k in order:
-                samples[k].append(clients[k]())
-    finally:
-        gc.enable()
+    samples = interleave(clients, warmup, n, seed)
     res = {k: summary(v) for k, v in samples.items()}
     # paired (same round) differences: robust to slow drift of the machine
     for k in ("kernelbridge", "kernelbridge-rawhttp"):

@@ -1,6 +1,9 @@
-"""Percentiles of samples, shared by the bench scripts."""
+"""Percentiles of samples, and the interleaved rounds that take them,
+shared by the bench scripts."""
 
-from collections.abc import Iterable
+import gc
+import random
+from collections.abc import Callable, Iterable
 
 
 def pct(xs: Iterable[float], p: float) -> float:
@@ -12,3 +15,27 @@ def pct(xs: Iterable[float], p: float) -> float:
     lo = int(k)
     hi = min(lo + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def interleave(contenders: dict[str, Callable[[], float]], warmup: int, n: int,
+               seed: int) -> dict[str, list[float]]:
+    """Each contender's samples: warmup calls of each, then n rounds, each
+    calling every contender once in a shuffled order, so that noise on the
+    machine hits all alike (the garbage collector off during the rounds)."""
+    rng = random.Random(seed)
+    names = list(contenders)
+    samples: dict[str, list[float]] = {k: [] for k in names}
+    for _ in range(warmup):
+        for k in names:
+            contenders[k]()
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(n):
+            order = names[:]
+            rng.shuffle(order)
+            for k in order:
+                samples[k].append(contenders[k]())
+    finally:
+        gc.enable()
+    return samples

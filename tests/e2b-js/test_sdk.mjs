@@ -6,65 +6,30 @@
 // process for a minute after the last test)
 // (KB_BINARY=/path/to/kernelbridge to pick the binary).
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join, resolve } from 'node:path'
+import { join } from 'node:path'
 import { after, before, test } from 'node:test'
-import { fileURLToPath } from 'node:url'
 
-const here = dirname(fileURLToPath(import.meta.url))
-const binary = process.env.KB_BINARY || resolve(here, '../../build/kernelbridge')
-const START_TIMEOUT_MS = 30000
-const STOP_TIMEOUT_MS = 30000
+import { startDaemon } from '../js/daemon.mjs'
 
-let daemon, dir, exited, Sandbox, sandbox
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-
-function log() {
-  return readFileSync(join(dir, 'stderr'), 'utf8')
-}
+let daemon, Sandbox, sandbox
 
 before(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'kbjs-'))
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('KB_')))
-  daemon = spawn(
-    binary,
-    ['serve', '--listen', '127.0.0.1:0', '--port-file', join(dir, 'port'),
-      '--e2b-listen', '127.0.0.1:0', '--e2b-port-file', join(dir, 'e2b-port'),
+  daemon = await startDaemon({
+    prefix: 'kbjs-',
+    args: (dir) => ['--e2b-listen', '127.0.0.1:0', '--e2b-port-file', join(dir, 'e2b-port'),
       '--state-dir', join(dir, 'state')],
-    { cwd: dir, env, stdio: ['ignore', openSync(join(dir, 'stdout'), 'w'), openSync(join(dir, 'stderr'), 'w')] },
-  )
-  exited = new Promise((r) => daemon.on('exit', (code, signal) => r({ code, signal })))
-  const deadline = Date.now() + START_TIMEOUT_MS
-  while (!existsSync(join(dir, 'e2b-port'))) {
-    if (daemon.exitCode !== null) throw new Error('daemon exited before listening:\n' + log())
-    if (Date.now() > deadline) throw new Error('daemon did not listen in time:\n' + log())
-    await sleep(20)
-  }
-  const port = Number(readFileSync(join(dir, 'e2b-port'), 'utf8').trim())
+    portFile: 'e2b-port',
+  })
   process.env.E2B_DEBUG = 'true'
-  process.env.E2B_SANDBOX_URL = `http://127.0.0.1:${port}`
+  process.env.E2B_SANDBOX_URL = `http://127.0.0.1:${daemon.port}`
   ;({ Sandbox } = await import('@e2b/code-interpreter'))
   sandbox = await Sandbox.create()
 })
 
 after(async () => {
-  if (!daemon) return
-  if (daemon.exitCode === null) daemon.kill('SIGTERM')
-  let timer
-  const timeout = new Promise((r) => { timer = setTimeout(() => r({ timeout: true }), STOP_TIMEOUT_MS) })
-  const how = await Promise.race([exited, timeout])
-  clearTimeout(timer)
-  if (how.timeout) {
-    daemon.kill('SIGKILL')
-    throw new Error('daemon did not stop within 30 s of SIGTERM; log in ' + dir)
-  }
-  assert.equal(how.code, 0, 'daemon exit status; log in ' + dir + ':\n' + log())
-  // Builds with -DKB_SANITIZE=ON report memory errors in the log.
-  assert.ok(!/Sanitizer|runtime error:/.test(log()), 'sanitizer report; log in ' + dir)
-  rmSync(dir, { recursive: true, force: true })
+  if (daemon) await daemon.stop()
 })
 
 test('Sandbox.create() in debug mode', () => {

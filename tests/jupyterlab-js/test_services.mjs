@@ -11,12 +11,7 @@
 // (KB_BINARY=/path/to/kernelbridge to pick the binary; force-exit: kernel
 // connections keep timers after dispose).
 import assert from 'node:assert/strict'
-import { spawn } from 'node:child_process'
-import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { dirname, join, resolve } from 'node:path'
 import { after, before, describe, test } from 'node:test'
-import { fileURLToPath } from 'node:url'
 import {
   KernelAPI,
   KernelManager,
@@ -28,20 +23,12 @@ import {
 } from '@jupyterlab/services'
 import WebSocket from 'ws'
 
-const here = dirname(fileURLToPath(import.meta.url))
-const binary = process.env.KB_BINARY || resolve(here, '../../build/kernelbridge')
-const START_TIMEOUT_MS = 30000
-const STOP_TIMEOUT_MS = 30000
+import { sleep, startDaemon } from '../js/daemon.mjs'
+
 const TOKEN = 'kbjl-' + Math.random().toString(36).slice(2) + Math.random().toString(36).slice(2)
 const V1 = 'v1.kernel.websocket.jupyter.org'
 
-let daemon, dir, exited, port
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
-
-function log() {
-  return readFileSync(join(dir, 'stderr'), 'utf8')
-}
+let daemon, port
 
 // services' own debug lines ("Starting WebSocket: ...") would drown the
 // test output.
@@ -124,41 +111,13 @@ const stdout = (iopub) =>
 const resultText = (iopub) => ofType(iopub, 'execute_result').map((m) => m.content.data['text/plain'])
 
 before(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'kbjl-'))
-  writeFileSync(join(dir, 'token'), TOKEN + '\n', { mode: 0o600 })
-  const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('KB_')))
-  daemon = spawn(
-    binary,
-    ['serve', '--listen', '127.0.0.1:0', '--port-file', join(dir, 'port'),
-      '--token-file', join(dir, 'token'), '--ephemeral'],
-    { cwd: dir, env, stdio: ['ignore', openSync(join(dir, 'stdout'), 'w'), openSync(join(dir, 'stderr'), 'w')] },
-  )
-  exited = new Promise((r) => daemon.on('exit', (code, signal) => r({ code, signal })))
-  const deadline = Date.now() + START_TIMEOUT_MS
-  while (!existsSync(join(dir, 'port')) || readFileSync(join(dir, 'port'), 'utf8').trim() === '') {
-    if (daemon.exitCode !== null) throw new Error('daemon exited before listening:\n' + log())
-    if (Date.now() > deadline) throw new Error('daemon did not listen in time:\n' + log())
-    await sleep(20)
-  }
-  port = Number(readFileSync(join(dir, 'port'), 'utf8').trim())
+  daemon = await startDaemon({ prefix: 'kbjl-', args: () => ['--ephemeral'], token: TOKEN })
+  port = daemon.port
 })
 
 after(async () => {
   for (const ws of sockets) ws.terminate()
-  if (!daemon) return
-  if (daemon.exitCode === null) daemon.kill('SIGTERM')
-  let timer
-  const timeout = new Promise((r) => { timer = setTimeout(() => r({ timeout: true }), STOP_TIMEOUT_MS) })
-  const how = await Promise.race([exited, timeout])
-  clearTimeout(timer)
-  if (how.timeout) {
-    daemon.kill('SIGKILL')
-    throw new Error('daemon did not stop within 30 s of SIGTERM; log in ' + dir)
-  }
-  assert.equal(how.code, 0, 'daemon exit status; log in ' + dir + ':\n' + log())
-  // Builds with -DKB_SANITIZE=ON report memory errors in the log.
-  assert.ok(!/Sanitizer|runtime error:/.test(log()), 'sanitizer report; log in ' + dir)
-  rmSync(dir, { recursive: true, force: true })
+  if (daemon) await daemon.stop()
 })
 
 test('KernelSpecManager lists the specs, python3 among them', { timeout: 30000 }, async () => {
