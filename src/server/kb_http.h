@@ -39,6 +39,7 @@ struct kb_server {
     atomic_bool stopping;                 /* stream readers give up at once */
     struct MHD_Response *empty;           /* shared, for 202/204 */
     kb_ws_group_t *websockets;            /* every websocket a route opened */
+    atomic_ullong ws_malformed;           /* kernel websocket messages dropped as malformed */
     struct kb_jupyter_sessions *sessions; /* Jupyter's /api/sessions (native API only) */
 };
 

@@ -21,6 +21,7 @@
 
 /*  A websocket and the channels it drives. */
 typedef struct {
+    kb_server_t *server;
     kb_service_t *service;
     kb_ws_t *ws; /* a reference of ours, for the engine's sends */
     kb_channels_t *channels;
@@ -73,6 +74,7 @@ static void s_on_message(kb_ws_t *ws, bool binary, const uint8_t *data, size_t l
     if (err.code == KB_ERR_BAD_REQUEST) {
         /*  Dropped and counted, as Jupyter Server drops what it cannot
             read; the connection goes on. */
+        atomic_fetch_add(&link->server->ws_malformed, 1);
         if (link->dropped++ < 10)
             zsys_warning("kernel %s: a websocket message was dropped: %s", link->kernel_id,
                          err.message);
@@ -112,6 +114,7 @@ void kb_jupyter_route_channels(kb_http_req_t *req)
         kb_http_reply_errorf(req, KB_ERR_INTERNAL, "out of memory");
         return;
     }
+    link->server = req->server;
     link->service = service;
     snprintf(link->kernel_id, sizeof link->kernel_id, "%s", req->id);
     const char *session

@@ -110,10 +110,27 @@ static bool wants_event_stream(kb_http_req_t *req)
 
 /* ---- Routes: service ----------------------------------------------------- */
 
+/*  The websockets of Jupyter's kernel channels, for /health. */
+static json_t *s_websockets(kb_server_t *server)
+{
+    kb_ws_stats_t ws;
+    kb_ws_group_stats(server->websockets, &ws);
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "open", (json_int_t)ws.open,
+                     "opened", (json_int_t)ws.opened, "messages_in", (json_int_t)ws.messages_in,
+                     "messages_out", (json_int_t)ws.messages_out, "malformed_dropped",
+                     (json_int_t)atomic_load(&server->ws_malformed), "closed_backpressure",
+                     (json_int_t)ws.closed_backpressure, "closed_too_big",
+                     (json_int_t)ws.closed_too_big, "closed_unresponsive",
+                     (json_int_t)ws.closed_unresponsive, "closed", (json_int_t)ws.closed);
+}
+
 static void route_health(kb_http_req_t *req)
 {
     kb_error_t err = { .code = KB_ERR_INTERNAL, .message = "health unavailable" };
-    reply_object(req, MHD_HTTP_OK, kb_service_health(req->server->service), &err);
+    json_t *health = kb_service_health(req->server->service);
+    if (health && req->server->websockets)
+        json_object_set_new(health, "websockets", s_websockets(req->server));
+    reply_object(req, MHD_HTTP_OK, health, &err);
 }
 
 static void route_kernelspecs(kb_http_req_t *req)

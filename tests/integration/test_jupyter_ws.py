@@ -324,6 +324,7 @@ def test_stdin(d, kernel):
 
 
 def test_bad_input_is_dropped_and_the_socket_goes_on(d, kernel):
+    before = d.ok("GET", "/health")["websockets"]
     c = Client(d, kernel)
     v1 = Client(d, kernel, v1=True)
     try:
@@ -342,6 +343,10 @@ def test_bad_input_is_dropped_and_the_socket_goes_on(d, kernel):
         for client in (c, v1):
             got = client.until_done(client.execute("6 * 7"))
             assert of_type(got, "execute_result")[0]["content"]["data"]["text/plain"] == "42"
+        # every one was counted (/health), none closed a socket
+        after = d.ok("GET", "/health")["websockets"]
+        assert after["malformed_dropped"] - before["malformed_dropped"] == 10, (before, after)
+        assert after["open"] >= before["open"] + 2
     finally:
         c.close()
         v1.close()
