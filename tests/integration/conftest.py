@@ -308,6 +308,15 @@ def pids_with_marker(marker):
     return sorted(pid for pid, argv in live_argvs() if any(needle in arg for arg in argv))
 
 
+def rss_kib(pid):
+    """A process's resident memory (VmRSS), KiB."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise AssertionError("no VmRSS for %d" % pid)
+
+
 def wait_until(predicate, timeout, interval=0.05):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

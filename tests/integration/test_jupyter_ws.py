@@ -3,6 +3,7 @@ real kernels and a real websocket client (websocket-client): both
 framings, buffers, several clients, interrupt and restart, clients that
 go away, stdin, auth and bad input; and its one queue with native runs."""
 import json
+import socket
 import struct
 import threading
 import time
@@ -11,7 +12,7 @@ import uuid
 import pytest
 import websocket
 
-from conftest import wait_until
+from conftest import rss_kib, wait_until
 
 V1 = "v1.kernel.websocket.jupyter.org"
 
@@ -350,6 +351,37 @@ def test_bad_input_is_dropped_and_the_socket_goes_on(d, kernel):
     finally:
         c.close()
         v1.close()
+
+
+def test_a_client_that_stops_reading_costs_bounded_memory(daemon_factory):
+    """A client that never reads while its cell prints 256 MiB: the daemon
+    holds at most its queue's cap (64 MiB) for it, closes it (1008), and
+    the kernel goes on for everyone else."""
+    d = daemon_factory("--pool", "python=0")
+    kernel = d.ok("POST", "/api/kernels", {"name": "python3"}, status=201)["id"]
+    stalled = Client(d, kernel)
+    stalled.ws.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    before = rss_kib(d.proc.pid)
+    try:
+        stalled.execute("import sys\nline = 'x' * 1023 + '\\n'\n"
+                        "for _ in range(256 * 1024):\n    sys.stdout.write(line)\n"
+                        "sys.stdout.flush()")
+        peak = before
+        deadline = time.monotonic() + 120
+        while d.ok("GET", "/health")["websockets"]["closed_backpressure"] == 0:
+            assert time.monotonic() < deadline, d.ok("GET", "/health")["websockets"]
+            peak = max(peak, rss_kib(d.proc.pid))
+            time.sleep(0.05)
+        peak = max(peak, rss_kib(d.proc.pid))
+        # the cap, and room for the run's output kept by the daemon's budget
+        assert peak - before < (64 + 96) * 1024, (before, peak)
+        # the kernel finishes the cell and answers the next one
+        assert wait_until(lambda: d.ok("GET", "/api/kernels/" + kernel)["execution_state"]
+                          == "idle", 120)
+        assert d.run("6 * 7", context_id=kernel)["results"][0]["text"] == "42"
+    finally:
+        stalled.ws.sock.close()
+        d.delete("/api/kernels/" + kernel)
 
 
 def test_unknown_kernel_and_auth(daemon_factory):

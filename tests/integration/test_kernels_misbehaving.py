@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import BINARY, pids_with_arg_under
+from conftest import BINARY, pids_with_arg_under, rss_kib
 from kernels_testlib import (KERNELSPECS, assert_ok, create, error_of, kernel_daemon,
                              kernel_daemon_factory, kernel_env, pid_alive, run, texts,
                              wait_until)
@@ -33,14 +33,6 @@ def kernels_of(d, name):
     """PIDs of live kernels of kernelspec name launched by daemon d (with a
     connection file in its state dir)."""
     return pids_with_arg_under(str(d.state_dir) + "/", containing=name)
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError("no VmRSS for %d" % pid)
 
 
 def test_kernelspecs_listed(kernel_daemon):
