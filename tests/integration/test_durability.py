@@ -384,3 +384,42 @@ def test_pool_kernels_go_back_to_the_pool(state_dir):
         assert d.run("print(6 * 7)", context_id=ctx["context_id"])["logs"]["stdout"] == "42\n"
     finally:
         d.close()
+
+
+def test_a_jupyter_kernel_survives_a_crash_with_its_id_limits_and_state(state_dir):
+    """A kernel started through Jupyter's API is a context like any other:
+    its limits come from the daemon's defaults, and after a SIGKILL of the
+    daemon it comes back under the same kernel id, with its variables, and
+    a websocket drives it again."""
+    from test_jupyter_ws import Client, of_type
+
+    d = start(state_dir, "--memory-limit", "1G")
+    try:
+        kid = d.ok("POST", "/api/kernels", {"name": "python3"}, status=201)["id"]
+        ctx = d.ok("GET", "/contexts/" + kid)
+        assert ctx["memory_limit"] == 1 << 30 and ctx["kernel_id"] == kid, ctx
+        c = Client(d, kid)
+        try:
+            got = c.until_done(c.execute("kept = 'over the crash'"))
+            assert of_type(got, "execute_reply")[0]["content"]["status"] == "ok"
+        finally:
+            c.close()
+    finally:
+        crash(d)
+    d = start(state_dir, "--memory-limit", "1G")
+    try:
+        model = d.ok("GET", "/api/kernels/" + kid)
+        assert model["id"] == kid and model["execution_state"] == "idle", model
+        after = d.ok("GET", "/contexts/" + kid)
+        assert after["generation"] == ctx["generation"] and after["pid"] == ctx["pid"], after
+        assert after["memory_limit"] == 1 << 30, after
+        c = Client(d, kid)
+        try:
+            got = c.until_done(c.execute("kept"))
+            result = of_type(got, "execute_result")[0]["content"]["data"]["text/plain"]
+            assert result == "'over the crash'", got
+        finally:
+            c.close()
+        d.ok("DELETE", "/api/kernels/" + kid, status=204)
+    finally:
+        d.close()
