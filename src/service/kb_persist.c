@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 
 #include "util/kb_buf.h"
 
@@ -339,6 +340,7 @@ static void s_write_batch(kb_persist_t *self, kb_batch_t *batch)
 static void *s_writer(void *arg)
 {
     kb_persist_t *self = arg;
+    prctl(PR_SET_NAME, "kb-persist"); /* apart from the engine in top, schedstat, the bench */
     pthread_mutex_lock(&self->lock);
     for (;;) {
         while (!self->pending.head && !self->stopping)
