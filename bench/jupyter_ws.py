@@ -53,7 +53,6 @@ import select
 import shutil
 import signal
 import socket
-import statistics
 import struct
 import subprocess
 import sys
@@ -71,7 +70,7 @@ sys.path.insert(0, HERE)
 from kbbench import peers, raw  # noqa: E402
 from kbbench.calls import run_once  # noqa: E402
 from kbbench.machine import IdleMeter, environment, loadavg, private_environment, wait_quiet  # noqa: E402
-from kbbench.stats import interleave, pct  # noqa: E402
+from kbbench.stats import interleave, pct, summary, us  # noqa: E402
 
 V1 = "v1.kernel.websocket.jupyter.org"
 CODE = "1+1"
@@ -81,15 +80,6 @@ NAGLE_S = 0.035  # a round of Jupyter Server as shipped this slow waited for a d
 
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
-
-
-def summary(xs):
-    return {"n": len(xs), "p50": pct(xs, 50), "p90": pct(xs, 90), "p99": pct(xs, 99),
-            "min": min(xs), "mean": statistics.fmean(xs)}
-
-
-def us(s):
-    return f"{s * 1e6:,.0f}"
 
 
 # ---- a kernel websocket client, both framings ---------------------------------

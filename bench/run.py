@@ -32,7 +32,6 @@ import os
 import random
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,7 +45,7 @@ sys.path.insert(0, HERE)
 from kbbench import output_axis, output_report, peers, raw  # noqa: E402
 from kbbench.calls import health_once, run_once  # noqa: E402
 from kbbench.machine import environment, loadavg, private_environment, wait_quiet  # noqa: E402
-from kbbench.stats import interleave, pct  # noqa: E402
+from kbbench.stats import interleave, pct, summary, us  # noqa: E402
 
 CODE_1P1 = "1+1"
 NO_POOL = ("--pool", "python=0")  # the daemon alone: no pre-started kernel
@@ -66,18 +65,6 @@ def cleanup():
 
 def log(*a):
     print(*a, file=sys.stderr, flush=True)
-
-
-# ---- statistics --------------------------------------------------------------
-
-
-def summary(xs):
-    return {"n": len(xs), "p50": pct(xs, 50), "p90": pct(xs, 90), "p99": pct(xs, 99),
-            "min": min(xs), "mean": statistics.fmean(xs)}
-
-
-def us(s):
-    return f"{s * 1e6:,.0f}"
 
 
 def ms(s):

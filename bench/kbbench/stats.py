@@ -3,6 +3,7 @@ shared by the bench scripts."""
 
 import gc
 import random
+import statistics
 from collections.abc import Callable, Iterable
 
 
@@ -15,6 +16,17 @@ def pct(xs: Iterable[float], p: float) -> float:
     lo = int(k)
     hi = min(lo + 1, len(s) - 1)
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def summary(xs: list[float]) -> dict[str, float]:
+    """Count, p50, p90, p99, min and mean of xs (not empty)."""
+    return {"n": len(xs), "p50": pct(xs, 50), "p90": pct(xs, 90), "p99": pct(xs, 99),
+            "min": min(xs), "mean": statistics.fmean(xs)}
+
+
+def us(s: float) -> str:
+    """Seconds as whole microseconds with thousands separators."""
+    return f"{s * 1e6:,.0f}"
 
 
 def interleave(contenders: dict[str, Callable[[], float]], warmup: int, n: int,
