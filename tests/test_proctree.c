@@ -223,9 +223,10 @@ static void test_cpu_time_counts_the_tree(void)
     }
     kb_procscan_t *scan = kb_procscan_new();
     kb_proctree_t *tree = kb_proctree_new(scan, pid);
-    s_sleep_ms(20);
-    CHECK(kb_procscan_update(scan) == 0);
+    /*  listed once the child has spun: on a busy machine it may not have
+        been forked yet 20 ms after the leader */
     s_wait_ready(fds[0]);
+    CHECK(kb_procscan_update(scan) == 0);
     kb_tree_sample_t sample;
     CHECK(kb_proctree_sample(tree, &sample) == 0);
     CHECK(sample.pids == 2);
