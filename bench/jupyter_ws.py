@@ -218,20 +218,11 @@ def daemon_cpu(contenders, daemon, names, n):
 def kill_leftovers(prefix):
     """SIGKILL every process whose command line names a file under prefix
     (kernels of a server that did not stop them)."""
-    pre = prefix.encode()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
+    for pid in peers.pids_naming(prefix):
         try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                argv = f.read().split(b"\0")
-        except OSError:
-            continue
-        if any(a.startswith(pre) for a in argv):
-            try:
-                os.kill(int(entry), signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def measure(args, tmp):

@@ -284,6 +284,24 @@ class RawHttp:
 # ---- kernelbridge daemon ------------------------------------------------------
 
 
+def pids_naming(prefix: str) -> list[int]:
+    """Pids of the processes (not this one) whose command line has an
+    argument starting with prefix (a file under a dir of ours)."""
+    pre = prefix.encode()
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if any(a.startswith(pre) for a in argv):
+            pids.append(int(entry))
+    return pids
+
+
 class Daemon:
     """`kernelbridge serve` on 127.0.0.1:<ephemeral> with a private state dir."""
 
@@ -375,19 +393,7 @@ class Daemon:
         """Pids of the processes whose command line names a file in this daemon's
         state dir: its kernels (each in a session of its own, so not reached by
         a signal to the daemon's process group)."""
-        prefix = self.state_dir.encode() + b"/"
-        pids = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    argv = f.read().split(b"\0")
-            except OSError:
-                continue
-            if any(a.startswith(prefix) for a in argv):
-                pids.append(int(entry))
-        return pids
+        return pids_naming(self.state_dir + "/")
 
     def kill_processes_left(self) -> list[int]:
         """SIGKILL the process group of every process left (processes_left) and

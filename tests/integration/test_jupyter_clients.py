@@ -278,6 +278,20 @@ def stop_daemon(d):
     assert_no_leftovers(marker)
 
 
+def stop_jupyter_and_daemon(app, d):
+    """Stop Jupyter Server (or nbclassic) if it started, check it left no
+    process and logged no traceback, then stop the daemon in any case."""
+    try:
+        if app is not None:
+            app.close()
+            log = app.log
+            app.cleanup()
+            assert_no_leftovers(pgid=app.proc.pid)
+            assert "Traceback" not in log, log[-5000:]
+    finally:
+        stop_daemon(d)
+
+
 def test_jupyter_server_with_the_daemon_as_its_gateway(tmp_path):
     root = tmp_path / "root"
     root.mkdir()
@@ -395,14 +409,8 @@ def test_jupyter_server_with_the_daemon_as_its_gateway(tmp_path):
         try:
             for s in sockets:
                 s.close()
-            if app is not None:
-                app.close()
-                log = app.log
-                app.cleanup()
-                assert_no_leftovers(pgid=app.proc.pid)
-                assert "Traceback" not in log, log[-5000:]
         finally:
-            stop_daemon(d)
+            stop_jupyter_and_daemon(app, d)
 
 
 NOTEBOOK = {
@@ -542,12 +550,4 @@ def test_notebook_page_in_a_browser(tmp_path):
                     except ProcessLookupError:
                         pass
                 raise AssertionError("chromedriver or Chromium outlived quit()")
-            try:
-                if app is not None:
-                    app.close()
-                    log = app.log
-                    app.cleanup()
-                    assert_no_leftovers(pgid=app.proc.pid)
-                    assert "Traceback" not in log, log[-5000:]
-            finally:
-                stop_daemon(d)
+            stop_jupyter_and_daemon(app, d)
