@@ -47,18 +47,19 @@ struct kb_watch {
     long long memory_limit, pids_limit; /* 0: none */
     kb_watch_fn *fn;
     void *arg;
-    bool active;           /* counted in limits->active */
-    bool running;          /* a run is going */
-    bool pids_hit;         /* the run went over the pids limit */
-    bool killing;          /* KB_WATCH_KILL was said */
-    int64_t over_since_ms; /* over the memory limit since; 0: under */
-    kb_tree_sample_t last; /* the latest sample */
-    int64_t sampled_ms;    /* when */
-    double run_cpu_start;  /* the tree's CPU time when the run started */
-    uint64_t run_peak;     /* the tree's largest sample during the run */
-    uint64_t peak_since;   /* the largest sample while over the limit */
-    kb_cgroup_t *cgroup;   /* its own, in cgroup mode with a limit; or NULL */
-    uint64_t oom_kills;    /* memory.events oom_kill seen so far */
+    bool active;            /* counted in limits->active */
+    bool running;           /* a run is going */
+    bool pids_hit;          /* the run went over the pids limit */
+    bool killing;           /* KB_WATCH_KILL was said */
+    int64_t over_since_ms;  /* over the memory limit since; 0: under */
+    kb_tree_sample_t last;  /* the latest sample */
+    int64_t sampled_ms;     /* when */
+    int64_t cpu_sampled_ms; /* when last.cpu_time_s was read (stat) */
+    double run_cpu_start;   /* the tree's CPU time when the run started */
+    uint64_t run_peak;      /* the tree's largest sample during the run */
+    uint64_t peak_since;    /* the largest sample while over the limit */
+    kb_cgroup_t *cgroup;    /* its own, in cgroup mode with a limit; or NULL */
+    uint64_t oom_kills;     /* memory.events oom_kill seen so far */
     char text[240], value[240];
 };
 
@@ -105,6 +106,8 @@ static void s_sample(kb_watch_t *self, bool cpu)
         self->last.cpu_time_s = cpu_time_s;
     }
     self->sampled_ms = kb_loop_now_ms(self->limits->loop);
+    if (cpu)
+        self->cpu_sampled_ms = self->sampled_ms;
     if (self->running && self->last.rss_bytes > self->run_peak)
         self->run_peak = self->last.rss_bytes;
 }
@@ -502,7 +505,8 @@ void kb_watch_usage(kb_watch_t *self, kb_usage_t *out)
 {
     kb_limits_t *limits = self->limits;
     int64_t now = kb_loop_now_ms(limits->loop);
-    if (now - self->sampled_ms > KB_USAGE_FRESH_MS || !self->sampled_ms) {
+    /* a memory-only tick may be fresher, but its CPU time is the last stat's */
+    if (now - self->cpu_sampled_ms > KB_USAGE_FRESH_MS || !self->cpu_sampled_ms) {
         if (now - limits->scanned_ms > KB_USAGE_FRESH_MS || !limits->scanned_ms)
             s_scan(limits);
         s_sample(self, true);
