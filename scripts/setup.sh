@@ -21,6 +21,8 @@ packages=(
   python3-nbclassic chromium chromium-driver python3-selenium
   # counts the daemon's system calls in a test (one interrupt, one kill)
   strace
+  # promtool (check metrics): GET /metrics is checked by Prometheus' own linter
+  prometheus
 )
 
 missing=()
@@ -50,8 +52,11 @@ fi
 # also serving javascript): the deno package from npm, whose binary comes in
 # the optional package of this platform, into .cache/deno (not in git); then
 # its kernelspec, as `deno jupyter --install` writes it, into
-# .cache/deno/jupyter/kernels/deno, a directory tests put on JUPYTER_PATH
-# (nothing is installed into the system's or the user's Jupyter dirs).
+# .cache/deno/jupyter/kernels/deno, a directory tests put on JUPYTER_PATH,
+# and a copy in /usr/local/share/jupyter/kernels/deno, where Jupyter and the
+# daemon look with no JUPYTER_PATH (beside the Debian packages' kernels in
+# /usr/share/jupyter), so that `kernelbridge serve` as the README starts it
+# finds Deno too; its argv names the deno binary by absolute path.
 deno_version=2.9.6
 deno_dir="$(cd "$(dirname "$0")/.." && pwd)/.cache/deno"
 if command -v npm >/dev/null 2>&1; then
@@ -70,6 +75,11 @@ if command -v npm >/dev/null 2>&1; then
   rm -rf "$deno_dir/jupyter/kernels/deno"
   mv "$deno_home/.local/share/jupyter/kernels/deno" "$deno_dir/jupyter/kernels/deno"
   rm -rf "$deno_home"
+  system_kernels=/usr/local/share/jupyter/kernels
+  mkdir -p "$system_kernels"
+  rm -rf "$system_kernels/deno"
+  cp -r "$deno_dir/jupyter/kernels/deno" "$system_kernels/deno"
+  chmod -R a+rX "$system_kernels/deno"
 else
   echo "setup.sh: npm not found: install Node 20 for Deno's kernel" >&2
 fi

@@ -322,6 +322,36 @@ static void test_memory_sample_and_quiet_updates(void)
     }
 }
 
+/*  A process's working directory now: a child's after its chdir, none for
+    a pid that is gone. */
+static void test_proc_cwd_is_where_the_process_is(void)
+{
+    char dir[] = "/tmp/kbtest-cwd-XXXXXX", buf[4096];
+    CHECK(mkdtemp(dir) != NULL);
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t child = fork();
+    if (child == 0) {
+        char ok = chdir(dir) == 0;
+        if (write(fds[1], &ok, 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    close(fds[1]);
+    char ok = 0;
+    CHECK(read(fds[0], &ok, 1) == 1 && ok);
+    close(fds[0]);
+    CHECK(kb_proc_cwd(child, buf, sizeof buf) == 0);
+    CHECK_STR(buf, dir);
+    CHECK(kb_proc_cwd(child, buf, 4) == -1 && errno == ENAMETOOLONG);
+    CHECK(rmdir(dir) == 0); /* "<dir> (deleted)" is no directory */
+    CHECK(kb_proc_cwd(child, buf, sizeof buf) == -1);
+    s_reap(child);
+    CHECK(kb_proc_cwd(child, buf, sizeof buf) == -1);
+    CHECK(kb_proc_cwd(getpid(), buf, sizeof buf) == 0 && buf[0] == '/');
+}
+
 int main(void)
 {
     int fds_before = kb_test_count_fds();
@@ -330,6 +360,7 @@ int main(void)
     RUN_TEST(test_root_peak_and_its_reset);
     RUN_TEST(test_cpu_time_counts_the_tree);
     RUN_TEST(test_memory_sample_and_quiet_updates);
+    RUN_TEST(test_proc_cwd_is_where_the_process_is);
     CHECK(kb_test_count_fds() == fds_before);
     return kb_test_summary();
 }

@@ -92,8 +92,18 @@ void kb_service_stop(kb_service_t *self);
 const char *kb_service_sandbox_id(kb_service_t *self);
 
 /*  {status, version, sandbox_id, contexts, uptime_s, pool: {key: {target, ready,
-    starting, kernel_name, ready_pids, failures}}}. Caller owns. */
+    starting, kernel_name, ready_pids, failures}}, output_memory, state, limits,
+    dropped_messages (kernel messages dropped since the start, all kernels),
+    dropped_messages_by_reason: {malformed, bad_signature, replayed, too_large,
+    too_many_parts}}. Caller owns. */
 json_t *kb_service_health(kb_service_t *self);
+
+/*  The service's metrics in Prometheus' text format (version 0.0.4): runs,
+    kernel starts, dropped kernel messages, contexts by state, the pool,
+    output; every family with its HELP and TYPE lines. The HTTP server
+    adds its own (requests) and the process' (process_*). NULL when the
+    service is stopping or out of memory. Caller frees. */
+char *kb_service_metrics(kb_service_t *self);
 
 /*  {kernelspecs:[{name, display_name, language, interrupt_mode, resource_dir}]}
     as discovered now. Caller owns. */

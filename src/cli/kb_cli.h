@@ -13,4 +13,11 @@ int kb_cli_run(int argc, char **argv);
 /*  kernelbridge kernelspecs: list installed kernelspecs. */
 int kb_cli_kernelspecs(int argc, char **argv);
 
+/*  kernelbridge contexts, ps and logs: a running daemon's contexts,
+    process records and a run's output, over its HTTP API
+    (src/cli/kb_cli_client.c). */
+int kb_cli_contexts(int argc, char **argv);
+int kb_cli_ps(int argc, char **argv);
+int kb_cli_logs(int argc, char **argv);
+
 #endif

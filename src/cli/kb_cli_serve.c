@@ -41,6 +41,9 @@ static const char usage[]
       "                            127.0.0.1:49999 is E2B's address); off unless given\n"
       "                            [KB_E2B_LISTEN]\n"
       "  --e2b-port-file FILE      write the E2B listener's bound port there [KB_E2B_PORT_FILE]\n"
+      "  --metrics-listen HOST:PORT  also serve GET /metrics (same token) and GET /health alone\n"
+      "                            there, for a scraper; off unless given [KB_METRICS_LISTEN]\n"
+      "  --metrics-port-file FILE  write its bound port there [KB_METRICS_PORT_FILE]\n"
       "  --token-file FILE         require Authorization: Bearer <the file's first line>\n"
       "                            [KB_TOKEN_FILE, or the token itself in KB_TOKEN]\n"
       "  --insecure                allow a non-loopback address without a token [KB_INSECURE=1]\n"
@@ -92,6 +95,14 @@ static const char usage[]
       "                            least 8 [KB_PIDS_LIMIT, default none]\n"
       "  --max-connections N       concurrent HTTP connections [KB_MAX_CONNECTIONS, 256]\n"
       "  --connection-timeout S    close connections idle this long [KB_CONNECTION_TIMEOUT, 60]\n"
+      "  --header-timeout S        close a connection that has not sent a whole request head\n"
+      "                            S s after opening or after its last response\n"
+      "                            [KB_HEADER_TIMEOUT, 10]\n"
+      "  --max-connections-per-address N\n"
+      "                            connections of one client address\n"
+      "                            [KB_MAX_CONNECTIONS_PER_ADDRESS, half of --max-connections]\n"
+      "  --connection-reserve N    connections past the limit kept for GET /health and\n"
+      "                            /metrics [KB_CONNECTION_RESERVE, 16]\n"
       "  --sse-keepalive S         comment line on idle event streams, at most half the\n"
       "                            connection timeout [KB_SSE_KEEPALIVE, 15]\n"
       "  --log-format text|json    request log on stderr [KB_LOG_FORMAT, default text]\n"
@@ -122,6 +133,8 @@ typedef struct {
     kb_server_config_t server;
     const char *e2b_host; /* from --e2b-listen */
     unsigned e2b_port;
+    const char *metrics_listen, *metrics_port_file, *metrics_host; /* --metrics-listen */
+    unsigned metrics_port;
 } serve_opts_t;
 
 /* ---- Value parsers (0 ok, -1 with a message on stderr) -------------------- */
@@ -282,6 +295,9 @@ enum {
     OPT_MEMORY_LIMIT,
     OPT_PIDS_LIMIT,
     OPT_CONNECTION_TIMEOUT,
+    OPT_HEADER_TIMEOUT,
+    OPT_MAX_PER_ADDRESS,
+    OPT_CONNECTION_RESERVE,
     OPT_SSE_KEEPALIVE,
     OPT_LOG_FORMAT,
     OPT_PORT_FILE,
@@ -292,6 +308,8 @@ enum {
     OPT_KEEP_KERNELS,
     OPT_KERNEL_USER,
     OPT_KERNEL_UID_RANGE,
+    OPT_METRICS_LISTEN,
+    OPT_METRICS_PORT_FILE,
 };
 
 static const struct option long_options[] = {
@@ -318,6 +336,9 @@ static const struct option long_options[] = {
     { "memory-limit", required_argument, NULL, OPT_MEMORY_LIMIT },
     { "pids-limit", required_argument, NULL, OPT_PIDS_LIMIT },
     { "connection-timeout", required_argument, NULL, OPT_CONNECTION_TIMEOUT },
+    { "header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT },
+    { "max-connections-per-address", required_argument, NULL, OPT_MAX_PER_ADDRESS },
+    { "connection-reserve", required_argument, NULL, OPT_CONNECTION_RESERVE },
     { "sse-keepalive", required_argument, NULL, OPT_SSE_KEEPALIVE },
     { "log-format", required_argument, NULL, OPT_LOG_FORMAT },
     { "port-file", required_argument, NULL, OPT_PORT_FILE },
@@ -328,6 +349,8 @@ static const struct option long_options[] = {
     { "keep-kernels", no_argument, NULL, OPT_KEEP_KERNELS },
     { "kernel-user", required_argument, NULL, OPT_KERNEL_USER },
     { "kernel-uid-range", required_argument, NULL, OPT_KERNEL_UID_RANGE },
+    { "metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN },
+    { "metrics-port-file", required_argument, NULL, OPT_METRICS_PORT_FILE },
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
 };
@@ -357,6 +380,9 @@ static const struct {
     { OPT_MEMORY_LIMIT, "KB_MEMORY_LIMIT" },
     { OPT_PIDS_LIMIT, "KB_PIDS_LIMIT" },
     { OPT_CONNECTION_TIMEOUT, "KB_CONNECTION_TIMEOUT" },
+    { OPT_HEADER_TIMEOUT, "KB_HEADER_TIMEOUT" },
+    { OPT_MAX_PER_ADDRESS, "KB_MAX_CONNECTIONS_PER_ADDRESS" },
+    { OPT_CONNECTION_RESERVE, "KB_CONNECTION_RESERVE" },
     { OPT_SSE_KEEPALIVE, "KB_SSE_KEEPALIVE" },
     { OPT_LOG_FORMAT, "KB_LOG_FORMAT" },
     { OPT_PORT_FILE, "KB_PORT_FILE" },
@@ -364,24 +390,34 @@ static const struct {
     { OPT_E2B_PORT_FILE, "KB_E2B_PORT_FILE" },
     { OPT_KERNEL_USER, "KB_KERNEL_USER" },
     { OPT_KERNEL_UID_RANGE, "KB_KERNEL_UID_RANGE" },
+    { OPT_METRICS_LISTEN, "KB_METRICS_LISTEN" },
+    { OPT_METRICS_PORT_FILE, "KB_METRICS_PORT_FILE" },
 };
 
 /*  Apply one option. listen_buf holds the parsed hosts (static storage of
-    the caller): the first half --listen's, the second --e2b-listen's. */
+    the caller): a third each of --listen's, --e2b-listen's and
+    --metrics-listen's. */
 static int apply(serve_opts_t *o, int opt, const char *value, char *listen_buf, size_t size)
 {
     size_t n;
     double s;
-    size_t half = size / 2;
+    size_t third = size / 3;
     switch (opt) {
         case OPT_LISTEN:
             o->listen = value;
-            return parse_listen("--listen", value, listen_buf, half, &o->server.host,
+            return parse_listen("--listen", value, listen_buf, third, &o->server.host,
                                 &o->server.port);
         case OPT_E2B_LISTEN:
             o->e2b_listen = value;
-            return parse_listen("--e2b-listen", value, listen_buf + half, half, &o->e2b_host,
+            return parse_listen("--e2b-listen", value, listen_buf + third, third, &o->e2b_host,
                                 &o->e2b_port);
+        case OPT_METRICS_LISTEN:
+            o->metrics_listen = value;
+            return parse_listen("--metrics-listen", value, listen_buf + 2 * third, third,
+                                &o->metrics_host, &o->metrics_port);
+        case OPT_METRICS_PORT_FILE:
+            o->metrics_port_file = value;
+            return 0;
         case OPT_E2B_PORT_FILE:
             o->e2b_port_file = value;
             return 0;
@@ -457,6 +493,21 @@ static int apply(serve_opts_t *o, int opt, const char *value, char *listen_buf, 
             if (parse_count("--connection-timeout", value, &n) < 0 || n == 0 || n > 86400)
                 return bad_value("--connection-timeout", value, "1 to 86400 seconds");
             o->server.connection_timeout = (unsigned)n;
+            return 0;
+        case OPT_HEADER_TIMEOUT:
+            if (parse_seconds("--header-timeout", value, &s) < 0 || s < 0.1 || s > 3600)
+                return bad_value("--header-timeout", value, "0.1 to 3600 seconds");
+            o->server.header_timeout = s;
+            return 0;
+        case OPT_MAX_PER_ADDRESS:
+            if (parse_count("--max-connections-per-address", value, &n) < 0 || n == 0 || n > 65536)
+                return bad_value("--max-connections-per-address", value, "1 to 65536");
+            o->server.max_per_address = (unsigned)n;
+            return 0;
+        case OPT_CONNECTION_RESERVE:
+            if (parse_count("--connection-reserve", value, &n) < 0 || n == 0 || n > 1024)
+                return bad_value("--connection-reserve", value, "1 to 1024");
+            o->server.reserve = (unsigned)n;
             return 0;
         case OPT_SSE_KEEPALIVE:
             if (parse_seconds("--sse-keepalive", value, &s) < 0 || s > 3600)
@@ -556,11 +607,31 @@ static int write_port_file(const char *path, int port)
     return 0;
 }
 
+/*  The --metrics-listen server, its port written to port_file (when not
+    NULL); NULL after logging why. */
+static kb_server_t *start_metrics(kb_service_t *service, const kb_server_config_t *config,
+                                  const char *port_file, kb_log_format_t format)
+{
+    kb_error_t err = { KB_OK, "" };
+    kb_server_t *metrics = kb_server_new(service, config, &err);
+    if (!metrics) {
+        kb_server_log(format, "error", "metrics: %s", err.message);
+        return NULL;
+    }
+    if (port_file && write_port_file(port_file, kb_server_port(metrics)) < 0) {
+        kb_server_log(format, "error", "cannot write port file %s: %s", port_file, strerror(errno));
+        kb_server_destroy(&metrics);
+        return NULL;
+    }
+    kb_server_log(format, "info", "serving GET /metrics on %s", kb_server_url(metrics));
+    return metrics;
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 int kb_cli_serve(int argc, char **argv)
 {
-    static char listen_buf[512];
+    static char listen_buf[768];
     serve_opts_t o = { 0 };
     o.server.port = KB_DEFAULT_PORT;
     kb_service_t *service = NULL;
@@ -575,10 +646,10 @@ int kb_cli_serve(int argc, char **argv)
     if (prctl(PR_SET_DUMPABLE, 0) != 0)
         fprintf(stderr, "kernelbridge serve: warning: cannot make the daemon non-dumpable: %s\n",
                 strerror(errno));
-    kb_server_t *e2b = NULL;
+    kb_server_t *e2b = NULL, *metrics = NULL;
     char *token = NULL;
     char *default_state_dir = NULL;
-    bool wrote_port_file = false, wrote_e2b_port_file = false;
+    bool wrote_port_file = false, wrote_e2b_port_file = false, wrote_metrics_port_file = false;
     int status = 2;
 
     for (size_t i = 0; i < sizeof env_names / sizeof env_names[0]; i++) {
@@ -701,6 +772,15 @@ int kb_cli_serve(int argc, char **argv)
         fprintf(stderr, "kernelbridge serve: --e2b-listen: %s\n", err.message);
         goto done;
     }
+    /* The metrics listener: likewise, with /metrics and /health alone. */
+    kb_server_config_t metrics_config = o.server;
+    metrics_config.host = o.metrics_host;
+    metrics_config.port = o.metrics_port;
+    metrics_config.api = KB_API_METRICS;
+    if (o.metrics_listen && kb_server_check_config(&metrics_config, &err) < 0) {
+        fprintf(stderr, "kernelbridge serve: --metrics-listen: %s\n", err.message);
+        goto done;
+    }
 
     /* Every thread (service engine, HTTP workers) inherits this mask, so
        the signals reach only the sigwait below. */
@@ -768,6 +848,11 @@ int kb_cli_serve(int argc, char **argv)
         kb_server_log(format, "info", "serving E2B's code-interpreter API on %s",
                       kb_server_url(e2b));
     }
+    if (o.metrics_listen) {
+        if (!(metrics = start_metrics(service, &metrics_config, o.metrics_port_file, format)))
+            goto done;
+        wrote_metrics_port_file = o.metrics_port_file != NULL;
+    }
 
     int signal_number = 0;
     while (sigwait(&stop_signals, &signal_number) != 0)
@@ -778,7 +863,10 @@ int kb_cli_serve(int argc, char **argv)
     kb_server_drain(server);
     if (e2b)
         kb_server_drain(e2b);
+    if (metrics)
+        kb_server_drain(metrics);
     kb_service_stop(service);
+    kb_server_destroy(&metrics);
     kb_server_destroy(&e2b);
     kb_server_destroy(&server);
     kb_service_destroy(&service);
@@ -790,8 +878,11 @@ done:
         unlink(o.port_file);
     if (wrote_e2b_port_file)
         unlink(o.e2b_port_file);
+    if (wrote_metrics_port_file)
+        unlink(o.metrics_port_file);
     if (e2b)
         kb_server_drain(e2b);
+    kb_server_destroy(&metrics);
     kb_server_destroy(&e2b);
     kb_server_destroy(&server);
     kb_service_destroy(&service);

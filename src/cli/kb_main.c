@@ -15,6 +15,11 @@ static void s_usage(FILE *out)
                  "  run           run code in a fresh kernel and print the result\n"
                  "  kernelspecs   list the installed Jupyter kernelspecs\n"
                  "\n"
+                 "commands that ask a running daemon (--url, default http://127.0.0.1:8899):\n"
+                 "  contexts      list its contexts\n"
+                 "  ps            list its process records (runs)\n"
+                 "  logs          print a run's output, or follow it live (--follow)\n"
+                 "\n"
                  "Run 'kernelbridge COMMAND --help' for the options of one command.\n");
 }
 
@@ -31,6 +36,12 @@ int main(int argc, char **argv)
         return kb_cli_run(argc - 1, argv + 1);
     if (strcmp(command, "kernelspecs") == 0)
         return kb_cli_kernelspecs(argc - 1, argv + 1);
+    if (strcmp(command, "contexts") == 0)
+        return kb_cli_contexts(argc - 1, argv + 1);
+    if (strcmp(command, "ps") == 0)
+        return kb_cli_ps(argc - 1, argv + 1);
+    if (strcmp(command, "logs") == 0)
+        return kb_cli_logs(argc - 1, argv + 1);
     if (strcmp(command, "--help") == 0 || strcmp(command, "-h") == 0
         || strcmp(command, "help") == 0) {
         s_usage(stdout);

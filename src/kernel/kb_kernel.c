@@ -201,6 +201,7 @@ static void s_gone(kb_kernel_t *self)
     kb_kernel_state_t was = self->state;
     kb_kernel_apply(self, KB_KEV_EXITED);
     if (was == KB_KERNEL_STARTING) {
+        kb_kernel_start_ended(self, KB_START_FAILED);
         char why[512];
         char *tail = kb_kernel_output_tail(self, KB_TAIL_BYTES);
         snprintf(why, sizeof why, "%s before it was ready; its output ends with: %s",
@@ -259,6 +260,7 @@ static void s_on_ready_tick(kb_timer_t *timer, void *arg)
             its owner to destroy (kill) or release. */
         if (!self->adopted)
             kb_kernel_signal(self, SIGKILL);
+        kb_kernel_start_ended(self, KB_START_TIMEOUT);
         kb_kernel_apply(self, KB_KEV_SHUTDOWN);
         if (self->callbacks.start_failed)
             self->callbacks.start_failed(self, why, self->arg);
@@ -557,6 +559,8 @@ void kb_kernel_destroy(kb_kernel_t **self_p)
         return;
     kb_kernel_t *self = *self_p;
     *self_p = NULL;
+    if (self->state == KB_KERNEL_STARTING)
+        kb_kernel_start_ended(self, KB_START_CANCELLED);
     s_stop_timers(self);
     if (s_kill(self, SIGKILL) == 0) {
         int status;
@@ -665,6 +669,7 @@ void kb_kernel_shutdown(kb_kernel_t *self, double grace)
     kb_timer_stop(&self->ready_timer);
     kb_kernel_apply(self, KB_KEV_SHUTDOWN);
     if (was_starting) {
+        kb_kernel_start_ended(self, KB_START_CANCELLED);
         kb_kernel_signal(self, SIGKILL); /* nothing to save yet */
         return;
     }
@@ -711,6 +716,41 @@ const char *kb_kernel_exit_text(kb_kernel_t *self)
 size_t kb_kernel_dropped(const kb_kernel_t *self)
 {
     return self->dropped;
+}
+
+const char *kb_drop_reason_name(kb_drop_reason_t reason)
+{
+    static const char *const names[KB_DROP_REASONS]
+        = { "malformed", "bad_signature", "replayed", "too_large", "too_many_parts" };
+    return (unsigned)reason < KB_DROP_REASONS ? names[reason] : "?";
+}
+
+const char *kb_start_outcome_name(kb_start_outcome_t outcome)
+{
+    static const char *const names[KB_START_OUTCOMES] = { "ok", "failed", "timeout", "cancelled" };
+    return (unsigned)outcome < KB_START_OUTCOMES ? names[outcome] : "?";
+}
+
+void kb_kernel_set_observer(kb_kernel_t *self, kb_kernel_observer_t *observer)
+{
+    self->observer = observer;
+}
+
+void kb_kernel_start_ended(kb_kernel_t *self, kb_start_outcome_t outcome)
+{
+    if (self->start_told || self->adopted)
+        return;
+    self->start_told = true;
+    if (self->observer)
+        self->observer->started(self->observer, self->spec->name, outcome,
+                                (s_now_ms() - self->started_ms) / 1000.0);
+}
+
+void kb_kernel_count_drop(kb_kernel_t *self, kb_drop_reason_t reason)
+{
+    self->dropped++;
+    if (self->observer)
+        self->observer->dropped(self->observer, reason);
 }
 
 const char *kb_kernel_language_info(const kb_kernel_t *self)

@@ -216,6 +216,47 @@ char *kb_kernel_output_tail(const kb_kernel_t *self, size_t max_bytes);
     replay, malformed) since start. */
 size_t kb_kernel_dropped(const kb_kernel_t *self);
 
+/*  Why a kernel's message was dropped unread. */
+typedef enum {
+    KB_DROP_MALFORMED,      /* not a well-formed Jupyter message */
+    KB_DROP_BAD_SIGNATURE,  /* unsigned, or the HMAC does not match */
+    KB_DROP_REPLAYED,       /* a valid signature seen before */
+    KB_DROP_TOO_LARGE,      /* over the codec's limits on frames or bytes */
+    KB_DROP_TOO_MANY_PARTS, /* more frames than are read of one message */
+    KB_DROP_REASONS,
+} kb_drop_reason_t;
+
+/*  "malformed", "bad_signature", "replayed", "too_large", "too_many_parts". */
+const char *kb_drop_reason_name(kb_drop_reason_t reason);
+
+/*  How the start of a kernel this daemon launched ended. */
+typedef enum {
+    KB_START_OK,        /* ready */
+    KB_START_FAILED,    /* not spawned, or exited before it was ready */
+    KB_START_TIMEOUT,   /* not ready within the start timeout (then killed) */
+    KB_START_CANCELLED, /* shut down or destroyed while starting */
+    KB_START_OUTCOMES,
+} kb_start_outcome_t;
+
+/*  "ok", "failed", "timeout", "cancelled". */
+const char *kb_start_outcome_name(kb_start_outcome_t outcome);
+
+/*  Whoever counts for the whole daemon (service/kb_metrics.h): told by
+    each kernel given it, on the loop's thread. */
+typedef struct kb_kernel_observer {
+    /* a launched kernel's start ended, seconds after its spawn (once per
+       kernel; adopted kernels are not starts) */
+    void (*started)(struct kb_kernel_observer *self, const char *kernel_name,
+                    kb_start_outcome_t outcome, double seconds);
+    /* one of its messages was dropped */
+    void (*dropped)(struct kb_kernel_observer *self, kb_drop_reason_t reason);
+} kb_kernel_observer_t;
+
+/*  Report to observer from now on (borrowed: it must outlive the kernel;
+    NULL: to no one). Set right after kb_kernel_new or kb_kernel_adopt,
+    before the loop runs again: nothing is reported before that. */
+void kb_kernel_set_observer(kb_kernel_t *self, kb_kernel_observer_t *observer);
+
 /*  Heartbeat periods in a row without an echo (0 = healthy). A kernel with
     a pidfd runs no heartbeat: 2 when its process is stopped, else 0. */
 unsigned kb_kernel_heartbeat_misses(const kb_kernel_t *self);

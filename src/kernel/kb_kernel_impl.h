@@ -67,6 +67,8 @@ struct kb_kernel {
     bool shutdown_sent;
 
     size_t dropped;
+    kb_kernel_observer_t *observer; /* borrowed, or NULL */
+    bool start_told;                /* the observer heard how the start ended */
 };
 
 /*  A kernel with nothing yet: no process, no sockets, timers stopped, the
@@ -99,6 +101,12 @@ void kb_kernel_close_stdin(kb_kernel_t *self);
 /*  Watch self->pid through a pidfd; without pidfds (Linux before 5.3), or
     for an attached kernel (pid 0), run the heartbeat. 0, or -1 with err. */
 int kb_kernel_watch_process(kb_kernel_t *self, char *err, size_t errlen);
+
+/*  The start of a launched kernel ended: the observer hears it, once. */
+void kb_kernel_start_ended(kb_kernel_t *self, kb_start_outcome_t outcome);
+
+/*  A message was dropped unread: counted, and the observer hears why. */
+void kb_kernel_count_drop(kb_kernel_t *self, kb_drop_reason_t reason);
 
 /*  Send kernel_info_request now and again until ready, or start_failed
     once timeout seconds from started_ms passed; start the log check. */

@@ -175,6 +175,7 @@ void kb_kernel_send_kernel_info(kb_kernel_t *self)
 static void s_became_ready(kb_kernel_t *self)
 {
     kb_timer_stop(&self->ready_timer);
+    kb_kernel_start_ended(self, KB_START_OK);
     kb_kernel_apply(self, KB_KEV_READY);
     if (self->callbacks.ready)
         self->callbacks.ready(self, self->arg);
@@ -200,6 +201,20 @@ static void s_dispatch(kb_kernel_t *self, kb_channel_t channel, const kb_msg_t *
         return;
     if (self->callbacks.message)
         self->callbacks.message(self, channel, msg, self->arg);
+}
+
+static kb_drop_reason_t s_drop_reason(kb_wire_status_t status)
+{
+    switch (status) {
+        case KB_WIRE_BAD_SIGNATURE:
+            return KB_DROP_BAD_SIGNATURE;
+        case KB_WIRE_REPLAYED:
+            return KB_DROP_REPLAYED;
+        case KB_WIRE_TOO_LARGE:
+            return KB_DROP_TOO_LARGE;
+        default:
+            return KB_DROP_MALFORMED;
+    }
 }
 
 /*  Read the messages waiting on one socket, verify and dispatch each. The
@@ -239,16 +254,17 @@ static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t 
             }
         }
         if (overflow) {
-            self->dropped++;
+            kb_kernel_count_drop(self, KB_DROP_TOO_MANY_PARTS);
         } else {
             kb_msg_t *msg = NULL;
             char err[256];
-            if (kb_wire_decode(self->conn.wire, frames, count, &msg, err, sizeof err)
-                == KB_WIRE_OK) {
+            kb_wire_status_t status
+                = kb_wire_decode(self->conn.wire, frames, count, &msg, err, sizeof err);
+            if (status == KB_WIRE_OK) {
                 s_dispatch(self, channel, msg);
                 kb_msg_destroy(&msg);
             } else {
-                self->dropped++;
+                kb_kernel_count_drop(self, s_drop_reason(status));
                 zsys_debug("kernel %d: dropped a message on %s: %s", (int)self->pid,
                            kb_channel_name(channel), err);
             }

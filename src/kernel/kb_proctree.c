@@ -537,3 +537,24 @@ int kb_proc_limit_data(pid_t pid, uint64_t bytes)
     struct rlimit limit = { (rlim_t)bytes, (rlim_t)bytes };
     return prlimit(pid, RLIMIT_DATA, &limit, NULL);
 }
+
+int kb_proc_cwd(pid_t pid, char *buf, size_t len)
+{
+    char link[64];
+    snprintf(link, sizeof link, "/proc/%d/cwd", (int)pid);
+    ssize_t n = len > 0 ? readlink(link, buf, len) : -1;
+    if (n < 0)
+        return -1;
+    if ((size_t)n >= len || buf[0] != '/') {
+        errno = (size_t)n >= len ? ENAMETOOLONG : ENOENT;
+        return -1;
+    }
+    buf[n] = 0;
+    /* a directory that was removed reads "/path (deleted)" (unless one
+       of that very name exists) */
+    if (n > 10 && strcmp(buf + n - 10, " (deleted)") == 0 && access(buf, F_OK) != 0) {
+        errno = ENOENT;
+        return -1;
+    }
+    return 0;
+}

@@ -94,4 +94,9 @@ size_t kb_proctree_limit_data(kb_proctree_t *self, uint64_t bytes);
     errno. */
 int kb_proc_limit_data(pid_t pid, uint64_t bytes);
 
+/*  The process's working directory now (/proc/<pid>/cwd), into buf. 0, or
+    -1 with errno: gone, not ours to read (another uid's, unless the daemon
+    may ptrace it), its directory deleted, or longer than len. */
+int kb_proc_cwd(pid_t pid, char *buf, size_t len);
+
 #endif

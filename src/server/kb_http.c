@@ -3,6 +3,7 @@
     stream, Bearer token checks and the one-line-per-request log. It knows
     no route and makes no service call except reading streams it is given. */
 #include "server/kb_http.h"
+#include "server/kb_metrics_http.h"
 #include "service/kb_request.h"
 #include "util/kb_utf8.h"
 
@@ -185,8 +186,7 @@ void kb_http_reply_error(kb_http_req_t *req, const kb_error_t *err)
     unsigned status = (unsigned)kb_code_http_status(code);
     /* Path and message may carry bytes of the request that are not UTF-8;
        JSON cannot, and bad input must never turn into a 500. */
-    char stamp[40], path[512], message[sizeof err->message];
-    kb_http_timestamp(stamp, sizeof stamp);
+    char path[512], message[sizeof err->message];
     kb_http_text(path, sizeof path, req->path, false);
     kb_http_text(message, sizeof message, err->message[0] ? err->message : "internal error", false);
     if (req->server->api == KB_API_E2B) {
@@ -199,18 +199,28 @@ void kb_http_reply_error(kb_http_req_t *req, const kb_error_t *err)
                                      MHD_get_reason_phrase_for(status)));
         return;
     }
-    json_t *body = json_pack("{s:s, s:s, s:i, s:s, s:s, s:s}", "code", kb_code_name(code),
-                             "message", message, "status_code", (int)status, "path", path, "method",
-                             req->method, "timestamp", stamp);
     kb_buf_t buf = KB_BUF_INIT;
-    if (!body || kb_buf_append_json(&buf, body, JSON_COMPACT) != KB_BUF_OK) {
+    status = kb_http_error_body(&buf, code, message, path, req->method);
+    queue_buffer(req, status, &buf, "application/json");
+}
+
+unsigned kb_http_error_body(kb_buf_t *out, kb_code_t code, const char *message, const char *path,
+                            const char *method)
+{
+    unsigned status = (unsigned)kb_code_http_status(code);
+    char stamp[40];
+    kb_http_timestamp(stamp, sizeof stamp);
+    json_t *body = json_pack("{s:s, s:s, s:i, s:s?, s:s?, s:s}", "code", kb_code_name(code),
+                             "message", message, "status_code", (int)status, "path", path, "method",
+                             method, "timestamp", stamp);
+    if (!body || kb_buf_append_json(out, body, JSON_COMPACT) != KB_BUF_OK) {
         /* Out of memory: say so plainly. */
-        kb_buf_free(&buf);
-        kb_buf_puts(&buf, "{\"code\":\"INTERNAL_ERROR\",\"message\":\"out of memory\"}");
+        kb_buf_free(out);
+        kb_buf_puts(out, "{\"code\":\"INTERNAL_ERROR\",\"message\":\"out of memory\"}");
         status = MHD_HTTP_INTERNAL_SERVER_ERROR;
     }
     json_decref(body);
-    queue_buffer(req, status, &buf, "application/json");
+    return status;
 }
 
 void kb_http_reply_errorf(kb_http_req_t *req, kb_code_t code, const char *fmt, ...)
@@ -526,6 +536,7 @@ static const char *termination_note(enum MHD_RequestTerminationCode toe)
 
 void kb_http_log_request(kb_http_req_t *req, enum MHD_RequestTerminationCode toe)
 {
+    kb_metrics_count_request(req->method, req->status);
     char stamp[40], path[512];
     kb_http_timestamp(stamp, sizeof stamp);
     double ms = (kb_http_now() - req->started) * 1000.0;

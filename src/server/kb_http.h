@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "server/kb_conns.h"
 #include "server/kb_server.h"
 #include "server/kb_ws.h"
 #include "util/kb_buf.h"
@@ -41,6 +42,10 @@ struct kb_server {
     kb_ws_group_t *websockets;            /* every websocket a route opened */
     atomic_ullong ws_malformed;           /* kernel websocket messages dropped as malformed */
     struct kb_jupyter_sessions *sessions; /* Jupyter's /api/sessions (native API only) */
+    kb_conns_t *conns;                    /* who may hold a connection (kb_conns.h) */
+    double log_window;                    /* libmicrohttpd's log lines: this second's start, */
+    unsigned log_lines;                   /* lines in it, */
+    unsigned long long log_suppressed;    /* and lines left out since the last one (lock) */
 };
 
 typedef struct kb_http_req kb_http_req_t;
@@ -69,6 +74,7 @@ struct kb_http_req {
     unsigned status;             /* queued status, 0 before */
     double started;              /* monotonic seconds */
     kb_ws_t *ws;                 /* the request's reference, when a route opened one */
+    kb_conn_t conn;              /* the connection's entry in server->conns */
 };
 
 /*  Seconds on the monotonic clock. */
@@ -116,6 +122,21 @@ void kb_http_reply_response(kb_http_req_t *req, unsigned status, struct MHD_Resp
     Jupyter Server's {message, reason}. err is borrowed. */
 void kb_http_reply_error(kb_http_req_t *req, const kb_error_t *err);
 
+/*  The native JSON error body into out (emptied first by the caller):
+    {code, message, status_code, path, method, timestamp}; path and method
+    may be NULL (null: not known, as for a request libmicrohttpd could not
+    parse). Returns the HTTP status. */
+unsigned kb_http_error_body(kb_buf_t *out, kb_code_t code, const char *message, const char *path,
+                            const char *method);
+
+/*  Our error body replaces libmicrohttpd's own error pages on the
+    connections of daemon (on: from now; !on: no longer). kb_mhd_errors.c. */
+void kb_mhd_errors_register(struct MHD_Daemon *daemon, bool on);
+
+/*  True once after this thread answered one of libmicrohttpd's errors
+    itself (its next log line, "failed to queue", is expected). */
+bool kb_mhd_errors_answered(void);
+
 /*  Shorthand: an error of code with a printf message. */
 void kb_http_reply_errorf(kb_http_req_t *req, kb_code_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -135,6 +156,10 @@ kb_code_t kb_routes_match(kb_http_req_t *req);
 
 /*  The same for the routes of an E2B server (src/server/kb_e2b.c). */
 kb_code_t kb_e2b_match(kb_http_req_t *req);
+
+/*  The same for a server of metrics alone (--metrics-listen): GET /metrics
+    (token) and GET /health (open); src/server/kb_metrics_http.c. */
+kb_code_t kb_metrics_match(kb_http_req_t *req);
 
 /*  The request body as a JSON object (caller owns; kb_request_body's
     rules: an empty body is {} when empty_ok). NULL with the reply queued:

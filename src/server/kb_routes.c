@@ -3,8 +3,10 @@
     one kb_service_* function and render what it returns. Every rule about
     contexts, runs and processes is the service's; nothing here keeps
     state between requests. */
+#include "server/kb_console.h"
 #include "server/kb_http.h"
 #include "server/kb_jupyter.h"
+#include "server/kb_metrics_http.h"
 #include "service/kb_request.h"
 
 #include <errno.h>
@@ -110,6 +112,17 @@ static bool wants_event_stream(kb_http_req_t *req)
 
 /* ---- Routes: service ----------------------------------------------------- */
 
+/*  The listener's connections (kb_conns.h), for /health. */
+static json_t *s_connections(kb_server_t *server)
+{
+    kb_conns_stats_t c;
+    kb_conns_stats(server->conns, &c);
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "open", (json_int_t)c.open, "waiting",
+                     (json_int_t)c.waiting, "reserved", (json_int_t)c.reserved, "refused",
+                     (json_int_t)c.refused, "evicted", (json_int_t)c.evicted, "header_timeouts",
+                     (json_int_t)c.header_timeouts);
+}
+
 /*  The websockets of Jupyter's kernel channels, for /health. */
 static json_t *s_websockets(kb_server_t *server)
 {
@@ -130,6 +143,8 @@ static void route_health(kb_http_req_t *req)
     json_t *health = kb_service_health(req->server->service);
     if (health && req->server->websockets)
         json_object_set_new(health, "websockets", s_websockets(req->server));
+    if (health)
+        json_object_set_new(health, "connections", s_connections(req->server));
     reply_object(req, MHD_HTTP_OK, health, &err);
 }
 
@@ -385,6 +400,7 @@ typedef struct {
 static const kb_route_t routes[] = {
     { "health", false, NULL, true, "GET", { { "GET", route_health, false } } },
     { "kernelspecs", false, NULL, false, "GET", { { "GET", route_kernelspecs, false } } },
+    { "metrics", false, NULL, false, "GET", { { "GET", kb_metrics_route, false } } },
     { "contexts",
       false,
       NULL,
@@ -425,6 +441,8 @@ static bool segment_is(const char *segment, size_t len, const char *name)
 
 kb_code_t kb_routes_match(kb_http_req_t *req)
 {
+    if (kb_console_path(req->path))
+        return kb_console_match(req);
     if (kb_jupyter_path(req->path))
         return kb_jupyter_match(req);
     /* Split "/a/b/c" into at most three non-empty segments. */

@@ -23,6 +23,8 @@
 #define KB_DEFAULT_MAX_BODY (16u << 20)
 #define KB_DEFAULT_MAX_CONNECTIONS 256
 #define KB_DEFAULT_CONNECTION_TIMEOUT 60
+#define KB_DEFAULT_RESERVE 16
+#define KB_DEFAULT_HEADER_TIMEOUT 10.0
 #define KB_DEFAULT_SSE_KEEPALIVE_MS 15000
 /*  How long destroy lets responses in flight finish before closing. */
 #define KB_DRAIN_GRACE_S 5.0
@@ -92,41 +94,83 @@ int kb_server_check_config(const kb_server_config_t *config, kb_error_t *err)
 
 /* ---- MHD callbacks ------------------------------------------------------- */
 
+/*  At most this many of libmicrohttpd's lines a second: a hostile client
+    (or many) must not flood the log. The count left out is said with the
+    next line. */
+#define KB_MHD_LOG_RATE 20
+
+/*  True when a line may go out now; *suppressed: lines left out before. */
+static bool s_log_allowed(kb_server_t *self, unsigned long long *suppressed)
+{
+    double now = kb_http_now();
+    pthread_mutex_lock(&self->lock);
+    if (now - self->log_window >= 1.0) {
+        self->log_window = now;
+        self->log_lines = 0;
+    }
+    bool allowed = self->log_lines++ < KB_MHD_LOG_RATE;
+    *suppressed = allowed ? self->log_suppressed : 0;
+    if (allowed)
+        self->log_suppressed = 0;
+    else
+        self->log_suppressed++;
+    pthread_mutex_unlock(&self->lock);
+    return allowed;
+}
+
 static void on_mhd_log(void *cls, const char *fmt, va_list args)
 {
     kb_server_t *self = cls;
+    unsigned long long suppressed;
+    if (!s_log_allowed(self, &suppressed))
+        return;
     char message[512];
     vsnprintf(message, sizeof message, fmt, args);
     size_t len = strlen(message);
     while (len > 0 && (message[len - 1] == '\n' || message[len - 1] == '\r'))
         message[--len] = '\0';
-    kb_server_log(self->log_format, "warn", "http: %s", message);
+    /* an error libmicrohttpd answers: its HTML page is not ours to show
+       (kb_mhd_errors.c answers it), and its closing words are expected */
+    char *page = strstr(message, " ('<html>");
+    if (page)
+        strcpy(page, ")");
+    if (strstr(message, "failed to queue error response") && kb_mhd_errors_answered())
+        return;
+    if (suppressed)
+        kb_server_log(self->log_format, "warn", "http: %s (and %llu lines like it left out)",
+                      message, suppressed);
+    else
+        kb_server_log(self->log_format, "warn", "http: %s", message);
 }
 
 /*  Each connection owns one request record, reused by its requests. */
 static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
                           enum MHD_ConnectionNotificationCode code)
 {
+    kb_server_t *self = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        kb_http_req_t *req = calloc(1, sizeof *req);
-        if (req) {
-            req->server = cls;
-            req->connection = connection;
-            kb_buf_init(&req->body, req->server->max_body);
-        }
-        *socket_context = req; /* NULL: the access callback closes it */
-        /* Small responses go out at once: no Nagle delay on kept-alive
-           request/response exchanges. */
         const union MHD_ConnectionInfo *info
             = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (info) {
-            int one = 1;
-            setsockopt(info->connect_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        int fd = info ? info->connect_fd : -1;
+        /* Small responses go out at once: no Nagle delay on kept-alive
+           request/response exchanges. */
+        int one = 1;
+        if (fd >= 0)
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        kb_http_req_t *req = fd >= 0 ? calloc(1, sizeof *req) : NULL;
+        if (req) {
+            req->server = self;
+            req->connection = connection;
+            kb_buf_init(&req->body, self->max_body);
+            info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+            kb_conns_opened(self->conns, &req->conn, fd, info ? info->client_addr : NULL);
         }
+        *socket_context = req; /* NULL: the access callback closes it */
         return;
     }
     kb_http_req_t *req = *socket_context;
     if (req) {
+        kb_conns_closed(self->conns, &req->conn);
         kb_ws_request_done(&req->ws); /* given back on completion; this is in case */
         kb_buf_free(&req->body);
         free(req);
@@ -144,6 +188,7 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
     kb_http_log_request(req, toe);
     kb_ws_request_done(&req->ws);
     kb_buf_trim(&req->body, KB_BODY_KEEP);
+    kb_conns_idle(self->conns, &req->conn); /* the header deadline runs again */
     if (req->counted) {
         pthread_mutex_lock(&self->lock);
         if (--self->in_flight == 0)
@@ -151,6 +196,13 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
         pthread_mutex_unlock(&self->lock);
     }
     *con_cls = NULL;
+}
+
+/*  What a connection admitted into the reserve is served: the probes. */
+static bool reserve_route(const kb_http_req_t *req)
+{
+    return strcmp(req->method, "GET") == 0
+           && (strcmp(req->path, "/health") == 0 || strcmp(req->path, "/metrics") == 0);
 }
 
 /*  Headers are in: gate, route, authorize and bound the request before a
@@ -173,6 +225,7 @@ static void request_begin(kb_server_t *self, kb_http_req_t *req, const char *met
     req->received = 0;
     req->status = 0;
     req->started = kb_http_now();
+    kb_conns_busy(self->conns, &req->conn);
 
     pthread_mutex_lock(&self->lock);
     bool draining = self->draining;
@@ -186,13 +239,22 @@ static void request_begin(kb_server_t *self, kb_http_req_t *req, const char *met
         return;
     }
 
-    kb_code_t code = self->api == KB_API_E2B ? kb_e2b_match(req) : kb_routes_match(req);
+    kb_code_t code = self->api == KB_API_E2B       ? kb_e2b_match(req)
+                     : self->api == KB_API_METRICS ? kb_metrics_match(req)
+                                                   : kb_routes_match(req);
     if (!req->open && !kb_http_authorized(req)) {
         req->handler = NULL;
         kb_http_reply_errorf(req, KB_ERR_UNAUTHORIZED,
                              self->api == KB_API_E2B
                                  ? "missing or wrong token: send X-Access-Token: <token>"
                                  : "missing or wrong token: send Authorization: Bearer <token>");
+        return;
+    }
+    if (kb_conns_reserved(self->conns, &req->conn) && !reserve_route(req)) {
+        req->handler = NULL;
+        kb_http_reply_errorf(req, KB_ERR_UNAVAILABLE,
+                             "every connection slot is taken; this one is kept for GET /health "
+                             "and GET /metrics");
         return;
     }
     if (code == KB_ERR_NOT_FOUND) {
@@ -298,7 +360,7 @@ kb_server_t *kb_server_new(kb_service_t *service, const kb_server_config_t *conf
     }
     self->service = service;
     self->quiesced_fd = MHD_INVALID_SOCKET;
-    if (config->api != KB_API_E2B && !(self->sessions = kb_jupyter_sessions_new())) {
+    if (config->api == KB_API_NATIVE && !(self->sessions = kb_jupyter_sessions_new())) {
         free(self);
         kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         return NULL;
@@ -335,6 +397,19 @@ kb_server_t *kb_server_new(kb_service_t *service, const kb_server_config_t *conf
         flags |= MHD_USE_IPv6;
     unsigned max_connections
         = config->max_connections ? config->max_connections : KB_DEFAULT_MAX_CONNECTIONS;
+    kb_conns_config_t admission = {
+        .max_connections = max_connections,
+        .reserve = config->reserve ? config->reserve : KB_DEFAULT_RESERVE,
+        .per_address
+        = config->max_per_address ? config->max_per_address : (max_connections + 1) / 2,
+        .header_ms = (unsigned)((config->header_timeout > 0 ? config->header_timeout
+                                                            : KB_DEFAULT_HEADER_TIMEOUT)
+                                * 1000),
+    };
+    if (!(self->conns = kb_conns_new(&admission))) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory or threads");
+        goto fail;
+    }
     unsigned timeout
         = config->connection_timeout ? config->connection_timeout : KB_DEFAULT_CONNECTION_TIMEOUT;
     /* libmicrohttpd counts a stream reader's wait for the next event as
@@ -344,10 +419,10 @@ kb_server_t *kb_server_new(kb_service_t *service, const kb_server_config_t *conf
         self->sse_keepalive_ms = timeout * 500u;
     errno = 0;
     self->daemon = MHD_start_daemon(
-        flags, (uint16_t)config->port, NULL, NULL, on_access, self,
+        flags, (uint16_t)config->port, kb_conns_admit, self->conns, on_access, self,
         /* the logger first, so that MHD routes every message through it */
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, self, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT, max_connections,
+        (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT, kb_conns_hard_limit(&admission),
         MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, self,
         MHD_OPTION_NOTIFY_CONNECTION, on_connection, self, MHD_OPTION_END);
@@ -356,6 +431,7 @@ kb_server_t *kb_server_new(kb_service_t *service, const kb_server_config_t *conf
                      errno ? strerror(errno) : "libmicrohttpd refused");
         goto fail;
     }
+    kb_mhd_errors_register(self->daemon, true);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(self->daemon, MHD_DAEMON_INFO_BIND_PORT);
     self->port = info ? info->port : (int)config->port;
     bool v6 = addr.ss_family == AF_INET6;
@@ -412,6 +488,7 @@ void kb_server_destroy(kb_server_t **self_p)
         kb_ws_group_destroy(&self->websockets);
         atomic_store(&self->stopping, true);
         MHD_stop_daemon(self->daemon);
+        kb_mhd_errors_register(self->daemon, false);
         self->daemon = NULL;
     }
     /* MHD hands the quiesced socket back to us, to close after the stop. */
@@ -420,6 +497,7 @@ void kb_server_destroy(kb_server_t **self_p)
     if (self->empty)
         MHD_destroy_response(self->empty);
     kb_ws_group_destroy(&self->websockets);
+    kb_conns_destroy(&self->conns); /* after the stop: no connection is left */
     pthread_cond_destroy(&self->idle);
     pthread_mutex_destroy(&self->lock);
     explicit_bzero(self->token, sizeof self->token);

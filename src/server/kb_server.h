@@ -38,6 +38,7 @@ typedef enum {
 typedef enum {
     KB_API_NATIVE = 0, /* SPEC section 5 */
     KB_API_E2B,        /* E2B's code-interpreter server (src/server/kb_e2b.h) */
+    KB_API_METRICS,    /* GET /metrics and GET /health alone (--metrics-listen) */
 } kb_server_api_t;
 
 /*  Settings of one server. Zero / NULL fields take the documented default. */
@@ -49,6 +50,9 @@ typedef struct {
     bool insecure;               /* allow a non-loopback host without a token */
     size_t max_body;             /* request body limit; 0 = 16 MiB */
     unsigned max_connections;    /* 0 = 256 */
+    unsigned max_per_address;    /* connections of one client address; 0 = half the above */
+    unsigned reserve;            /* more, for GET /health and /metrics only; 0 = 16 */
+    double header_timeout;       /* seconds to send a request head; 0 = 10 */
     unsigned connection_timeout; /* idle seconds before a connection is closed; 0 = 60 */
     unsigned sse_keepalive_ms;   /* comment line on idle streams; 0 = 15000 */
     kb_log_format_t log_format;  /* request log lines on stderr */

@@ -21,6 +21,7 @@
 
 typedef enum {
     KB_CALL_HEALTH,
+    KB_CALL_METRICS,
     KB_CALL_KERNELSPECS,
     KB_CALL_CTX_CREATE,
     KB_CALL_CTX_DEFAULT,
@@ -64,6 +65,7 @@ typedef struct kb_call {
     /* outputs */
     json_t *result;
     kb_result_doc_t *doc; /* PROC_RESULT: the result as a document */
+    char *text;           /* METRICS: the engine's families, Prometheus text; the caller's */
     kb_error_t err;
     int rc;
     /* answer handshake */

@@ -6,12 +6,15 @@
 #include <assert.h>
 #include <ctype.h>
 #include <czmq.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <signal.h>
 
+#include "kernel/kb_proctree.h"
 #include "service/kb_adapter.h"
 #include "service/kb_channels.h"
 #include "service/kb_execution.h"
@@ -25,7 +28,8 @@ struct kb_context {
     char kernel_id[KB_UUID_LEN + 1]; /* its name in Jupyter's API: a UUID named by the sandbox
                                         and id, the same after a restart */
     char *language;
-    char *cwd;
+    char *cwd;       /* as given at creation, or NULL: the kernel's own (the daemon's) */
+    char *start_dir; /* absolute: cwd resolved, or the daemon's working directory */
     json_t *kernel_env;
     bool is_default;
     bool isolated;
@@ -142,6 +146,42 @@ static const char *s_state(const kb_context_t *self)
                                                                                    : "idle";
 }
 
+const char *kb_context_state(const kb_context_t *self)
+{
+    return s_state(self);
+}
+
+/*  The kernel's effective working directory (SPEC section 3, never null):
+    its process's now when /proc/<pid>/cwd is readable, else where it was
+    started; an attached kernel (no pid) gets the daemon's, the best known.
+    Into buf, or a string of self. */
+static const char *s_effective_cwd(const kb_context_t *self, char *buf, size_t len)
+{
+    kb_kernel_t *kernel = self->kernel;
+    pid_t pid = kernel ? kb_kernel_pid(kernel) : 0;
+    if (pid > 0 && kb_kernel_state(kernel) != KB_KERNEL_DEAD && kb_proc_cwd(pid, buf, len) == 0)
+        return buf;
+    if (!self->cwd && kernel && kb_kernel_work_dir(kernel))
+        return kb_kernel_work_dir(kernel);
+    return self->start_dir;
+}
+
+/*  Where a kernel starts (kb_launch: in cwd, relative to the daemon's
+    directory, else in the daemon's), absolute. Caller owns it; NULL: OOM. */
+static char *s_start_dir(const char *cwd)
+{
+    char here[PATH_MAX], *resolved;
+    if (cwd && *cwd && (resolved = realpath(cwd, NULL)))
+        return resolved;
+    if (!getcwd(here, sizeof here))
+        snprintf(here, sizeof here, "/");
+    if (!cwd || !*cwd)
+        return strdup(here);
+    if (*cwd == '/')
+        return strdup(cwd);
+    return kb_buf_sprintf("%s%s%s", here, strcmp(here, "/") ? "/" : "", cwd);
+}
+
 json_t *kb_context_json(const kb_context_t *self)
 {
     char created[40], active[40];
@@ -155,9 +195,8 @@ json_t *kb_context_json(const kb_context_t *self)
                         json_integer(self->hub ? (json_int_t)kb_hub_count(self->hub) : 0));
     json_object_set_new(json, "dropped_messages",
                         json_integer(kernel ? (json_int_t)kb_kernel_dropped(kernel) : 0));
-    /* without a cwd of its own, a kernel that runs as another user is in its private dir */
-    const char *cwd = self->cwd ? self->cwd : kernel ? kb_kernel_work_dir(kernel) : NULL;
-    json_object_set_new(json, "cwd", cwd ? json_string(cwd) : json_null());
+    char cwd[PATH_MAX];
+    json_object_set_new(json, "cwd", json_string(s_effective_cwd(self, cwd, sizeof cwd)));
     json_object_set_new(json, "state", json_string(s_state(self)));
     json_object_set_new(json, "created_at", json_string(created));
     json_object_set_new(json, "last_activity_at", json_string(active));
@@ -561,6 +600,7 @@ static kb_context_t *s_alloc(const kb_context_env_t *env, const kb_kernelspec_t 
     for (char *p = self->language; p && *p; p++)
         *p = (char)tolower((unsigned char)*p);
     self->cwd = opts->cwd ? strdup(opts->cwd) : NULL;
+    self->start_dir = s_start_dir(opts->cwd);
     self->kernel_env = opts->env ? json_deep_copy(opts->env) : NULL;
     self->is_default = opts->is_default;
     self->isolated = opts->isolated;
@@ -572,7 +612,7 @@ static kb_context_t *s_alloc(const kb_context_env_t *env, const kb_kernelspec_t 
     self->queue = zlistx_new();
     self->held = zlistx_new();
     if (!self->spec || !self->id || !self->kernel_id[0] || !self->language || !self->queue
-        || !self->held) {
+        || !self->held || !self->start_dir || (opts->cwd && !self->cwd)) {
         kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         kb_context_destroy(&self);
         return NULL;
@@ -610,6 +650,7 @@ void kb_context_destroy(kb_context_t **self_p)
     free(self->id);
     free(self->language);
     free(self->cwd);
+    free(self->start_dir);
     free(self);
 }
 

@@ -118,6 +118,10 @@ json_t *kb_context_identity(const kb_context_t *self);
 /*  The context object of SPEC section 3. Caller owns. */
 json_t *kb_context_json(const kb_context_t *self);
 
+/*  Its state as the API shows it: "starting", "idle", "busy" or "dead".
+    Static string. */
+const char *kb_context_state(const kb_context_t *self);
+
 /*  Answer call with the context object once the kernel is ready (at once
     when it is), or fail it when the start fails. */
 void kb_context_hold_call(kb_context_t *self, kb_call_t *call);

@@ -202,6 +202,7 @@ static kb_context_t *s_context_attach(kb_engine_t *self, const char *id,
         kb_kernelspec_destroy(&spec);
         return NULL;
     }
+    kb_kernel_set_observer(kernel, kb_metrics_observer(self->metrics));
     kb_context_opts_int_t ctx_opts
         = { .id = id, .language = opts->kernel_name ? NULL : opts->language, .attached = true };
     kb_context_t *ctx = kb_context_adopt(&self->context_env, spec, &ctx_opts, kernel, NULL, err);
@@ -316,6 +317,19 @@ static void s_handle_restart(kb_engine_t *self, kb_call_t *call)
         kb_context_hold_call(ctx, call);
 }
 
+/*  {total, by_reason: {malformed, bad_signature, ...}} of the kernel
+    messages dropped since the start, all kernels. */
+static json_t *s_dropped_json(kb_engine_t *self)
+{
+    unsigned long long by_reason[KB_DROP_REASONS];
+    unsigned long long total = kb_metrics_dropped(self->metrics, by_reason);
+    json_t *reasons = json_object();
+    for (int i = 0; i < KB_DROP_REASONS; i++)
+        json_object_set_new(reasons, kb_drop_reason_name((kb_drop_reason_t)i),
+                            json_integer((json_int_t)by_reason[i]));
+    return json_pack("{s:I, s:o}", "total", (json_int_t)total, "by_reason", reasons);
+}
+
 static void s_handle_health(kb_engine_t *self, kb_call_t *call)
 {
     size_t count = 0;
@@ -336,12 +350,45 @@ static void s_handle_health(kb_engine_t *self, kb_call_t *call)
                     (json_int_t)self->config.pids_limit, "sampler_cpu_s", cost.sampler_cpu_s,
                     "sampler_ticks", (json_int_t)cost.ticks, "accounting_start_s", cost.start_s,
                     "accounting_end_s", cost.end_s, "runs_metered", (json_int_t)cost.runs);
-    s_answer_json(call, json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o, s:o, s:o}", "status", "ok",
-                                  "version", KB_VERSION, "sandbox_id", self->sandbox_id, "contexts",
-                                  (json_int_t)count, "uptime_s", kb_now() - self->started_at,
-                                  "pool", kb_pool_json(self->pool), "output_memory",
-                                  kb_procstore_budget_json(self->procs), "state", state, "limits",
-                                  limits));
+    json_t *dropped = s_dropped_json(self);
+    s_answer_json(call,
+                  json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o, s:o, s:o, s:O, s:O}", "status",
+                            "ok", "version", KB_VERSION, "sandbox_id", self->sandbox_id, "contexts",
+                            (json_int_t)count, "uptime_s", kb_now() - self->started_at, "pool",
+                            kb_pool_json(self->pool), "output_memory",
+                            kb_procstore_budget_json(self->procs), "state", state, "limits", limits,
+                            "dropped_messages", json_object_get(dropped, "total"),
+                            "dropped_messages_by_reason", json_object_get(dropped, "by_reason")));
+    json_decref(dropped);
+}
+
+/*  The engine's families for GET /metrics, as Prometheus text: the
+    counters, and the gauges sampled now. */
+static void s_handle_metrics(kb_engine_t *self, kb_call_t *call)
+{
+    size_t count = 0;
+    const char **states = calloc(zhashx_size(self->contexts) + 1, sizeof *states);
+    for (kb_context_t *ctx = zhashx_first(self->contexts); states && ctx;
+         ctx = zhashx_next(self->contexts))
+        if (!kb_context_isolated(ctx))
+            states[count++] = kb_context_state(ctx);
+    json_t *pool = kb_pool_json(self->pool);
+    kb_metrics_sample_t sample = { .context_states = states,
+                                   .contexts = count,
+                                   .pool = pool,
+                                   .budget = kb_procstore_budget(self->procs) };
+    kb_buf_t out = KB_BUF_INIT;
+    kb_metrics_render(self->metrics, &sample, &out);
+    bool ok = states && kb_buf_status(&out) == KB_BUF_OK;
+    json_decref(pool);
+    free(states);
+    if (!ok) {
+        kb_buf_free(&out);
+        kb_call_fail(call, KB_ERR_INTERNAL, "out of memory");
+        return;
+    }
+    call->text = kb_buf_take(&out, NULL);
+    s_answer_json(call, NULL);
 }
 
 /* ---- runs ---------------------------------------------------------------------- */
@@ -477,6 +524,9 @@ void kb_engine_handle(kb_engine_t *self, kb_call_t *call)
     switch (call->type) {
         case KB_CALL_HEALTH:
             s_handle_health(self, call);
+            break;
+        case KB_CALL_METRICS:
+            s_handle_metrics(self, call);
             break;
         case KB_CALL_KERNELSPECS:
             s_answer_json(call, s_kernelspecs_json(self));

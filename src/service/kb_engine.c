@@ -142,8 +142,12 @@ static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char
     kb_kernel_t *kernel
         = kb_kernel_new(self->loop, spec, &opts, callbacks, arg, problem, sizeof problem);
     kb_strv_free(envp);
-    if (!kernel)
+    if (kernel)
+        kb_kernel_set_observer(kernel, kb_metrics_observer(self->metrics));
+    else {
+        kb_metrics_start_failed(self->metrics, spec->name);
         kb_error_set(err, KB_ERR_KERNEL_START_FAILED, "%s", problem);
+    }
     return kernel;
 }
 
@@ -456,6 +460,11 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
     self->lock_fd = -1;
     self->dirty_contexts = zhashx_new();
     self->loop = kb_loop_new();
+    self->metrics = kb_metrics_new();
+    if (!self->metrics) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        goto fail;
+    }
     if (!self->loop) {
         kb_error_set(err, KB_ERR_INTERNAL, "cannot create an epoll set: %s", strerror(errno));
         goto fail;
@@ -507,6 +516,7 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
         .interrupt_grace = self->config.interrupt_grace,
         .completion_grace = self->config.completion_grace,
         .max_output_bytes = self->config.max_output_bytes,
+        .metrics = self->metrics,
     };
     self->context_env = (kb_context_env_t){ .launcher = &self->launcher,
                                             .run_settings = &self->run_settings,
@@ -565,6 +575,7 @@ void kb_engine_destroy(kb_engine_t **self_p)
     free(self->sandbox_id);
     free(self->system_python);
     kb_strv_free(self->kernel_map);
+    kb_metrics_destroy(&self->metrics); /* after every kernel: they report to it */
     free(self);
 }
 

@@ -20,6 +20,7 @@
 #include "service/kb_context.h"
 #include "service/kb_launcher.h"
 #include "service/kb_limits.h"
+#include "service/kb_metrics.h"
 #include "service/kb_persist.h"
 #include "service/kb_pool.h"
 #include "service/kb_procstore.h"
@@ -51,9 +52,10 @@ struct kb_engine {
     zhashx_t *default_generations; /* default context id -> (intptr_t) its last generation */
     kb_procstore_t *procs;
     kb_pool_t *pool;
-    kb_limits_t *limits; /* the sampler of contexts' process trees */
-    zlistx_t *dying;     /* kb_kernel_t * being shut down */
-    zlistx_t *reap;      /* kb_kernel_t * gone, freed at the end of the loop turn */
+    kb_limits_t *limits;   /* the sampler of contexts' process trees */
+    kb_metrics_t *metrics; /* counters for /metrics; every kernel reports to it; freed last */
+    zlistx_t *dying;       /* kb_kernel_t * being shut down */
+    zlistx_t *reap;        /* kb_kernel_t * gone, freed at the end of the loop turn */
     bool reap_scheduled;
     kb_timer_t stop_timer;
     kb_timer_t cull_timer; /* looks for idle contexts (config.cull_idle_timeout) */

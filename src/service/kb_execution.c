@@ -348,6 +348,7 @@ static int fold_stream(kb_execution_t *self, json_t *content, json_t *header)
     apply_pending_clear(self);
     const char *bytes = json_string_value(text);
     size_t len = json_string_length(text);
+    kb_outlog_count_sent(self->log, is_stderr ? KB_OUTPUT_STDERR : KB_OUTPUT_STDOUT, len);
     size_t keep = kb_utf8_prefix(bytes, len, room_left(self));
     size_t kept = keep > 0 ? keep_text(self, is_stderr ? KB_LOG_STDERR : KB_LOG_STDOUT, bytes, keep,
                                        json_object_get(header, "date"))
@@ -399,6 +400,8 @@ static int fold_stream_raw(kb_execution_t *self, const kb_msg_t *msg)
         kept = text.len ? keep_text(self, channel, kb_buf_cstr(&text), text.len, date) : 0;
         kb_buf_free(&text);
     }
+    kb_outlog_count_sent(self->log, channel == KB_LOG_STDERR ? KB_OUTPUT_STDERR : KB_OUTPUT_STDOUT,
+                         scan.text_bytes);
     self->kept_bytes += kept;
     if (kept < scan.text_bytes) {
         self->dropped_bytes += scan.text_bytes - kept;
@@ -425,6 +428,7 @@ static int fold_output(kb_execution_t *self, json_t *content, bool is_main_resul
 
     apply_pending_clear(self);
     size_t bytes = bundle_bytes(data, metadata);
+    kb_outlog_count_sent(self->log, KB_OUTPUT_DISPLAY, bytes);
     if (bytes > bundle_room(self, bytes)) {
         self->dropped_bytes += bytes;
         note_dropped(self);
@@ -456,6 +460,7 @@ static int fold_update_display(kb_execution_t *self, json_t *content)
 
     /* Bytes freed and taken by replacing every matching entry. */
     size_t bytes = bundle_bytes(data, metadata);
+    kb_outlog_count_sent(self->log, KB_OUTPUT_DISPLAY, bytes);
     size_t old_bytes = 0, matches = 0;
     for (size_t i = 0; i < self->result->outputs_len; i++) {
         const kb_output_t *out = &self->result->outputs[i];

@@ -263,6 +263,12 @@ void kb_outlog_charge(kb_outlog_t *self, size_t bytes)
     s_charge(self, bytes);
 }
 
+void kb_outlog_count_sent(kb_outlog_t *self, kb_output_kind_t kind, size_t bytes)
+{
+    if (self && self->budget && (unsigned)kind < KB_OUTPUT_KINDS)
+        self->budget->sent[kind] += bytes;
+}
+
 void kb_outlog_clear_view(kb_outlog_t *self)
 {
     pthread_mutex_lock(&self->lock);

@@ -28,6 +28,14 @@ typedef enum { KB_LOG_STDOUT, KB_LOG_STDERR, KB_LOG_SYSTEM } kb_log_channel_t;
 
 typedef struct kb_outlog kb_outlog_t;
 
+/*  What a kernel sends as a run's output, for the totals of /metrics. */
+typedef enum {
+    KB_OUTPUT_STDOUT,
+    KB_OUTPUT_STDERR,
+    KB_OUTPUT_DISPLAY, /* display_data, execute_result, update_display_data: data and metadata */
+    KB_OUTPUT_KINDS,
+} kb_output_kind_t;
+
 /*  The daemon-wide bound on output held in memory (--max-output-memory):
     the bytes of every live log, running or finished, counted once. When an
     append would go over, make_room (engine thread) is asked to free need
@@ -39,6 +47,9 @@ typedef struct {
     atomic_size_t peak;
     void (*make_room)(void *arg, size_t need, kb_outlog_t *asking);
     void *arg;
+    /* bytes of output kernels sent for runs since the start, kept or not,
+       by kb_output_kind_t (kb_outlog_count_sent); engine thread only */
+    unsigned long long sent[KB_OUTPUT_KINDS];
 } kb_budget_t;
 
 /*  A new, empty log charged to budget (borrowed, may be NULL; it must
@@ -88,6 +99,10 @@ size_t kb_outlog_restore(kb_outlog_t *self, kb_log_channel_t channel, const char
     left them), to store and restore. */
 void kb_outlog_set_view(kb_outlog_t *self, size_t stdout_start, size_t stderr_start);
 size_t kb_outlog_view_start(kb_outlog_t *self, kb_log_channel_t channel);
+
+/*  Count bytes of output a kernel sent for the run, whether kept or not,
+    in the budget's totals. Safe on NULL (nothing counted). */
+void kb_outlog_count_sent(kb_outlog_t *self, kb_output_kind_t kind, size_t bytes);
 
 /*  Charge bytes that the run keeps elsewhere (its rich outputs) to the
     budget, for as long as the log lives. */

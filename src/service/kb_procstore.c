@@ -336,6 +336,11 @@ void kb_proc_log(kb_proc_t *proc, kb_log_channel_t channel, const char *text)
         kb_proc_logged(proc, cursor); /* marks it */
 }
 
+const kb_budget_t *kb_procstore_budget(const kb_procstore_t *self)
+{
+    return &self->budget;
+}
+
 json_t *kb_procstore_budget_json(kb_procstore_t *self)
 {
     return json_pack("{s:I, s:I, s:I}", "limit", (json_int_t)self->budget.limit, "used",

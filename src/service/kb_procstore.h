@@ -35,6 +35,10 @@ kb_procstore_t *kb_procstore_new(kb_loop_t *loop, size_t max_records, size_t max
 /*  {limit, used, peak} of the output memory budget, for /health. */
 json_t *kb_procstore_budget_json(kb_procstore_t *self);
 
+/*  The output memory budget itself, with the totals of output sent (for
+    /metrics). Borrowed; engine thread. */
+const kb_budget_t *kb_procstore_budget(const kb_procstore_t *self);
+
 /*  Keep the records in the state database from now on: each change (a
     new record, its frames, its end, its eviction) is written at the end
     of its loop turn. persist is borrowed and outlives the store. */

@@ -308,6 +308,7 @@ static kb_kernel_t *s_adopt_kernel(kb_engine_t *self, const kb_kernel_row_t *row
         kb_kernelspec_destroy(&spec);
         return NULL;
     }
+    kb_kernel_set_observer(kernel, kb_metrics_observer(self->metrics));
     *spec_out = spec;
     return kernel;
 }

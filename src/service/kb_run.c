@@ -233,6 +233,8 @@ static void s_end(kb_run_t *self, kb_outcome_t outcome, const char *value, const
     result->language = strdup(self->language);
     result->generation = json_integer_value(json_object_get(self->identity, "generation"));
     s_measure(self, &result->resources);
+    kb_metrics_run_ended(self->settings->metrics, self->language, s_outcomes[outcome].reason,
+                         result->resources.wall_time_s);
     /* The result without its logs' text, which stays in the record's
        output: the record, the stream's reader and the struct share it. */
     json_t *json = kb_result_to_json(result);

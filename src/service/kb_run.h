@@ -23,6 +23,7 @@
 #include "kernel/kb_kernel.h"
 #include "kernelbridge/kb_service.h"
 #include "service/kb_call.h"
+#include "service/kb_metrics.h"
 #include "service/kb_procstore.h"
 #include "service/kb_stream.h"
 #include "util/kb_loop.h"
@@ -81,6 +82,7 @@ typedef struct {
     double interrupt_grace;  /* seconds from interrupt to kill at timeout */
     double completion_grace; /* seconds to wait for the missing one of reply/idle */
     size_t max_output_bytes;
+    kb_metrics_t *metrics; /* counts the run at its end; NULL: not counted */
 } kb_run_settings_t;
 
 /*  Called once, when the run has ended, with the execution count the

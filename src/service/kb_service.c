@@ -243,6 +243,17 @@ json_t *kb_service_health(kb_service_t *self)
     return s_call_json(self, &request, NULL);
 }
 
+char *kb_service_metrics(kb_service_t *self)
+{
+    kb_call_t request;
+    kb_call_init(&request, KB_CALL_METRICS);
+    if (s_call(self, &request, NULL) != 0) {
+        free(request.text);
+        return NULL;
+    }
+    return request.text;
+}
+
 json_t *kb_service_kernelspecs(kb_service_t *self)
 {
     kb_call_t request;

@@ -38,6 +38,31 @@ def test_kernelspecs():
     assert os.path.isdir(names["xpython"]["resource_dir"])
 
 
+def test_kernelspecs_setup_installed_are_found_from_a_plain_shell():
+    # The README's `kernelbridge serve`, from a login shell of root: no
+    # JUPYTER_PATH, no JUPYTER_DATA_DIR; every kernelspec scripts/setup.sh
+    # installs must be found (Deno's included), with an argv that runs.
+    import pwd
+    home = pwd.getpwuid(os.getuid()).pw_dir
+    plain = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+             "HOME": home, "LANG": "C.UTF-8"}
+    done = subprocess.run([BINARY, "kernelspecs", "--json"], capture_output=True, text=True,
+                          env=plain, cwd="/", timeout=60)
+    assert done.returncode == 0, done.stderr
+    specs = {spec["name"]: spec for spec in json.loads(done.stdout)["kernelspecs"]}
+    expected = {"python3": "python", "xpython": "python", "ir": "R", "octave": "octave",
+                "deno": "typescript"}
+    for name, language in expected.items():
+        assert name in specs, "%s not found (setup.sh installs it): %s" % (name, sorted(specs))
+        assert specs[name]["language"] == language
+    with open(os.path.join(specs["deno"]["resource_dir"], "kernel.json")) as f:
+        deno = json.load(f)["argv"][0]
+    assert os.path.isabs(deno) and os.access(deno, os.X_OK), deno
+    table = subprocess.run([BINARY, "kernelspecs"], capture_output=True, text=True, env=plain,
+                           timeout=60).stdout
+    assert {line.split()[0] for line in table.splitlines()[1:]} >= set(expected)
+
+
 def test_run_result_and_stdout():
     done = kb("run", "print('hello'); 1+1")
     assert done.returncode == 0, done.stderr

@@ -9,10 +9,12 @@ Kernelspecs the tests use, on the daemon's JUPYTER_PATH:
   <entry>/kernels/, so the entry is a private temporary directory whose
   kernels/ links to <repo>/kernelspecs;
 - <repo>/.cache/deno/jupyter: Deno's kernelspec, written there by
-  scripts/setup.sh (`deno jupyter --install`, from the deno package of npm);
+  scripts/setup.sh (`deno jupyter --install`, from the deno package of npm),
+  which also copies it to /usr/local/share/jupyter/kernels/deno for daemons
+  started with no JUPYTER_PATH (the README's);
 - the system's: ipykernel (python3), xeus-python (xpython), IRkernel (ir),
   octave_kernel (octave), from Debian packages.
-Nothing is installed into the system's or the user's Jupyter directories.
+Nothing is installed into the user's Jupyter directories.
 """
 
 import atexit

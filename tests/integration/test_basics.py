@@ -37,7 +37,9 @@ def test_kernelspecs_lists_ipykernel(shared_daemon):
 
 
 def test_unknown_route_is_404(shared_daemon):
-    for path in ("/nope", "/contexts/a/b/c", "/run/x", "/processes/p/nope", "/", "/health/"):
+    # "/" is the web console (SPEC section 11; tests/integration/test_console.py)
+    for path in ("/nope", "/contexts/a/b/c", "/run/x", "/processes/p/nope", "/consoles",
+                 "/health/"):
         body = error_of(shared_daemon.get(path), 404, "NOT_FOUND")
         assert body["path"] == path
         assert body["method"] == "GET"

@@ -408,6 +408,10 @@ def test_a_jupyter_kernel_survives_a_crash_with_its_id_limits_and_state(state_di
         crash(d)
     d = start(state_dir, "--memory-limit", "1G")
     try:
+        # busy until the adopted kernel answers the shell barrier (a
+        # kernel_info_request behind any cell of the old daemon's), then idle
+        assert wait_until(lambda: d.ok("GET", "/api/kernels/" + kid)["execution_state"] == "idle",
+                          10)
         model = d.ok("GET", "/api/kernels/" + kid)
         assert model["id"] == kid and model["execution_state"] == "idle", model
         after = d.ok("GET", "/contexts/" + kid)

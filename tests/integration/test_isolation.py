@@ -282,7 +282,7 @@ def test_default_mode_keeps_the_token_out_of_cmdline_and_environ(daemon_factory,
     KB_TOKEN is wiped from the daemon's environment."""
     d = daemon_factory(token=TOKEN, state_dir=state_dir)
     a, b = create(d), create(d, cwd=str(state_dir.parent))
-    assert a["cwd"] is None, "no private dir: the daemon's cwd"
+    assert a["cwd"] == str(d.dir), "no private dir: the daemon's cwd"
     out = probe(d, state_dir, a, b, 0)
     assert out["token_file"][0] == "reached" and TOKEN in out["token_file"][1]
     assert out["other_connection_file"][0] == "reached"

@@ -41,6 +41,9 @@ def test_every_daemon_code_has_its_class():
         "TOO_MANY_CONTEXTS": kernelbridge.TooManyContextsError,
         "UNAVAILABLE": kernelbridge.UnavailableError,
         "INTERNAL_ERROR": kernelbridge.InternalError,
+        "URI_TOO_LONG": kernelbridge.UriTooLongError,
+        "HEADERS_TOO_LARGE": kernelbridge.HeadersTooLargeError,
+        "HTTP_VERSION_NOT_SUPPORTED": kernelbridge.HttpVersionNotSupportedError,
     }
     for code, cls in expected.items():
         body = {"code": code, "message": "m", "status_code": 500, "path": "/p", "method": "GET",

@@ -45,9 +45,12 @@ from .errors import (
     ProtectedContextError,
     SessionNotFoundError,
     TooManyContextsError,
+    HeadersTooLargeError,
+    HttpVersionNotSupportedError,
     UnauthorizedError,
     UnavailableError,
     UnsupportedOptionError,
+    UriTooLongError,
 )
 from .interpreter import AsyncInterpreterContext, AsyncInterpreterService
 from .process import AsyncProcessHandle, AsyncProcessService
@@ -142,6 +145,9 @@ __all__ = [
     "TooManyContextsError",
     "UnavailableError",
     "InternalError",
+    "UriTooLongError",
+    "HeadersTooLargeError",
+    "HttpVersionNotSupportedError",
 ]
 
 #: Where ``connect()`` looks when neither ``url`` nor ``KB_URL`` is given

@@ -173,6 +173,18 @@ class InternalError(KernelBridgeError):
     """INTERNAL_ERROR (500): a fault of the daemon, never of the input."""
 
 
+class UriTooLongError(KernelBridgeError):
+    """URI_TOO_LONG (414): the request line is longer than the daemon reads."""
+
+
+class HeadersTooLargeError(KernelBridgeError):
+    """HEADERS_TOO_LARGE (431): the request's headers are larger than the daemon reads."""
+
+
+class HttpVersionNotSupportedError(KernelBridgeError):
+    """HTTP_VERSION_NOT_SUPPORTED (505): only HTTP/1.0 and HTTP/1.1 are spoken."""
+
+
 _BY_CODE: Dict[str, Type[KernelBridgeError]] = {
     "BAD_REQUEST": BadRequestError,
     "INVALID_REQUEST_BODY": InvalidRequestBodyError,
@@ -191,6 +203,9 @@ _BY_CODE: Dict[str, Type[KernelBridgeError]] = {
     "TOO_MANY_CONTEXTS": TooManyContextsError,
     "UNAVAILABLE": UnavailableError,
     "INTERNAL_ERROR": InternalError,
+    "URI_TOO_LONG": UriTooLongError,
+    "HEADERS_TOO_LARGE": HeadersTooLargeError,
+    "HTTP_VERSION_NOT_SUPPORTED": HttpVersionNotSupportedError,
 }
 
 # Used only when an error response carries no code the SDK can read
@@ -201,9 +216,12 @@ _BY_STATUS: Dict[int, str] = {
     404: "NOT_FOUND",
     405: "METHOD_NOT_ALLOWED",
     413: "PAYLOAD_TOO_LARGE",
+    414: "URI_TOO_LONG",
     429: "TOO_MANY_CONTEXTS",
+    431: "HEADERS_TOO_LARGE",
     500: "INTERNAL_ERROR",
     503: "UNAVAILABLE",
+    505: "HTTP_VERSION_NOT_SUPPORTED",
 }
 
 

@@ -1,0 +1,515 @@
+/*  kb_cli_client.c - `kernelbridge contexts`, `ps` and `logs`: a person at a
+    terminal asks a running daemon over its native HTTP API (SPEC section 5)
+    what it has: its contexts, its process records, a run's output (live,
+    over the logs endpoint's Server-Sent Events, with --follow). Tables for
+    a person, or the daemon's JSON as it came.
+
+    Not for driving runs (`kernelbridge run` is in-process, kb_cli_run.c),
+    nor HTTP itself (kb_cli_http.c). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/kb_cli.h"
+#include "cli/kb_cli_http.h"
+#include "kernelbridge.h"
+#include "util/kb_buf.h"
+
+#define KB_CLIENT_DEFAULT_URL "http://127.0.0.1:8899"
+
+enum { KB_EXIT_OK = 0, KB_EXIT_FAILED = 1, KB_EXIT_USAGE = 2 };
+
+/*  A command's daemon, with what it was given. */
+typedef struct {
+    const char *prog; /* "kernelbridge ps", for messages; static */
+    const char *url;  /* --url, or NULL; borrowed */
+    kb_cli_daemon_t daemon;
+    char *token; /* owned, or NULL */
+} kb_client_t;
+
+/* ---- options shared by the commands ------------------------------------------------ */
+
+enum { OPT_URL = 0x100, OPT_TOKEN_FILE };
+
+/*  The help of the options every command takes. */
+static void s_client_help(FILE *out)
+{
+    fputs("  --url URL          the daemon [KB_URL, default " KB_CLIENT_DEFAULT_URL "]\n"
+          "  --token-file FILE  send the file's first line as the Bearer token\n"
+          "                     [KB_TOKEN_FILE, or the token itself in KB_TOKEN]\n"
+          "  -h, --help         this help\n"
+          "\n"
+          "exit status: 0 ok, 1 the daemon is unreachable or refused, 2 usage\n",
+          out);
+}
+
+/*  The first line of path. Caller owns the result; NULL after printing why. */
+static char *s_read_token(const char *prog, const char *path)
+{
+    FILE *in = fopen(path, "r");
+    char line[4096] = "";
+    if (!in || !fgets(line, sizeof line, in)) {
+        fprintf(stderr, "%s: cannot read the token file %s: %s\n", prog, path,
+                in ? "it is empty" : strerror(errno));
+        if (in)
+            fclose(in);
+        return NULL;
+    }
+    fclose(in);
+    line[strcspn(line, "\r\n")] = 0;
+    return strdup(line);
+}
+
+/*  Where and how to reach the daemon, from the flags and environment.
+    0, or -1 after printing why. */
+static int s_client_setup(kb_client_t *self, const char *token_file)
+{
+    char err[600];
+    const char *url = self->url;
+    if (!url)
+        url = getenv("KB_URL") && *getenv("KB_URL") ? getenv("KB_URL") : KB_CLIENT_DEFAULT_URL;
+    if (kb_cli_daemon_init(&self->daemon, url, err, sizeof err) < 0) {
+        fprintf(stderr, "%s: %s\n", self->prog, err);
+        return -1;
+    }
+    if (!token_file && getenv("KB_TOKEN_FILE") && *getenv("KB_TOKEN_FILE"))
+        token_file = getenv("KB_TOKEN_FILE");
+    if (token_file && !(self->token = s_read_token(self->prog, token_file)))
+        return -1;
+    if (!token_file && getenv("KB_TOKEN") && *getenv("KB_TOKEN"))
+        self->token = strdup(getenv("KB_TOKEN"));
+    self->daemon.token = self->token;
+    return 0;
+}
+
+/*  GET path as JSON: the answer (caller owns it), or NULL after printing
+    why. */
+static json_t *s_get(const kb_client_t *self, const char *path)
+{
+    char err[700];
+    json_t *answer = path ? kb_cli_get_json(&self->daemon, path, err, sizeof err) : NULL;
+    if (!answer)
+        fprintf(stderr, "%s: %s\n", self->prog, path ? err : "out of memory");
+    return answer;
+}
+
+/*  "/processes/<id escaped><after>". Caller owns the result; NULL without
+    memory. */
+static char *s_process_path(const char *id, const char *after)
+{
+    kb_buf_t path = KB_BUF_INIT;
+    kb_buf_puts(&path, "/processes/");
+    kb_cli_url_escape(&path, id);
+    kb_buf_puts(&path, after);
+    return kb_buf_take(&path, NULL);
+}
+
+static void s_print_json(json_t *json)
+{
+    json_dumpf(json, stdout, JSON_INDENT(2));
+    fputc('\n', stdout);
+}
+
+/* ---- what a person reads ------------------------------------------------------------ */
+
+/*  An ISO 8601 UTC time of the daemon ("2026-01-02T03:04:05.678Z") as
+    seconds since the epoch; -1 when it is not one. */
+static double s_parse_time(const char *iso)
+{
+    struct tm tm = { 0 };
+    int ms = 0;
+    if (!iso
+        || sscanf(iso, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms)
+               < 6)
+        return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    return (double)timegm(&tm) + ms / 1000.0;
+}
+
+static double s_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*  A span of seconds for a person: "0.42s", "12s", "3m05s", "2h10m", "4d3h". */
+static const char *s_span(double s, char *out, size_t len)
+{
+    long long whole = (long long)s;
+    if (s < 0)
+        snprintf(out, len, "-");
+    else if (s < 10)
+        snprintf(out, len, "%.2fs", s);
+    else if (whole < 60)
+        snprintf(out, len, "%llds", whole);
+    else if (whole < 3600)
+        snprintf(out, len, "%lldm%02llds", whole / 60, whole % 60);
+    else if (whole < 86400)
+        snprintf(out, len, "%lldh%02lldm", whole / 3600, whole % 3600 / 60);
+    else
+        snprintf(out, len, "%lldd%lldh", whole / 86400, whole % 86400 / 3600);
+    return out;
+}
+
+/*  How long ago an ISO time was: "12s ago", or "-". */
+static const char *s_ago(const char *iso, char *out, size_t len)
+{
+    double at = s_parse_time(iso);
+    char span[32];
+    if (at < 0)
+        snprintf(out, len, "-");
+    else
+        snprintf(out, len, "%s ago", s_span(s_now() - at, span, sizeof span));
+    return out;
+}
+
+/*  Bytes for a person: "512B", "70.1M". */
+static const char *s_bytes(json_t *value, char *out, size_t len)
+{
+    static const char units[] = "BKMGT";
+    if (!json_is_integer(value))
+        return snprintf(out, len, "-"), out;
+    double n = (double)json_integer_value(value);
+    size_t unit = 0;
+    while (n >= 1024 && unit + 1 < sizeof units - 1) {
+        n /= 1024;
+        unit++;
+    }
+    snprintf(out, len, unit ? "%.1f%c" : "%.0f%c", n, units[unit]);
+    return out;
+}
+
+static const char *s_str(json_t *object, const char *key)
+{
+    const char *value = json_string_value(json_object_get(object, key));
+    return value ? value : "-";
+}
+
+/* ---- kernelbridge contexts ---------------------------------------------------------- */
+
+static void s_contexts_usage(FILE *out)
+{
+    fprintf(out, "usage: kernelbridge contexts [--all] [--json] [--url URL] [--token-file FILE]\n"
+                 "\n"
+                 "List the contexts of a running daemon: id, language, state, generation,\n"
+                 "memory in use, last activity and working directory.\n"
+                 "\n"
+                 "  -a, --all          default contexts too (default-<language>)\n"
+                 "  -j, --json         the daemon's JSON ({\"contexts\": [...]})\n");
+    s_client_help(out);
+}
+
+static void s_print_contexts(json_t *contexts)
+{
+    printf("%-24s %-10s %-8s %4s %8s %-14s %s\n", "ID", "LANGUAGE", "STATE", "GEN", "MEMORY",
+           "LAST ACTIVITY", "CWD");
+    size_t i;
+    json_t *ctx;
+    json_array_foreach(contexts, i, ctx)
+    {
+        char memory[32], ago[48];
+        json_t *resources = json_object_get(ctx, "resources");
+        printf("%-24s %-10s %-8s %4lld %8s %-14s %s\n", s_str(ctx, "context_id"),
+               s_str(ctx, "language"), s_str(ctx, "state"),
+               (long long)json_integer_value(json_object_get(ctx, "generation")),
+               s_bytes(json_object_get(resources, "memory_bytes"), memory, sizeof memory),
+               s_ago(json_string_value(json_object_get(ctx, "last_activity_at")), ago, sizeof ago),
+               s_str(ctx, "cwd"));
+    }
+}
+
+int kb_cli_contexts(int argc, char **argv)
+{
+    static const struct option options[]
+        = { { "url", required_argument, NULL, OPT_URL },
+            { "token-file", required_argument, NULL, OPT_TOKEN_FILE },
+            { "help", no_argument, NULL, 'h' },
+            { "all", no_argument, NULL, 'a' },
+            { "json", no_argument, NULL, 'j' },
+            { NULL, 0, NULL, 0 } };
+    kb_client_t client = { .prog = "kernelbridge contexts" };
+    const char *token_file = NULL;
+    bool all = false, json_out = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "ajh", options, NULL)) != -1) {
+        if (c == OPT_URL)
+            client.url = optarg;
+        else if (c == OPT_TOKEN_FILE)
+            token_file = optarg;
+        else if (c == 'a')
+            all = true;
+        else if (c == 'j')
+            json_out = true;
+        else {
+            s_contexts_usage(c == 'h' ? stdout : stderr);
+            return c == 'h' ? KB_EXIT_OK : KB_EXIT_USAGE;
+        }
+    }
+    if (optind != argc) {
+        s_contexts_usage(stderr);
+        return KB_EXIT_USAGE;
+    }
+    if (s_client_setup(&client, token_file) < 0)
+        return KB_EXIT_USAGE;
+    json_t *answer = s_get(&client, all ? "/contexts?all=true" : "/contexts");
+    free(client.token);
+    if (!answer)
+        return KB_EXIT_FAILED;
+    if (json_out)
+        s_print_json(answer);
+    else
+        s_print_contexts(json_object_get(answer, "contexts"));
+    json_decref(answer);
+    return KB_EXIT_OK;
+}
+
+/* ---- kernelbridge ps ------------------------------------------------------------------ */
+
+static void s_ps_usage(FILE *out)
+{
+    fprintf(out, "usage: kernelbridge ps [--context ID] [--state running|terminal] [--json]\n"
+                 "                       [--url URL] [--token-file FILE]\n"
+                 "\n"
+                 "List the process records (runs) a running daemon keeps: id, context,\n"
+                 "state (or how it ended), start and duration.\n"
+                 "\n"
+                 "  -c, --context ID   the runs of one context\n"
+                 "  -s, --state S      running or terminal\n"
+                 "  -j, --json         the daemon's JSON ({\"processes\": [...]})\n");
+    s_client_help(out);
+}
+
+/*  "running", "exited 0", "timed_out SIGINT", ... */
+static const char *s_outcome(json_t *proc, char *out, size_t len)
+{
+    const char *reason = json_string_value(json_object_get(proc, "reason"));
+    json_t *code = json_object_get(proc, "exit_code");
+    const char *signal = json_string_value(json_object_get(proc, "signal"));
+    if (!reason)
+        snprintf(out, len, "%s", s_str(proc, "state"));
+    else if (signal)
+        snprintf(out, len, "%s %s", reason, signal);
+    else if (json_is_integer(code))
+        snprintf(out, len, "%s %lld", reason, (long long)json_integer_value(code));
+    else
+        snprintf(out, len, "%s", reason);
+    return out;
+}
+
+static void s_print_processes(json_t *processes)
+{
+    printf("%-22s %-24s %-20s %-10s %s\n", "ID", "CONTEXT", "STATE", "STARTED", "DURATION");
+    size_t i;
+    json_t *proc;
+    json_array_foreach(processes, i, proc)
+    {
+        char outcome[64], ago[48], span[32];
+        double started = s_parse_time(json_string_value(json_object_get(proc, "started_at")));
+        double ended = s_parse_time(json_string_value(json_object_get(proc, "ended_at")));
+        double until = ended >= 0 ? ended : s_now();
+        printf("%-22s %-24s %-20s %-10s %s\n", s_str(proc, "process_id"), s_str(proc, "context_id"),
+               s_outcome(proc, outcome, sizeof outcome),
+               s_ago(json_string_value(json_object_get(proc, "started_at")), ago, sizeof ago),
+               s_span(started >= 0 ? until - started : -1, span, sizeof span));
+    }
+}
+
+/*  "/processes" with the query of the filters given. Caller owns the
+    result; NULL without memory. */
+static char *s_ps_path(const char *context, const char *state)
+{
+    kb_buf_t path = KB_BUF_INIT;
+    kb_buf_puts(&path, "/processes");
+    if (context) {
+        kb_buf_puts(&path, "?context_id=");
+        kb_cli_url_escape(&path, context);
+    }
+    if (state) {
+        kb_buf_puts(&path, context ? "&state=" : "?state=");
+        kb_cli_url_escape(&path, state);
+    }
+    return kb_buf_take(&path, NULL);
+}
+
+int kb_cli_ps(int argc, char **argv)
+{
+    static const struct option options[]
+        = { { "url", required_argument, NULL, OPT_URL },
+            { "token-file", required_argument, NULL, OPT_TOKEN_FILE },
+            { "help", no_argument, NULL, 'h' },
+            { "context", required_argument, NULL, 'c' },
+            { "state", required_argument, NULL, 's' },
+            { "json", no_argument, NULL, 'j' },
+            { NULL, 0, NULL, 0 } };
+    kb_client_t client = { .prog = "kernelbridge ps" };
+    const char *token_file = NULL, *context = NULL, *state = NULL;
+    bool json_out = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "c:s:jh", options, NULL)) != -1) {
+        if (c == OPT_URL)
+            client.url = optarg;
+        else if (c == OPT_TOKEN_FILE)
+            token_file = optarg;
+        else if (c == 'c')
+            context = optarg;
+        else if (c == 's')
+            state = optarg;
+        else if (c == 'j')
+            json_out = true;
+        else {
+            s_ps_usage(c == 'h' ? stdout : stderr);
+            return c == 'h' ? KB_EXIT_OK : KB_EXIT_USAGE;
+        }
+    }
+    if (optind != argc) {
+        s_ps_usage(stderr);
+        return KB_EXIT_USAGE;
+    }
+    if (s_client_setup(&client, token_file) < 0)
+        return KB_EXIT_USAGE;
+    char *path = s_ps_path(context, state);
+    json_t *answer = s_get(&client, path);
+    free(path);
+    free(client.token);
+    if (!answer)
+        return KB_EXIT_FAILED;
+    if (json_out)
+        s_print_json(answer);
+    else
+        s_print_processes(json_object_get(answer, "processes"));
+    json_decref(answer);
+    return KB_EXIT_OK;
+}
+
+/* ---- kernelbridge logs ---------------------------------------------------------------- */
+
+static void s_logs_usage(FILE *out)
+{
+    fprintf(out, "usage: kernelbridge logs [--follow] [--url URL] [--token-file FILE] PROCESS_ID\n"
+                 "\n"
+                 "Print a run's output as the daemon keeps it: stdout to stdout, stderr and\n"
+                 "the daemon's own notes to stderr.\n"
+                 "\n"
+                 "  -f, --follow       go on printing as the run writes, until it ends\n");
+    s_client_help(out);
+}
+
+/*  One log frame {channel, data} to where it belongs. */
+static void s_print_frame(json_t *frame)
+{
+    const char *channel = json_string_value(json_object_get(frame, "channel"));
+    const char *data = json_string_value(json_object_get(frame, "data"));
+    if (!channel || !data)
+        return;
+    if (strcmp(channel, "stdout") == 0) {
+        fputs(data, stdout);
+        fflush(stdout);
+        return;
+    }
+    fputs(data, stderr);
+    size_t len = strlen(data);
+    if (strcmp(channel, "system") == 0 && (len == 0 || data[len - 1] != '\n'))
+        fputc('\n', stderr);
+    fflush(stderr);
+}
+
+/*  The frames kept now, page by page. 0 or -1 (printed). */
+static int s_logs_print(const kb_client_t *client, const char *id)
+{
+    long long cursor = -1;
+    for (;;) {
+        char after[64] = "/logs";
+        if (cursor >= 0)
+            snprintf(after, sizeof after, "/logs?cursor=%lld", cursor);
+        char *path = s_process_path(id, after);
+        json_t *answer = s_get(client, path);
+        free(path);
+        if (!answer)
+            return -1;
+        json_t *frames = json_object_get(answer, "frames");
+        size_t i;
+        json_t *frame;
+        json_array_foreach(frames, i, frame) s_print_frame(frame);
+        bool more = json_array_size(frames) > 0 && !json_is_true(json_object_get(answer, "eof"));
+        cursor = json_integer_value(json_object_get(answer, "next_cursor"));
+        json_decref(answer);
+        if (!more)
+            return 0;
+    }
+}
+
+/*  One event of the logs stream: a frame to print, or the run's end. */
+static int s_logs_event(const char *event, const char *data, void *arg, char *err, size_t errlen)
+{
+    (void)arg;
+    if (strcmp(event, "eof") == 0)
+        return 1;
+    if (strcmp(event, "log") != 0)
+        return 0;
+    json_t *frame = json_loads(data, 0, NULL);
+    if (!frame) {
+        snprintf(err, errlen, "a log event that is not JSON: %.80s", data);
+        return -1;
+    }
+    s_print_frame(frame);
+    json_decref(frame);
+    return 0;
+}
+
+/*  Follow the logs over SSE until the run has ended. 0 or -1 (printed). */
+static int s_logs_follow(const kb_client_t *client, const char *id)
+{
+    char err[700] = "out of memory";
+    char *path = s_process_path(id, "/logs?follow=true");
+    int rc
+        = path ? kb_cli_get_events(&client->daemon, path, s_logs_event, NULL, err, sizeof err) : -1;
+    if (rc < 0)
+        fprintf(stderr, "%s: %s\n", client->prog, err);
+    free(path);
+    return rc;
+}
+
+int kb_cli_logs(int argc, char **argv)
+{
+    static const struct option options[]
+        = { { "url", required_argument, NULL, OPT_URL },
+            { "token-file", required_argument, NULL, OPT_TOKEN_FILE },
+            { "help", no_argument, NULL, 'h' },
+            { "follow", no_argument, NULL, 'f' },
+            { NULL, 0, NULL, 0 } };
+    kb_client_t client = { .prog = "kernelbridge logs" };
+    const char *token_file = NULL;
+    bool follow = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "fh", options, NULL)) != -1) {
+        if (c == OPT_URL)
+            client.url = optarg;
+        else if (c == OPT_TOKEN_FILE)
+            token_file = optarg;
+        else if (c == 'f')
+            follow = true;
+        else {
+            s_logs_usage(c == 'h' ? stdout : stderr);
+            return c == 'h' ? KB_EXIT_OK : KB_EXIT_USAGE;
+        }
+    }
+    if (optind != argc - 1 || !*argv[optind]) {
+        s_logs_usage(stderr);
+        return KB_EXIT_USAGE;
+    }
+    if (s_client_setup(&client, token_file) < 0)
+        return KB_EXIT_USAGE;
+    int rc = follow ? s_logs_follow(&client, argv[optind]) : s_logs_print(&client, argv[optind]);
+    free(client.token);
+    return rc == 0 ? KB_EXIT_OK : KB_EXIT_FAILED;
+}

@@ -1,0 +1,498 @@
+/*  kb_cli_http.c - the CLI's HTTP client (`contexts`, `ps`, `logs`): the
+    smallest that does. GET only, one request per connection (Connection:
+    close), plain TCP with a bounded connect (no TLS, no redirects), bodies
+    with a Content-Length, chunked or read to the close; JSON answers and
+    Server-Sent Events. Not a general client, and not used by the daemon. */
+#include "cli/kb_cli_http.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "kernelbridge.h"
+
+/*  The most of a JSON answer kept, and of one line of a head. */
+#define KB_CLI_MAX_BODY (256u << 20)
+#define KB_CLI_LINE 16384
+
+/*  One response being read. */
+typedef struct {
+    int fd;
+    int timeout_ms; /* per read; -1: none */
+    char in[KB_CLI_LINE];
+    size_t at, len; /* unread bytes are in[at..len) */
+    int status;
+    bool chunked;
+    long long left;  /* body bytes left (Content-Length), or of the chunk; -1: until close */
+    bool chunk_open; /* a chunk's data was read: its CRLF comes next */
+    bool done;       /* the body has ended */
+    char err[600];
+} kb_reply_t;
+
+/* ---- the connection --------------------------------------------------------- */
+
+/*  host and port of an http:// URL (the scheme may be left out; IPv6 in
+    brackets; port 80 when none). 0 or -1 (err says why). */
+int kb_cli_daemon_init(kb_cli_daemon_t *self, const char *url, char *err, size_t errlen)
+{
+    *self = (kb_cli_daemon_t){ .url = url };
+    const char *p = url;
+    if (strncasecmp(p, "https://", 8) == 0) {
+        snprintf(err, errlen, "%s: https is not supported (the daemon speaks plain HTTP)", p);
+        return -1;
+    }
+    if (strncasecmp(p, "http://", 7) == 0)
+        p += 7;
+    size_t host_len;
+    const char *after;
+    if (*p == '[') {
+        const char *close = strchr(p, ']');
+        if (!close)
+            goto bad;
+        p++;
+        host_len = (size_t)(close - p);
+        after = close + 1;
+    } else {
+        host_len = strcspn(p, ":/");
+        after = p + host_len;
+    }
+    if (host_len == 0 || host_len >= sizeof self->host)
+        goto bad;
+    memcpy(self->host, p, host_len);
+    self->host[host_len] = 0;
+    snprintf(self->port, sizeof self->port, "80");
+    if (*after == ':') {
+        size_t port_len = strspn(after + 1, "0123456789");
+        if (port_len == 0 || port_len >= sizeof self->port
+            || (after[1 + port_len] && after[1 + port_len] != '/'))
+            goto bad;
+        memcpy(self->port, after + 1, port_len);
+        self->port[port_len] = 0;
+    } else if (*after && *after != '/')
+        goto bad;
+    return 0;
+bad:
+    snprintf(err, errlen, "not a daemon URL: '%s' (want http://HOST:PORT)", self->url);
+    return -1;
+}
+
+/*  A non-blocking connect bounded by KB_CLI_CONNECT_MS. The socket
+    (blocking again), or -1 with err. */
+static int s_connect_one(const struct addrinfo *ai, char *err, size_t errlen)
+{
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s", strerror(errno));
+        return -1;
+    }
+    int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
+    if (rc < 0 && errno == EINPROGRESS) {
+        struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+        int ready = poll(&pfd, 1, KB_CLI_CONNECT_MS);
+        int soerr = 0;
+        socklen_t len = sizeof soerr;
+        if (ready == 0)
+            soerr = ETIMEDOUT;
+        else if (ready < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+            soerr = errno;
+        rc = soerr ? -1 : 0;
+        errno = soerr;
+    }
+    if (rc < 0) {
+        snprintf(err, errlen, "%s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return fd;
+}
+
+/*  A connected socket to the daemon, or -1 with err. */
+static int s_connect(const kb_cli_daemon_t *self, char *err, size_t errlen)
+{
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *list;
+    int gai = getaddrinfo(self->host, self->port, &hints, &list);
+    if (gai != 0) {
+        snprintf(err, errlen, "cannot reach the daemon at %s: %s", self->url, gai_strerror(gai));
+        return -1;
+    }
+    char why[256] = "no address";
+    int fd = -1;
+    for (struct addrinfo *ai = list; ai && fd < 0; ai = ai->ai_next)
+        fd = s_connect_one(ai, why, sizeof why);
+    freeaddrinfo(list);
+    if (fd < 0)
+        snprintf(err, errlen,
+                 "cannot reach the daemon at %s: %s (is `kernelbridge serve` running?)", self->url,
+                 why);
+    return fd;
+}
+
+static int s_send_all(int fd, const char *data, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        data += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/*  Send GET path (already escaped). 0 or -1 with reply->err. */
+static int s_send_get(const kb_cli_daemon_t *self, kb_reply_t *reply, const char *path,
+                      const char *accept)
+{
+    kb_buf_t request = KB_BUF_INIT;
+    bool v6 = strchr(self->host, ':') != NULL;
+    kb_buf_printf(&request,
+                  "GET %s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: kernelbridge/%s\r\n"
+                  "Accept: %s\r\nConnection: close\r\n",
+                  path, v6 ? "[" : "", self->host, v6 ? "]" : "", self->port, KB_VERSION, accept);
+    if (self->token)
+        kb_buf_printf(&request, "Authorization: Bearer %s\r\n", self->token);
+    kb_buf_puts(&request, "\r\n");
+    int rc = kb_buf_status(&request) == KB_BUF_OK ? s_send_all(reply->fd, request.data, request.len)
+                                                  : -1;
+    if (rc < 0)
+        snprintf(reply->err, sizeof reply->err, "cannot send the request to %s: %s", self->url,
+                 strerror(errno));
+    kb_buf_free(&request);
+    return rc;
+}
+
+/* ---- the response ----------------------------------------------------------- */
+
+/*  Read more bytes into reply->in. >0, 0 at the end of the connection, or
+    -1 with reply->err. */
+static ssize_t s_fill(kb_reply_t *reply)
+{
+    if (reply->at > 0) {
+        memmove(reply->in, reply->in + reply->at, reply->len - reply->at);
+        reply->len -= reply->at;
+        reply->at = 0;
+    }
+    if (reply->len == sizeof reply->in) {
+        snprintf(reply->err, sizeof reply->err, "a line of the daemon's answer is too long");
+        return -1;
+    }
+    struct pollfd pfd = { .fd = reply->fd, .events = POLLIN };
+    int ready;
+    while ((ready = poll(&pfd, 1, reply->timeout_ms)) < 0 && errno == EINTR)
+        ;
+    if (ready == 0) {
+        snprintf(reply->err, sizeof reply->err, "the daemon did not answer within %d s",
+                 reply->timeout_ms / 1000);
+        return -1;
+    }
+    ssize_t n;
+    while ((n = recv(reply->fd, reply->in + reply->len, sizeof reply->in - reply->len, 0)) < 0
+           && errno == EINTR)
+        ;
+    if (n < 0)
+        snprintf(reply->err, sizeof reply->err, "reading the daemon's answer: %s", strerror(errno));
+    else
+        reply->len += (size_t)n;
+    return n;
+}
+
+/*  The next CRLF- (or LF-) ended line of the head or of a chunk size,
+    NUL-terminated in place; NULL with reply->err. */
+static char *s_line(kb_reply_t *reply)
+{
+    for (;;) {
+        char *start = reply->in + reply->at;
+        char *nl = memchr(start, '\n', reply->len - reply->at);
+        if (nl) {
+            reply->at = (size_t)(nl - reply->in) + 1;
+            if (nl > start && nl[-1] == '\r')
+                nl--;
+            *nl = 0;
+            return start;
+        }
+        ssize_t n = s_fill(reply);
+        if (n == 0)
+            snprintf(reply->err, sizeof reply->err, "the daemon closed the connection");
+        if (n <= 0)
+            return NULL;
+    }
+}
+
+/*  The status line and headers. 0 or -1 with reply->err. */
+static int s_read_head(kb_reply_t *reply)
+{
+    char *line = s_line(reply);
+    if (!line)
+        return -1;
+    if (sscanf(line, "HTTP/1.%*d %d", &reply->status) != 1) {
+        snprintf(reply->err, sizeof reply->err, "not an HTTP answer: '%.80s'", line);
+        return -1;
+    }
+    reply->left = -1;
+    while ((line = s_line(reply)) && *line) {
+        char *colon = strchr(line, ':');
+        if (!colon)
+            continue;
+        *colon = 0;
+        const char *value = colon + 1 + strspn(colon + 1, " \t");
+        if (strcasecmp(line, "Content-Length") == 0)
+            reply->left = strtoll(value, NULL, 10);
+        else if (strcasecmp(line, "Transfer-Encoding") == 0 && strcasestr(value, "chunked"))
+            reply->chunked = true;
+    }
+    if (!line)
+        return -1;
+    if (reply->chunked)
+        reply->left = 0;
+    reply->done = !reply->chunked && reply->left == 0;
+    return 0;
+}
+
+/*  Open the next chunk: its size line (after the CRLF that ends the one
+    before), or the last chunk and its trailer. 0 or -1. */
+static int s_next_chunk(kb_reply_t *reply)
+{
+    char *line;
+    if (reply->chunk_open && (!(line = s_line(reply)) || *line))
+        goto bad;
+    reply->chunk_open = false;
+    if (!(line = s_line(reply)))
+        return -1;
+    char *end;
+    long long size = strtoll(line, &end, 16);
+    if (end == line || size < 0)
+        goto bad;
+    if (size == 0) {
+        while ((line = s_line(reply)) && *line)
+            ; /* trailer fields */
+        reply->done = true;
+        return line ? 0 : -1;
+    }
+    reply->left = size;
+    reply->chunk_open = true;
+    return 0;
+bad:
+    if (!reply->err[0])
+        snprintf(reply->err, sizeof reply->err, "malformed chunked answer from the daemon");
+    return -1;
+}
+
+/*  Up to cap bytes of the body into out: >0, 0 at its end, -1 with err. */
+static ssize_t s_read_body(kb_reply_t *reply, char *out, size_t cap)
+{
+    if (!reply->done && reply->chunked && reply->left == 0 && s_next_chunk(reply) < 0)
+        return -1;
+    if (reply->done)
+        return 0;
+    if (reply->at == reply->len) {
+        ssize_t n = s_fill(reply);
+        if (n == 0 && reply->left < 0 && !reply->chunked) {
+            reply->done = true; /* read to close */
+            return 0;
+        }
+        if (n == 0)
+            snprintf(reply->err, sizeof reply->err, "the daemon closed the connection mid-answer");
+        if (n <= 0)
+            return -1;
+    }
+    size_t n = reply->len - reply->at;
+    if (n > cap)
+        n = cap;
+    if (reply->left >= 0 && (long long)n > reply->left)
+        n = (size_t)reply->left;
+    memcpy(out, reply->in + reply->at, n);
+    reply->at += n;
+    if (reply->left >= 0) {
+        reply->left -= (long long)n;
+        if (reply->left == 0 && !reply->chunked)
+            reply->done = true;
+    }
+    return (ssize_t)n;
+}
+
+/*  Connect, send GET path and read the head. 0 or -1 with reply->err. */
+static int s_open(const kb_cli_daemon_t *self, kb_reply_t *reply, const char *path,
+                  const char *accept, int timeout_ms)
+{
+    *reply = (kb_reply_t){ .fd = -1, .timeout_ms = timeout_ms };
+    reply->fd = s_connect(self, reply->err, sizeof reply->err);
+    if (reply->fd < 0)
+        return -1;
+    reply->timeout_ms = KB_CLI_ANSWER_MS; /* the head comes at once, also for a stream */
+    if (s_send_get(self, reply, path, accept) < 0 || s_read_head(reply) < 0)
+        return -1;
+    reply->timeout_ms = timeout_ms;
+    return 0;
+}
+
+/*  The whole body as JSON. Caller owns the result; NULL with reply->err. */
+static json_t *s_read_json(kb_reply_t *reply)
+{
+    kb_buf_t body = KB_BUF_INIT;
+    kb_buf_init(&body, KB_CLI_MAX_BODY);
+    char chunk[16384];
+    ssize_t n;
+    while ((n = s_read_body(reply, chunk, sizeof chunk)) > 0)
+        if (kb_buf_append(&body, chunk, (size_t)n) != KB_BUF_OK) {
+            snprintf(reply->err, sizeof reply->err, "the daemon's answer is too large");
+            n = -1;
+            break;
+        }
+    json_t *json = NULL;
+    if (n == 0) {
+        json_error_t jerr;
+        json = json_loadb(body.data ? body.data : "", body.len, 0, &jerr);
+        if (!json)
+            snprintf(reply->err, sizeof reply->err, "the daemon's answer (HTTP %d) is not JSON: %s",
+                     reply->status, jerr.text);
+    }
+    kb_buf_free(&body);
+    return json;
+}
+
+/*  The daemon's error answer as "CODE: message" in reply->err. */
+static void s_error_answer(kb_reply_t *reply)
+{
+    json_t *error = s_read_json(reply);
+    const char *code = json_string_value(json_object_get(error, "code"));
+    const char *message = json_string_value(json_object_get(error, "message"));
+    if (code && message)
+        snprintf(reply->err, sizeof reply->err, "%s: %s", code, message);
+    else
+        snprintf(reply->err, sizeof reply->err, "the daemon answered HTTP %d", reply->status);
+    json_decref(error);
+}
+
+static void s_close(kb_reply_t *reply)
+{
+    if (reply->fd >= 0)
+        close(reply->fd);
+    reply->fd = -1;
+}
+
+json_t *kb_cli_get_json(const kb_cli_daemon_t *daemon, const char *path, char *err, size_t errlen)
+{
+    kb_reply_t reply;
+    json_t *json = NULL;
+    if (s_open(daemon, &reply, path, "application/json", KB_CLI_ANSWER_MS) == 0) {
+        if (reply.status / 100 != 2)
+            s_error_answer(&reply);
+        else
+            json = s_read_json(&reply);
+    }
+    if (!json)
+        snprintf(err, errlen, "%s", reply.err);
+    s_close(&reply);
+    return json;
+}
+
+/* ---- Server-Sent Events ------------------------------------------------------------- */
+
+typedef struct {
+    kb_buf_t line, event, data;
+    kb_cli_event_fn *on_event;
+    void *arg;
+} kb_sse_reader_t;
+
+/*  One line of the stream (without its end): a field, a comment, or the
+    blank line that dispatches an event. on_event's answer, or 0. */
+static int s_sse_line(kb_sse_reader_t *self, const char *line, char *err, size_t errlen)
+{
+    if (!*line) {
+        int rc = 0;
+        if (self->data.len || self->event.len)
+            rc = self->on_event(self->event.len ? kb_buf_cstr(&self->event) : "message",
+                                self->data.len ? kb_buf_cstr(&self->data) : "", self->arg, err,
+                                errlen);
+        kb_buf_reset(&self->event);
+        kb_buf_reset(&self->data);
+        return rc;
+    }
+    if (*line == ':')
+        return 0; /* a comment: the daemon's keep-alive */
+    const char *colon = strchr(line, ':');
+    size_t name_len = colon ? (size_t)(colon - line) : strlen(line);
+    const char *value = colon ? colon + 1 + (colon[1] == ' ') : "";
+    if (name_len == 5 && strncmp(line, "event", 5) == 0) {
+        kb_buf_reset(&self->event);
+        kb_buf_puts(&self->event, value);
+    } else if (name_len == 4 && strncmp(line, "data", 4) == 0) {
+        if (self->data.len)
+            kb_buf_putc(&self->data, '\n');
+        kb_buf_puts(&self->data, value);
+    }
+    return 0;
+}
+
+/*  Split bytes of the body into lines. on_event's 1 or -1, else 0. */
+static int s_sse_feed(kb_sse_reader_t *self, const char *bytes, size_t len, char *err,
+                      size_t errlen)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (bytes[i] != '\n') {
+            kb_buf_putc(&self->line, bytes[i]);
+            continue;
+        }
+        kb_buf_t *line = &self->line;
+        if (line->len && line->data[line->len - 1] == '\r')
+            kb_buf_truncate(line, line->len - 1);
+        int rc = s_sse_line(self, line->len ? kb_buf_cstr(line) : "", err, errlen);
+        kb_buf_reset(line);
+        if (rc != 0)
+            return rc;
+    }
+    if (kb_buf_status(&self->line) != KB_BUF_OK || kb_buf_status(&self->data) != KB_BUF_OK) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+int kb_cli_get_events(const kb_cli_daemon_t *daemon, const char *path, kb_cli_event_fn *on_event,
+                      void *arg, char *err, size_t errlen)
+{
+    kb_sse_reader_t reader = { KB_BUF_INIT, KB_BUF_INIT, KB_BUF_INIT, on_event, arg };
+    kb_reply_t reply;
+    int fed = 0; /* the last answer of s_sse_feed: 1 done, -1 failed (err set) */
+    if (s_open(daemon, &reply, path, "text/event-stream", -1) < 0)
+        goto done;
+    if (reply.status / 100 != 2) {
+        s_error_answer(&reply);
+        goto done;
+    }
+    char chunk[16384];
+    ssize_t n;
+    while (fed == 0 && (n = s_read_body(&reply, chunk, sizeof chunk)) > 0)
+        fed = s_sse_feed(&reader, chunk, (size_t)n, err, errlen);
+    if (fed == 0 && !reply.err[0])
+        snprintf(reply.err, sizeof reply.err, "the stream ended before its last event");
+done:
+    if (fed == 0)
+        snprintf(err, errlen, "%s", reply.err);
+    s_close(&reply);
+    kb_buf_free(&reader.line);
+    kb_buf_free(&reader.event);
+    kb_buf_free(&reader.data);
+    return fed == 1 ? 0 : -1;
+}
+
+void kb_cli_url_escape(kb_buf_t *out, const char *text)
+{
+    for (const unsigned char *p = (const unsigned char *)text; *p; p++)
+        if (strchr("-._~", *p) || (*p >= '0' && *p <= '9')
+            || ((*p | 32) >= 'a' && (*p | 32) <= 'z'))
+            kb_buf_putc(out, (char)*p);
+        else
+            kb_buf_printf(out, "%%%02X", *p);
+}
