@@ -86,6 +86,55 @@ static int s_client_setup(kb_client_t *self, const char *token_file)
     return 0;
 }
 
+/*  A command's own flags: short letters (getopt's optstring, "h" added)
+    and long names, in one table; what they set is the command's. */
+typedef struct {
+    const char *shortopts;
+    const struct option *options; /* ends with a zeroed entry */
+    void (*usage)(FILE *out);
+    int args; /* positional arguments it takes: 0 or 1 */
+} kb_command_t;
+
+/*  Parse argv for command: --url, --token-file and --help here, every other
+    flag to on_flag (with its value, or NULL), then set the client up.
+    -1 when the command goes on; else the exit status to return. */
+static int s_parse(kb_client_t *client, const kb_command_t *command, int argc, char **argv,
+                   void (*on_flag)(int flag, const char *value, void *arg), void *arg)
+{
+    struct option options[16];
+    static const struct option shared[]
+        = { { "url", required_argument, NULL, OPT_URL },
+            { "token-file", required_argument, NULL, OPT_TOKEN_FILE },
+            { "help", no_argument, NULL, 'h' } };
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof shared / sizeof shared[0]; i++)
+        options[n++] = shared[i];
+    for (const struct option *o = command->options; o->name && n + 1 < 16; o++)
+        options[n++] = *o;
+    options[n] = (struct option){ 0 };
+    char shortopts[32];
+    snprintf(shortopts, sizeof shortopts, "%sh", command->shortopts);
+    const char *token_file = NULL;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, shortopts, options, NULL)) != -1) {
+        if (c == OPT_URL)
+            client->url = optarg;
+        else if (c == OPT_TOKEN_FILE)
+            token_file = optarg;
+        else if (c == 'h' || c == '?') {
+            command->usage(c == 'h' ? stdout : stderr);
+            return c == 'h' ? KB_EXIT_OK : KB_EXIT_USAGE;
+        } else
+            on_flag(c, optarg, arg);
+    }
+    if (argc - optind != command->args || (command->args && !*argv[optind])) {
+        command->usage(stderr);
+        return KB_EXIT_USAGE;
+    }
+    return s_client_setup(client, token_file) < 0 ? KB_EXIT_USAGE : -1;
+}
+
 /*  GET path as JSON: the answer (caller owns it), or NULL after printing
     why. */
 static json_t *s_get(const kb_client_t *self, const char *path)
@@ -225,40 +274,32 @@ static void s_print_contexts(json_t *contexts)
     }
 }
 
+typedef struct {
+    bool all, json;
+} kb_contexts_flags_t;
+
+static void s_contexts_flag(int flag, const char *value, void *arg)
+{
+    (void)value;
+    kb_contexts_flags_t *f = arg;
+    if (flag == 'a')
+        f->all = true;
+    else if (flag == 'j')
+        f->json = true;
+}
+
 int kb_cli_contexts(int argc, char **argv)
 {
-    static const struct option options[]
-        = { { "url", required_argument, NULL, OPT_URL },
-            { "token-file", required_argument, NULL, OPT_TOKEN_FILE },
-            { "help", no_argument, NULL, 'h' },
-            { "all", no_argument, NULL, 'a' },
-            { "json", no_argument, NULL, 'j' },
-            { NULL, 0, NULL, 0 } };
+    static const struct option options[] = { { "all", no_argument, NULL, 'a' },
+                                             { "json", no_argument, NULL, 'j' },
+                                             { NULL, 0, NULL, 0 } };
+    static const kb_command_t command = { "aj", options, s_contexts_usage, 0 };
     kb_client_t client = { .prog = "kernelbridge contexts" };
-    const char *token_file = NULL;
-    bool all = false, json_out = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "ajh", options, NULL)) != -1) {
-        if (c == OPT_URL)
-            client.url = optarg;
-        else if (c == OPT_TOKEN_FILE)
-            token_file = optarg;
-        else if (c == 'a')
-            all = true;
-        else if (c == 'j')
-            json_out = true;
-        else {
-            s_contexts_usage(c == 'h' ? stdout : stderr);
-            return c == 'h' ? KB_EXIT_OK : KB_EXIT_USAGE;
-        }
-    }
-    if (optind != argc) {
-        s_contexts_usage(stderr);
-        return KB_EXIT_USAGE;
-    }
-    if (s_client_setup(&client, token_file) < 0)
-        return KB_EXIT_USAGE;
+    kb_contexts_flags_t f = { false, false };
+    int rc = s_parse(&client, &command, argc, argv, s_contexts_flag, &f);
+    if (rc >= 0)
+        return rc;
+    bool all = f.all, json_out = f.json;
     json_t *answer = s_get(&client, all ? "/contexts?all=true" : "/contexts");
     free(client.token);
     if (!answer)
@@ -339,43 +380,36 @@ static char *s_ps_path(const char *context, const char *state)
     return kb_buf_take(&path, NULL);
 }
 
+typedef struct {
+    const char *context, *state;
+    bool json;
+} kb_ps_flags_t;
+
+static void s_ps_flag(int flag, const char *value, void *arg)
+{
+    kb_ps_flags_t *f = arg;
+    if (flag == 'c')
+        f->context = value;
+    else if (flag == 's')
+        f->state = value;
+    else if (flag == 'j')
+        f->json = true;
+}
+
 int kb_cli_ps(int argc, char **argv)
 {
-    static const struct option options[]
-        = { { "url", required_argument, NULL, OPT_URL },
-            { "token-file", required_argument, NULL, OPT_TOKEN_FILE },
-            { "help", no_argument, NULL, 'h' },
-            { "context", required_argument, NULL, 'c' },
-            { "state", required_argument, NULL, 's' },
-            { "json", no_argument, NULL, 'j' },
-            { NULL, 0, NULL, 0 } };
+    static const struct option options[] = { { "context", required_argument, NULL, 'c' },
+                                             { "state", required_argument, NULL, 's' },
+                                             { "json", no_argument, NULL, 'j' },
+                                             { NULL, 0, NULL, 0 } };
+    static const kb_command_t command = { "c:s:j", options, s_ps_usage, 0 };
     kb_client_t client = { .prog = "kernelbridge ps" };
-    const char *token_file = NULL, *context = NULL, *state = NULL;
-    bool json_out = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "c:s:jh", options, NULL)) != -1) {
-        if (c == OPT_URL)
-            client.url = optarg;
-        else if (c == OPT_TOKEN_FILE)
-            token_file = optarg;
-        else if (c == 'c')
-            context = optarg;
-        else if (c == 's')
-            state = optarg;
-        else if (c == 'j')
-            json_out = true;
-        else {
-            s_ps_usage(c == 'h' ? stdout : stderr);
-            return c == 'h' ? KB_EXIT_OK : KB_EXIT_USAGE;
-        }
-    }
-    if (optind != argc) {
-        s_ps_usage(stderr);
-        return KB_EXIT_USAGE;
-    }
-    if (s_client_setup(&client, token_file) < 0)
-        return KB_EXIT_USAGE;
+    kb_ps_flags_t f = { NULL, NULL, false };
+    int rc = s_parse(&client, &command, argc, argv, s_ps_flag, &f);
+    if (rc >= 0)
+        return rc;
+    const char *context = f.context, *state = f.state;
+    bool json_out = f.json;
     char *path = s_ps_path(context, state);
     json_t *answer = s_get(&client, path);
     free(path);
@@ -478,37 +512,23 @@ static int s_logs_follow(const kb_client_t *client, const char *id)
     return rc;
 }
 
+static void s_logs_flag(int flag, const char *value, void *arg)
+{
+    (void)value;
+    if (flag == 'f')
+        *(bool *)arg = true;
+}
+
 int kb_cli_logs(int argc, char **argv)
 {
     static const struct option options[]
-        = { { "url", required_argument, NULL, OPT_URL },
-            { "token-file", required_argument, NULL, OPT_TOKEN_FILE },
-            { "help", no_argument, NULL, 'h' },
-            { "follow", no_argument, NULL, 'f' },
-            { NULL, 0, NULL, 0 } };
+        = { { "follow", no_argument, NULL, 'f' }, { NULL, 0, NULL, 0 } };
+    static const kb_command_t command = { "f", options, s_logs_usage, 1 };
     kb_client_t client = { .prog = "kernelbridge logs" };
-    const char *token_file = NULL;
     bool follow = false;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "fh", options, NULL)) != -1) {
-        if (c == OPT_URL)
-            client.url = optarg;
-        else if (c == OPT_TOKEN_FILE)
-            token_file = optarg;
-        else if (c == 'f')
-            follow = true;
-        else {
-            s_logs_usage(c == 'h' ? stdout : stderr);
-            return c == 'h' ? KB_EXIT_OK : KB_EXIT_USAGE;
-        }
-    }
-    if (optind != argc - 1 || !*argv[optind]) {
-        s_logs_usage(stderr);
-        return KB_EXIT_USAGE;
-    }
-    if (s_client_setup(&client, token_file) < 0)
-        return KB_EXIT_USAGE;
+    int parsed = s_parse(&client, &command, argc, argv, s_logs_flag, &follow);
+    if (parsed >= 0)
+        return parsed;
     int rc = follow ? s_logs_follow(&client, argv[optind]) : s_logs_print(&client, argv[optind]);
     free(client.token);
     return rc == 0 ? KB_EXIT_OK : KB_EXIT_FAILED;
