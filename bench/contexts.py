@@ -25,31 +25,23 @@ also on error or Ctrl-C.
 
 import argparse
 import dataclasses
-import json
 import os
-import shutil
-import signal
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from kbbench import machine, peers  # noqa: E402
+from kbbench import cli, machine, procs, report as kbreport  # noqa: E402
 from kbbench.contexts_axis import ContextsAxis, Settings, Step  # noqa: E402
+from kbbench.results import Figures, figure  # noqa: E402
 
 KERNEL_MIB = 100  # room to leave per kernel started (ipykernel: 50-80 MiB resident)
 # Below this fraction of the CPUs idle during a step's rounds, its latencies
 # say more about the machine's other load than about the daemon.
 BUSY_MACHINE = 0.5
-
-
-def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -75,36 +67,61 @@ def rss_per_context_kib(first: Step, step: Step) -> float | None:
     return (step.memory["VmRSS"] - first.memory["VmRSS"]) / added if added > 0 else None
 
 
-def verdicts(kernel: str, steps: list[Step]) -> list[Verdict]:
+def checks(kernel: str, steps: list[Step]) -> list[tuple[str, float, str, str, str]]:
+    """(figure key, value, verdict text, figure text, caveat) of each target on
+    this axis that these steps measure; the bounds from bench/targets.py."""
     lo, hi = steps[0], steps[-1]
     a, b = lo.idle_contexts, hi.idle_contexts
-    out = [Verdict(kernel, f"idle daemon with {b} idle contexts: at most 0.5% of one core",
-                   hi.idle.core_pct <= 0.5,
-                   f"{hi.idle.core_pct:.2f}% ({hi.idle.daemon_cpu_s * 1e3:.0f} ms of CPU in "
-                   f"{hi.idle.window_s:.1f} s; /proc/PID/stat {hi.idle.core_pct_stat:.2f}%)")]
-    for s in (lo, hi) if b != a else (lo,):
-        out.append(Verdict(kernel, f"bridge overhead p50 at most 150 µs, {s.idle_contexts} idle",
-                           s.overhead_p50_s <= 150e-6,
-                           f"{s.overhead_p50_s * 1e6:,.0f} µs ({s.run.p50 * 1e6:,.0f} − "
-                           f"{s.floor.p50 * 1e6:,.0f}; paired {s.paired_overhead_p50_s * 1e6:,.0f} µs)",
-                           busy_caveat(s)))
+    bound = lambda key: kbreport.bound("scale", f"{kernel}.{key}")  # noqa: E731
+    out = [("idle_cpu_pct", hi.idle.core_pct,
+            f"idle daemon with {b} idle contexts: at most {bound('idle_cpu_pct')}% of one core",
+            f"{hi.idle.core_pct:.2f}% ({hi.idle.daemon_cpu_s * 1e3:.0f} ms of CPU in "
+            f"{hi.idle.window_s:.1f} s; /proc/PID/stat {hi.idle.core_pct_stat:.2f}%)", "")]
+    for key, s in (("overhead_us_fewest", lo), ("overhead_us_most", hi)) if b != a else \
+            (("overhead_us_fewest", lo),):
+        out.append((key, s.overhead_p50_s * 1e6,
+                    f"bridge overhead p50 at most {bound(key)} µs, {s.idle_contexts} idle",
+                    f"{s.overhead_p50_s * 1e6:,.0f} µs ({s.run.p50 * 1e6:,.0f} − "
+                    f"{s.floor.p50 * 1e6:,.0f}; paired {s.paired_overhead_p50_s * 1e6:,.0f} µs)",
+                    busy_caveat(s)))
     if b == a:
         return out
-    for name, limit, x, y, caveat in (
+    for key, name, x, y, caveat in (
             # CPU time is the daemon's own, whatever else the machine does
-            ("daemon CPU per run", 1.2, lo.cpu_per_run.cpu_s, hi.cpu_per_run.cpu_s, ""),
-            ("run p50", 1.1, lo.run.p50, hi.run.p50, busy_caveat(lo, hi)),
-            ("/health p50", 1.2, lo.health.p50, hi.health.p50, busy_caveat(lo, hi))):
+            ("cpu_per_run_ratio", "daemon CPU per run", lo.cpu_per_run.cpu_s, hi.cpu_per_run.cpu_s, ""),
+            ("run_p50_ratio", "run p50", lo.run.p50, hi.run.p50, busy_caveat(lo, hi)),
+            ("health_p50_ratio", "/health p50", lo.health.p50, hi.health.p50, busy_caveat(lo, hi))):
         ratio = y / x if x > 0 else float("inf")
-        out.append(Verdict(kernel, f"{name} at {b} idle at most {limit}x the figure at {a}",
-                           ratio <= limit, f"{x * 1e6:,.0f} → {y * 1e6:,.0f} µs = {ratio:.2f}x",
-                           caveat))
+        out.append((key, ratio, f"{name} at {b} idle at most {bound(key)}x the figure at {a}",
+                    f"{x * 1e6:,.0f} → {y * 1e6:,.0f} µs = {ratio:.2f}x", caveat))
     per = rss_per_context_kib(lo, hi)
     assert per is not None
     anon = (hi.memory["RssAnon"] - lo.memory["RssAnon"]) / (b - a)
-    out.append(Verdict(kernel, "at most 100 KiB RSS per idle context", per <= 100,
-                       f"{per:,.0f} KiB (({hi.memory['VmRSS']:,} − {lo.memory['VmRSS']:,}) / "
-                       f"{b - a}; RssAnon {anon:,.0f} KiB)"))
+    out.append(("rss_per_idle_context_kib", per,
+                f"at most {bound('rss_per_idle_context_kib')} KiB RSS per idle context",
+                f"{per:,.0f} KiB (({hi.memory['VmRSS']:,} − {lo.memory['VmRSS']:,}) / "
+                f"{b - a}; RssAnon {anon:,.0f} KiB)", ""))
+    return out
+
+
+UNITS = {"idle_cpu_pct": "%", "overhead_us_fewest": "µs", "overhead_us_most": "µs",
+         "rss_per_idle_context_kib": "KiB"}
+
+
+def verdicts(kernel: str, steps: list[Step]) -> list[Verdict]:
+    out = []
+    for key, value, text, fig, caveat in checks(kernel, steps):
+        t = kbreport.target("scale", f"{kernel}.{key}")
+        out.append(Verdict(kernel, text, kbreport.met(t, value), fig, caveat))
+    return out
+
+
+def figures(steps_by_kernel: dict[str, list[Step]]) -> Figures:
+    out: Figures = {}
+    for kernel, steps in steps_by_kernel.items():
+        for key, value, text, _, caveat in checks(kernel, steps):
+            label = f"{kernel}: {text}" + (f" ({caveat})" if caveat else "")
+            out[f"{kernel}.{key}"] = figure(label, value, UNITS.get(key, "x"))
     return out
 
 
@@ -179,7 +196,7 @@ def counts_arg(text: str) -> list[int]:
     return counts
 
 
-def main() -> None:
+def parse() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", type=int, default=1000, help="interleaved rounds per step (default 1000)")
@@ -188,9 +205,6 @@ def main() -> None:
                     help="idle contexts at each step (default 1,10,100)")
     ap.add_argument("--kernels", default="xpython,python3",
                     help="kernelspecs, one daemon each, in turn (default xpython,python3)")
-    ap.add_argument("--binary", default=os.environ.get(
-        "KB_BINARY", os.path.join(ROOT, "build", "kernelbridge")))
-    ap.add_argument("--json", help="also write every figure to this file")
     ap.add_argument("--idle-window", type=float, default=10.0, metavar="S",
                     help="seconds of the idle window (default 10)")
     ap.add_argument("--cpu-batch", type=int, help="back-to-back requests per CPU batch (default: -n)")
@@ -198,11 +212,38 @@ def main() -> None:
                     help="before each step, wait up to S s for the machine to be quiet (default 120; 0: no wait)")
     ap.add_argument("--want-idle", type=float, default=0.9,
                     help="quiet: this fraction of all CPUs idle over 2 s (default 0.9)")
-    ap.add_argument("--seed", type=int, default=7)
-    args = ap.parse_args()
+    cli.add_common(ap)
+    return ap.parse_args()
+
+
+def run_kernel(args: argparse.Namespace, settings: Settings, kernel: str, tmp: str,
+               entry: dict[str, Any]) -> list[Step]:
+    """One daemon on one kernelspec, grown to each count; its steps."""
+    axis = ContextsAxis(args.binary, kernel, os.path.join(tmp, kernel),
+                        max_contexts=args.counts[-1] + 8, log=cli.log)
+    steps: list[Step] = []
+    try:
+        axis.start()
+        entry["floor_startup_s"] = axis.floor.startup_s
+        for n in args.counts:
+            created = axis.grow_to(n)
+            step = axis.measure(settings, created)
+            steps.append(step)
+            entry["steps"].append(dataclasses.asdict(step))
+            cli.log(f"{kernel}, {n} idle: run p50 {step.run.p50 * 1e6:,.0f} µs, floor "
+                    f"{step.floor.p50 * 1e6:,.0f} µs, /health {step.health.p50 * 1e6:,.0f} µs, "
+                    f"CPU per run {step.cpu_per_run.cpu_s * 1e6:,.0f} µs, idle "
+                    f"{step.idle.core_pct:.2f}% of a core, VmRSS {step.memory['VmRSS']:,} KiB")
+    finally:
+        cli.log(f"{kernel}: stopping the daemon and its {len(axis.kernel_pids())} kernels")
+        entry["teardown"] = axis.close()
+    return steps
+
+
+def main() -> None:
+    args = parse()
     kernels = [k for k in args.kernels.split(",") if k]
-    if not os.access(args.binary, os.X_OK):
-        sys.exit(f"{args.binary}: no binary (cmake -S . -B build && cmake --build build)")
+    args.binary = cli.check_binary(args.binary)
     settings = Settings(rounds=args.n, warmup=args.warmup, cpu_batch=args.cpu_batch or args.n,
                         idle_window_s=args.idle_window, settle_s=args.settle,
                         want_idle=args.want_idle, seed=args.seed)
@@ -210,19 +251,11 @@ def main() -> None:
     if machine.mem_available_kib() < need_kib:
         sys.exit(f"{args.counts[-1]} contexts need about {need_kib // 1024 // 1024} GiB free; "
                  f"{machine.mem_available_kib() // 1024 // 1024} GiB available")
-
-    tmp = tempfile.mkdtemp(prefix="kbc", dir="/tmp")  # short: ipc path limits
-
-    def on_signal(*_: object) -> NoReturn:
-        sys.exit(130)
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, on_signal)
-    machine.private_environment(tmp)  # only the flags below configure the daemon
-
+    tmp = cli.setup("kbc")  # only the flags below configure the daemon
     t_start = time.perf_counter()
+    env = machine.environment(args.binary, cli.ROOT)
     res: dict[str, Any] = {
-        "env": machine.environment(args.binary, ROOT),
+        "env": env,
         "settings": dataclasses.asdict(settings) | {"counts": args.counts, "kernels": kernels},
         "loadavg_before": machine.loadavg(),
         "workdir": tmp,  # removed at the end, with everything in it
@@ -232,40 +265,18 @@ def main() -> None:
     all_verdicts: list[Verdict] = []
     try:
         for kernel in kernels:
-            axis = ContextsAxis(args.binary, kernel, os.path.join(tmp, kernel),
-                                max_contexts=args.counts[-1] + 8, log=log)
-            entry: dict[str, Any] = {"steps": []}
-            res["kernels"][kernel] = entry
-            steps: list[Step] = []
-            try:
-                axis.start()
-                entry["floor_startup_s"] = axis.floor.startup_s
-                for n in args.counts:
-                    created = axis.grow_to(n)
-                    step = axis.measure(settings, created)
-                    steps.append(step)
-                    entry["steps"].append(dataclasses.asdict(step))
-                    log(f"{kernel}, {n} idle: run p50 {step.run.p50 * 1e6:,.0f} µs, floor "
-                        f"{step.floor.p50 * 1e6:,.0f} µs, /health {step.health.p50 * 1e6:,.0f} µs, "
-                        f"CPU per run {step.cpu_per_run.cpu_s * 1e6:,.0f} µs, idle "
-                        f"{step.idle.core_pct:.2f}% of a core, VmRSS {step.memory['VmRSS']:,} KiB")
-            finally:
-                log(f"{kernel}: stopping the daemon and its {len(axis.kernel_pids())} kernels")
-                entry["teardown"] = axis.close()
-            steps_by_kernel[kernel] = steps
-            all_verdicts.extend(verdicts(kernel, steps))
+            res["kernels"][kernel] = {"steps": []}
+            steps_by_kernel[kernel] = run_kernel(args, settings, kernel, tmp, res["kernels"][kernel])
+            all_verdicts.extend(verdicts(kernel, steps_by_kernel[kernel]))
     finally:
-        peers.stop_all()
-        shutil.rmtree(tmp, ignore_errors=True)
+        procs.stop_all()
     res["verdicts"] = [dataclasses.asdict(v) for v in all_verdicts]
     res["elapsed_s"] = time.perf_counter() - t_start
     res["loadavg_after"] = machine.loadavg()
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=1)
     print(report(res, steps_by_kernel, all_verdicts))
     print(f"\n(elapsed {res['elapsed_s']:.0f} s; load average {res['loadavg_before']} before, "
           f"{res['loadavg_after']} after)")
+    cli.finish(args, "scale", res, figures(steps_by_kernel), env)
 
 
 if __name__ == "__main__":

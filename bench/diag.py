@@ -35,7 +35,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from kbbench import peers  # noqa: E402
+from kbbench import procs  # noqa: E402
+from kbbench.daemon import Daemon  # noqa: E402
+from kbbench.httpclient import Http  # noqa: E402
 
 CODE_100M = "import sys\ns = 'x' * 1023 + '\\n'\nfor i in range(102400):\n    sys.stdout.write(s)\n"
 CODE_100M_FLUSH = ("import sys\ns = ('x' * 1023 + '\\n') * 64\nfor i in range(1600):\n"
@@ -71,12 +73,12 @@ def cmd_syscalls(args, tmp):
           "| CPU µs / request |")
     print("|---:|---|---|---:|---:|---:|")
     for nctx in args.contexts:
-        d = peers.Daemon(args.binary, os.path.join(tmp, f"d{nctx}"), ("--pool", "python=0"))
+        d = Daemon(args.binary, os.path.join(tmp, f"d{nctx}"), ("--pool", "python=0"))
         try:
             ctx = d.create_context(kernel_name=args.kernel)[0]
             for _ in range(nctx - 1):
                 d.create_context(kernel_name=args.kernel)
-            h = peers.Http(d.port)
+            h = Http(d.port)
             body = json.dumps({"code": "1+1", "context_id": ctx["context_id"]}).encode()
             for _ in range(20):
                 h.request("POST", "/run", body)
@@ -95,7 +97,7 @@ def cmd_syscalls(args, tmp):
 
 
 def cmd_output_profile(args, tmp):
-    d = peers.Daemon(args.binary, os.path.join(tmp, "d"), ("--pool", "python=0", "--max-output", args.max_output))
+    d = Daemon(args.binary, os.path.join(tmp, "d"), ("--pool", "python=0", "--max-output", args.max_output))
     data = os.path.join(tmp, "perf.data")
     try:
         ctx = d.create_context(kernel_name="python3")[0]
@@ -140,7 +142,7 @@ def cmd_output_profile(args, tmp):
 def cmd_pause_loss(args, tmp):
     import threading
 
-    d = peers.Daemon(args.binary, os.path.join(tmp, "d"), ("--pool", "python=0", "--max-output", "200M"))
+    d = Daemon(args.binary, os.path.join(tmp, "d"), ("--pool", "python=0", "--max-output", "200M"))
     try:
         ctx = d.create_context(kernel_name="python3")[0]
         body = json.dumps({"code": CODE_100M_FLUSH, "context_id": ctx["context_id"]}).encode()
@@ -260,7 +262,7 @@ def main():
         sys.exit("perf not found (apt-get install linux-perf)")
     tmp = tempfile.mkdtemp(prefix="kbd", dir="/tmp")
     atexit.register(lambda: shutil.rmtree(tmp, ignore_errors=True))
-    atexit.register(peers.stop_all)
+    atexit.register(procs.stop_all)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(130))
     {"syscalls": cmd_syscalls, "output-profile": cmd_output_profile,
      "pause-loss": cmd_pause_loss, "zmq-memory": cmd_zmq_memory}[args.command](args, tmp)

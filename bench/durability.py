@@ -15,127 +15,50 @@
 
     /usr/bin/python3 bench/durability.py [--rounds N] [--adopt 1,10,50]
         [--cycles C] [--sections persistence,adopt,cycles] [--binary PATH]
+        [--results PATH] [--json FILE]
 
 Everything listens on 127.0.0.1 (ephemeral ports) and lives in private
 temporary dirs; every daemon and kernel started is killed at the end.
 """
 import argparse
-import http.client
-import json
 import os
-import pathlib
 import random
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kbbench import cli, machine, procs  # noqa: E402
+from kbbench.daemon import NO_POOL, Daemon, kill_kernels  # noqa: E402
+from kbbench.results import Figures, figure  # noqa: E402
 from kbbench.stats import pct  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+def start(binary: str, state_dir: str | None, *args: str) -> Daemon:
+    """A daemon without a pool; on `state_dir`, or --ephemeral when None."""
+    return Daemon(binary, None, (*NO_POOL, *args), state_dir=state_dir,
+                  ephemeral=state_dir is None)
 
 
-class Daemon:
-    def __init__(self, binary, state_dir, *args):
-        self.dir = tempfile.mkdtemp(prefix="kbdur-", dir="/tmp")
-        self.port_file = os.path.join(self.dir, "port")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-        self.log = open(os.path.join(self.dir, "log"), "wb")
-        where = ["--state-dir", state_dir] if state_dir else ["--ephemeral"]
-        self.started = time.perf_counter()
-        self.proc = subprocess.Popen(
-            [binary, "serve", "--listen", "127.0.0.1:0", "--port-file", self.port_file,
-             "--pool", "python=0", *where, *args],
-            stdout=self.log, stderr=self.log, env=env, cwd=self.dir)
-        deadline = time.monotonic() + 60
-        while not os.path.exists(self.port_file):
-            if time.monotonic() > deadline or self.proc.poll() is not None:
-                raise RuntimeError("daemon did not start: " + open(self.log.name).read()[-2000:])
-            time.sleep(0.002)
-        self.listening = time.perf_counter() - self.started
-        self.conn = http.client.HTTPConnection("127.0.0.1", int(open(self.port_file).read()),
-                                               timeout=120)
-
-    def call(self, method, path, body=None):
-        self.conn.request(method, path, body=json.dumps(body) if body is not None else None,
-                          headers={"Content-Type": "application/json"})
-        response = self.conn.getresponse()
-        data = response.read()
-        return response.status, json.loads(data) if data else None
-
-    def ok(self, method, path, body=None):
-        status, data = self.call(method, path, body)
-        if status not in (200, 201):
-            raise RuntimeError("%s %s: %s %s" % (method, path, status, data))
-        return data
-
-    def crash(self):
-        self.proc.kill()
-        self.proc.wait(30)
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            self.proc.wait(60)
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def cpu_seconds(pid):
-    """utime + stime of every thread of pid, in seconds (clock ticks)."""
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def kernel_pids(state_dir):
-    inside = (state_dir + "/kernels/").encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open("/proc/%s/cmdline" % entry, "rb") as f:
-                    argv = f.read().split(b"\0")
-                with open("/proc/%s/stat" % entry) as f:
-                    zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
-            except OSError:
-                continue
-            if not zombie and any(a.startswith(inside) for a in argv):
-                found.append(int(entry))
-    return found
-
-
-def kill_kernels(state_dir):
-    for pid in kernel_pids(state_dir):
-        for target in (-pid, pid):
-            try:
-                os.kill(target, signal.SIGKILL)
-            except OSError:
-                pass
-
-
-def private_dir(base):
+def private_dir(base: str) -> str:
     return tempfile.mkdtemp(prefix="kbdur-", dir=base)
 
 
-def persistence(binary, rounds):
+def persistence(binary: str, rounds: int) -> dict[str, Any]:
     places = {"ephemeral": None, "tmpfs (/dev/shm)": private_dir("/dev/shm"),
               "disk (/var/tmp)": private_dir("/var/tmp")}
     daemons, samples, cids = {}, {name: [] for name in places}, {}
     try:
         for name, base in places.items():
-            daemons[name] = Daemon(binary, base and os.path.join(base, "state"))
+            daemons[name] = start(binary, base and os.path.join(base, "state"))
             cids[name] = daemons[name].ok("POST", "/contexts", {"language": "python"})["context_id"]
         body = {name: {"code": "1+1", "context_id": cids[name]} for name in places}
-        for warm in range(20):
+        for _ in range(20):
             for name, d in daemons.items():
                 d.ok("POST", "/run", body[name])
-        cpu0 = {name: cpu_seconds(d.proc.pid) for name, d in daemons.items()}
+        cpu0 = {name: procs.process_cpu_s(d.pid) for name, d in daemons.items()}
         for _ in range(rounds):
             order = list(places)
             random.shuffle(order)
@@ -144,102 +67,156 @@ def persistence(binary, rounds):
                 r = daemons[name].ok("POST", "/run", body[name])
                 samples[name].append((time.perf_counter() - t0) * 1e6)
                 assert r["results"][0]["text"] == "2", r
-        cpu = {name: (cpu_seconds(d.proc.pid) - cpu0[name]) / rounds * 1e6
+        cpu = {name: (procs.process_cpu_s(d.pid) - cpu0[name]) / rounds * 1e6
                for name, d in daemons.items()}
         writes = {name: d.ok("GET", "/health")["state"] for name, d in daemons.items()}
     finally:
-        for name, d in daemons.items():
-            d.close()
+        for d in daemons.values():
+            d.stop()
         for base in places.values():
             if base:
                 kill_kernels(os.path.join(base, "state"))
                 shutil.rmtree(base, ignore_errors=True)
-    base = pct(samples["ephemeral"], 50)
-    print("\n### persistence: `1+1` through POST /run, %d interleaved rounds\n" % rounds)
-    print("| state dir | p50 (µs) | p90 (µs) | p50 added (µs) | paired difference p50 (µs) "
-          "| daemon CPU per run (µs, all threads) | batches written |")
-    print("|---|---|---|---|---|---|---|")
-    for name in places:
-        p50 = pct(samples[name], 50)
-        paired = pct([a - b for a, b in zip(samples[name], samples["ephemeral"])], 50)
-        print("| %s | %.0f | %.0f | %+.0f | %+.0f | %.0f | %s |" % (
-            name, p50, pct(samples[name], 90), p50 - base, paired, cpu[name],
-            writes[name].get("batches", "-")))
+    return {"rounds": rounds, "places": {name: {
+        "p50_us": pct(samples[name], 50), "p90_us": pct(samples[name], 90),
+        "paired_us": pct([a - b for a, b in zip(samples[name], samples["ephemeral"])], 50),
+        "cpu_per_run_us": cpu[name], "batches": writes[name].get("batches")} for name in places}}
 
 
-def adopt(binary, counts):
-    print("\n### re-adoption after SIGKILL (python3 kernels)\n")
-    print("| contexts | new daemon listening (s) | every context answered (s) | adopted |")
-    print("|---|---|---|---|")
+def adopt(binary: str, counts: list[int]) -> dict[str, Any]:
+    out = {}
     for n in counts:
         base = private_dir("/var/tmp")
         state = os.path.join(base, "state")
         try:
-            d = Daemon(binary, state, "--max-contexts", str(n + 4))
+            d = start(binary, state, "--max-contexts", str(n + 4))
             cids = []
             for i in range(n):
                 cid = d.ok("POST", "/contexts", {"language": "python"})["context_id"]
                 d.ok("POST", "/run", {"code": "v = %d" % i, "context_id": cid})
                 cids.append(cid)
             d.crash()
-            d = Daemon(binary, state, "--max-contexts", str(n + 4))
+            d = start(binary, state, "--max-contexts", str(n + 4))
             for i, cid in enumerate(cids):
                 r = d.ok("POST", "/run", {"code": "print(v)", "context_id": cid})
                 assert r["logs"]["stdout"] == "%d\n" % i, r
             answered = time.perf_counter() - d.started
             adopted = len(d.ok("GET", "/contexts")["contexts"])
-            print("| %d | %.3f | %.3f | %d/%d |" % (n, d.listening, answered, adopted, n))
-            d.close()
+            out[str(n)] = {"listening_s": d.listening_s, "answered_s": answered, "adopted": adopted}
+            d.stop()
         finally:
             kill_kernels(state)
             shutil.rmtree(base, ignore_errors=True)
+    return out
 
 
-def cycles(binary, count):
+def cycles(binary: str, count: int) -> dict[str, Any]:
     base = private_dir("/var/tmp")
     state = os.path.join(base, "state")
+    kernels = state + "/kernels/"
     records, orphans_seen, cid = [], 0, None
     t0 = time.perf_counter()
     try:
         for cycle in range(count):
-            d = Daemon(binary, state)
+            d = start(binary, state)
             if cid is None:
                 cid = d.ok("POST", "/contexts", {"language": "python"})["context_id"]
             r = d.ok("POST", "/run", {"code": "print(%d)" % cycle, "context_id": cid})
             records.append(r["process"]["process_id"])
             d.crash()
-            orphans_seen = max(orphans_seen, len(kernel_pids(state)) - 1)
-        d = Daemon(binary, state)
+            orphans_seen = max(orphans_seen, len(procs.pids_naming(kernels, zombies=False)) - 1)
+        d = start(binary, state)
         kept = {p["process_id"] for p in d.ok("GET", "/processes")["processes"]}
         alive = len(d.ok("GET", "/contexts")["contexts"])
-        d.close()
-        left = len(kernel_pids(state))
+        d.stop()
+        left = len(procs.pids_naming(kernels, zombies=False))
     finally:
         kill_kernels(state)
         shutil.rmtree(base, ignore_errors=True)
-    lost = len(set(records) - kept)
-    print("\n### %d crash-and-restart cycles (%.0f s)\n" % (count, time.perf_counter() - t0))
-    print("| orphaned kernels (most at once) | lost finished records | context alive at the end "
-          "| kernels left after a plain stop |")
-    print("|---|---|---|---|")
-    print("| %d | %d of %d | %s | %d |" % (orphans_seen, lost, len(records), alive == 1, left))
+    return {"cycles": count, "elapsed_s": time.perf_counter() - t0, "orphans": orphans_seen,
+            "lost": len(set(records) - kept), "records": len(records), "alive": alive == 1,
+            "kernels_left": left}
+
+
+def figures(res: dict[str, Any]) -> Figures:
+    out: Figures = {}
+    P = res.get("persistence")
+    if P:
+        base = P["places"]["ephemeral"]["p50_us"]
+        for key, name in (("tmpfs", "tmpfs (/dev/shm)"), ("disk", "disk (/var/tmp)")):
+            out[f"persistence.{key}_added_us"] = figure(
+                f"{key}: p50 added", P["places"][name]["p50_us"] - base, "µs")
+            out[f"persistence.{key}_paired_us"] = figure(
+                f"state dir on {key} − `--ephemeral`, median of per-round differences",
+                P["places"][name]["paired_us"], "µs")
+    for n, A in res.get("adopt", {}).items():
+        out[f"adopt.{n}.answered_s"] = figure(f"{n} contexts re-adopted: every one answered",
+                                              A["answered_s"], "s")
+        out[f"adopt.{n}.listening_s"] = figure(f"{n} contexts: the new daemon listening after",
+                                               A["listening_s"], "s")
+    C = res.get("cycles")
+    if C:
+        for key, value in (("orphans", C["orphans"]), ("lost_records", C["lost"]),
+                           ("kernels_left", C["kernels_left"])):
+            out[f"cycles.{key}"] = figure(key, value, "count")
+        out["cycles.count"] = figure("crash-and-restart cycles", C["cycles"], "count")
+    return out
+
+
+def tables(res: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    P = res.get("persistence")
+    if P:
+        base = P["places"]["ephemeral"]["p50_us"]
+        lines += [f"### persistence: `1+1` through POST /run, {P['rounds']} interleaved rounds", "",
+                  "| state dir | p50 (µs) | p90 (µs) | p50 added (µs) | paired difference p50 (µs) "
+                  "| daemon CPU per run (µs, all threads) | batches written |",
+                  "|---|---|---|---|---|---|---|"]
+        for name, x in P["places"].items():
+            lines.append("| %s | %.0f | %.0f | %+.0f | %+.0f | %.0f | %s |" % (
+                name, x["p50_us"], x["p90_us"], x["p50_us"] - base, x["paired_us"],
+                x["cpu_per_run_us"], "-" if x["batches"] is None else x["batches"]))
+        lines.append("")
+    if res.get("adopt"):
+        lines += ["### re-adoption after SIGKILL (python3 kernels)", "",
+                  "| contexts | new daemon listening (s) | every context answered (s) | adopted |",
+                  "|---|---|---|---|"]
+        for n, A in res["adopt"].items():
+            lines.append("| %s | %.3f | %.3f | %d/%s |" % (n, A["listening_s"], A["answered_s"],
+                                                          A["adopted"], n))
+        lines.append("")
+    C = res.get("cycles")
+    if C:
+        lines += ["### %d crash-and-restart cycles (%.0f s)" % (C["cycles"], C["elapsed_s"]), "",
+                  "| orphaned kernels (most at once) | lost finished records | context alive at "
+                  "the end | kernels left after a plain stop |", "|---|---|---|---|",
+                  "| %d | %d of %d | %s | %d |" % (C["orphans"], C["lost"], C["records"], C["alive"],
+                                                  C["kernels_left"]), ""]
+    return lines
 
 
 def main():
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=400)
     parser.add_argument("--adopt", default="1,10,50")
     parser.add_argument("--cycles", type=int, default=100)
     parser.add_argument("--sections", default="persistence,adopt,cycles")
-    parser.add_argument("--binary", default=str(ROOT / "build" / "kernelbridge"))
+    cli.add_common(parser, seed=False)
     args = parser.parse_args()
+    args.binary = cli.check_binary(args.binary)
     sections = args.sections.split(",")
+    cli.setup("kbu")
+    env = machine.environment(args.binary, cli.ROOT)
+    res: dict[str, Any] = {}
     if "persistence" in sections:
-        persistence(args.binary, args.rounds)
+        res["persistence"] = persistence(args.binary, args.rounds)
     if "adopt" in sections:
-        adopt(args.binary, [int(n) for n in args.adopt.split(",")])
+        res["adopt"] = adopt(args.binary, [int(n) for n in args.adopt.split(",")])
     if "cycles" in sections:
-        cycles(args.binary, args.cycles)
+        res["cycles"] = cycles(args.binary, args.cycles)
+    print("\n".join(tables(res)))
+    cli.finish(args, "durability", res, figures(res), env)
 
 
 if __name__ == "__main__":

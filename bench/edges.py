@@ -11,25 +11,24 @@
             after the attack (none left behind).
 
     /usr/bin/python3 bench/edges.py [--rounds 10] [--fresh 50] [--silent 300]
-        [--trickling 20] [--binary PATH]
+        [--trickling 20] [--binary PATH] [--results PATH] [--json FILE]
 
 Attackers come from 127.0.0.2-4 (silent) and 127.0.0.5 (trickling), fresh
 clients from 127.0.0.1: loopback only, an ephemeral port, a private dir.
 """
 import argparse
 import os
-import pathlib
 import socket
 import sys
 import threading
 import time
+from typing import Any
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from durability import Daemon  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kbbench import cli, machine, procs  # noqa: E402
+from kbbench.daemon import NO_POOL, Daemon  # noqa: E402
+from kbbench.results import Figures, figure  # noqa: E402
 from kbbench.stats import pct  # noqa: E402
-
-ROOT = pathlib.Path(__file__).resolve().parents[1]
-TARGET_S = 2.0
 
 
 def connect(port, source):
@@ -91,56 +90,71 @@ class Attack:
             s.close()
 
 
-def fds(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
-
-
-def lockout(d, rounds, fresh, silent, trickling):
-    port = int(open(d.port_file).read())
-    quiet, attacked = [], []
-    baseline = fds(d.proc.pid)
+def lockout(d: Daemon, rounds: int, fresh: int, silent: int, trickling: int) -> dict[str, Any]:
+    quiet: list[float] = []
+    attacked: list[float] = []
+    baseline = procs.open_fds(d.pid)
     for _ in range(rounds):
-        quiet += [fresh_health(port) for _ in range(fresh)]
-        attack = Attack(port, silent, trickling)
+        quiet += [fresh_health(d.port) for _ in range(fresh)]
+        attack = Attack(d.port, silent, trickling)
         try:
-            attacked += [fresh_health(port) for _ in range(fresh)]
+            attacked += [fresh_health(d.port) for _ in range(fresh)]
         finally:
             attack.close()
         time.sleep(0.5)
     time.sleep(1.0)
     conns = d.ok("GET", "/health").get("connections")  # absent before kb_conns
-    return quiet, attacked, conns, baseline, fds(d.proc.pid)
+    return {"rounds": rounds, "fresh": fresh, "silent": silent, "trickling": trickling,
+            "quiet_s": quiet, "attacked_s": attacked, "connections": conns,
+            "fds_before": baseline, "fds_after": procs.open_fds(d.pid)}
 
 
 def ms(x):
-    return "never" if x != x or x == float("inf") else "%.2f" % (x * 1e3)
+    return "never" if x is None or x != x or x == float("inf") else "%.2f" % (x * 1e3)
+
+
+def figures(res: dict[str, Any]) -> Figures:
+    attacked = res["attacked_s"]
+    return {
+        "lockout.attacked_max_s": figure("fresh client under attack, the slowest", max(attacked), "s"),
+        "lockout.attacked_p50_s": figure("fresh client under attack, p50", pct(attacked, 50), "s"),
+        "lockout.quiet_p50_s": figure("fresh client, quiet, p50", pct(res["quiet_s"], 50), "s"),
+        "lockout.fds_added": figure("the daemon's open descriptors after the attack − before",
+                                    res["fds_after"] - res["fds_before"], "count"),
+    }
+
+
+def tables(res: dict[str, Any]) -> list[str]:
+    lines = ["lockout: %d rounds of %d silent + %d trickling connections, %d fresh clients each"
+             % (res["rounds"], res["silent"], res["trickling"], res["fresh"]), "",
+             "| fresh GET /health | p50 ms | p99 ms | max ms | n |", "|---|---:|---:|---:|---:|"]
+    for name, xs in (("quiet", res["quiet_s"]), ("under attack", res["attacked_s"])):
+        lines.append("| %s | %s | %s | %s | %d |" % (name, ms(pct(xs, 50)), ms(pct(xs, 99)),
+                                                    ms(max(xs)), len(xs)))
+    lines += ["", "daemon's connections afterwards: %s" % res["connections"],
+              "daemon's open descriptors: %d before, %d after" % (res["fds_before"], res["fds_after"])]
+    return lines
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--fresh", type=int, default=50)
     ap.add_argument("--silent", type=int, default=300)
     ap.add_argument("--trickling", type=int, default=20)
-    ap.add_argument("--binary", default=str(ROOT / "build" / "kernelbridge"))
+    cli.add_common(ap, seed=False)
     a = ap.parse_args()
-    d = Daemon(a.binary, None)
+    a.binary = cli.check_binary(a.binary)
+    cli.setup("kbg")
+    env = machine.environment(a.binary, cli.ROOT)
+    d = Daemon(a.binary, None, NO_POOL, ephemeral=True)
     try:
-        quiet, attacked, conns, before, after = lockout(d, a.rounds, a.fresh, a.silent,
-                                                        a.trickling)
+        res = lockout(d, a.rounds, a.fresh, a.silent, a.trickling)
     finally:
-        d.close()
-    within = sum(1 for x in attacked if x < TARGET_S)
-    print("lockout: %d rounds of %d silent + %d trickling connections, %d fresh clients each"
-          % (a.rounds, a.silent, a.trickling, a.fresh))
-    print("%-22s %8s %8s %8s %8s" % ("fresh GET /health", "p50 ms", "p99 ms", "max ms", "n"))
-    for name, xs in (("quiet", quiet), ("under attack", attacked)):
-        print("%-22s %8s %8s %8s %8d" % (name, ms(pct(xs, 50)), ms(pct(xs, 99)), ms(max(xs)),
-                                         len(xs)))
-    print("answered within %.0f s under attack: %d/%d (target: all) -> %s"
-          % (TARGET_S, within, len(attacked), "PASS" if within == len(attacked) else "FAIL"))
-    print("daemon's connections afterwards: %s" % conns)
-    print("daemon's open descriptors: %d before, %d after" % (before, after))
+        d.stop()
+    print("\n".join(tables(res)))
+    cli.finish(a, "edges", res, figures(res), env)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 """Jupyter's kernel websocket: kernelbridge's against Jupyter Server's, and
 against kernelbridge's own POST /run on the same kernel (SPEC sections 7, 10).
 
-    /usr/bin/python3 bench/jupyter_ws.py [-n 400] [--binary PATH] [--json FILE]
+    /usr/bin/python3 bench/jupyter_ws.py [-n 400] [--binary PATH] [--results PATH] [--json FILE]
 
 One `kernelbridge serve` (loopback, ephemeral port, private state dir, no
 warm pool) and one Jupyter Server 1.x (kbbench/jupyter_server_launch.py:
@@ -37,7 +37,8 @@ paired difference ws − run on one kernel process.
 Then, back to back on the daemon alone, its CPU per execute for each
 kernelbridge contender (/proc/PID/task/*/schedstat, all threads).
 
-Prints Markdown tables (µs) with the ratios and a verdict per target:
+Prints Markdown tables (µs) with the ratios and the targets table
+(bench/targets.py; saves bench/results/jupyter.json):
 kernelbridge's websocket p50 at least 5x lower than Jupyter Server's as
 shipped, at least 1.3x lower than with TCP_NODELAY, and at most 100 µs over
 POST /run on the same kernel. Everything listens on 127.0.0.1 with
@@ -46,150 +47,27 @@ stopped at the end, also on error or Ctrl-C.
 """
 
 import argparse
-import atexit
 import json
 import os
-import select
-import shutil
-import signal
-import socket
-import struct
-import subprocess
 import sys
-import tempfile
 import time
-import uuid
-
-import websocket  # python3-websocket
-from websocket import ABNF
+from typing import Any, Callable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from kbbench import peers, raw  # noqa: E402
+from kbbench import cli, machine, peers, procs, raw  # noqa: E402
 from kbbench.calls import run_once  # noqa: E402
-from kbbench.machine import IdleMeter, environment, loadavg, private_environment, wait_quiet  # noqa: E402
+from kbbench.daemon import NO_POOL, Daemon  # noqa: E402
+from kbbench.httpclient import Http  # noqa: E402
+from kbbench.machine import IdleMeter, loadavg, wait_quiet  # noqa: E402
+from kbbench.results import Figures, figure  # noqa: E402
 from kbbench.stats import interleave, pct, summary, us  # noqa: E402
+from kbbench.wsclient import CODE, WsKernel  # noqa: E402
 
-V1 = "v1.kernel.websocket.jupyter.org"
-CODE = "1+1"
-NO_POOL = ("--pool", "python=0")
 NAGLE_S = 0.035  # a round of Jupyter Server as shipped this slow waited for a delayed ACK
-
-
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
-
-
-# ---- a kernel websocket client, both framings ---------------------------------
-
-
-def encode_v1(channel, header, parent, metadata, content):
-    parts = [channel.encode()] + [json.dumps(x).encode() for x in (header, parent, metadata, content)]
-    n = len(parts) + 1
-    offsets, at = [], 8 * (n + 1)
-    for part in parts:
-        offsets.append(at)
-        at += len(part)
-    offsets.append(at)
-    return struct.pack("<%dQ" % (n + 1), n, *offsets) + b"".join(parts)
-
-
-def decode_v1(data):
-    """(channel, msg_type, parent msg_id, content bytes) of a v1 frame; only
-    the parts needed to follow a run are parsed."""
-    n = struct.unpack_from("<Q", data)[0]
-    off = struct.unpack_from("<%dQ" % n, data, 8)
-    channel = data[off[0]:off[1]].decode()
-    msg_type = json.loads(data[off[1]:off[2]])["msg_type"]
-    parent = data[off[2]:off[3]]
-    parent_id = json.loads(parent).get("msg_id") if len(parent) > 2 else None
-    return channel, msg_type, parent_id, data[off[4]:off[5]]
-
-
-class WsKernel:
-    """websocket-client on /api/kernels/{id}/channels of kernelbridge or
-    Jupyter Server; legacy JSON framing or (v1) the v1 subprotocol."""
-
-    TIMEOUT_S = 60
-
-    def __init__(self, port, kernel_id, token=None, v1=False, nodelay_server=False):
-
-        self.v1 = v1
-        self.session = uuid.uuid4().hex
-        url = f"ws://127.0.0.1:{port}/api/kernels/{kernel_id}/channels?session_id={self.session}"
-        if nodelay_server:
-            url += "&nodelay=1"  # kbbench/jupyter_server_launch.py
-        self.ws = websocket.create_connection(
-            url, timeout=120, header=[f"Authorization: token {token}"] if token else [],
-            subprotocols=[V1] if v1 else None, skip_utf8_validation=True,
-            sockopt=((socket.IPPROTO_TCP, socket.TCP_NODELAY, 1),))
-        if self.ws.getsubprotocol() != (V1 if v1 else None):
-            raise RuntimeError(f"subprotocol {self.ws.getsubprotocol()!r}, wanted {V1 if v1 else None}")
-        if not self.ws.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY):
-            raise RuntimeError("TCP_NODELAY not set on the client socket")
-        self.drained = 0  # messages of other runs read before an execute
-
-    def _drain(self):
-        """Read, untimed, what is waiting: iopub of other clients' runs, and
-        pings (answered; recv() would wait past a ping for a data frame)."""
-        while select.select([self.ws.sock], [], [], 0)[0]:
-            opcode, _ = self.ws.recv_data(control_frame=True)
-            self.drained += opcode in (ABNF.OPCODE_TEXT, ABNF.OPCODE_BINARY)
-
-    def _next(self, deadline):
-        """(channel, msg_type, parent msg_id, content) of the next message."""
-        left = deadline - time.perf_counter()
-        if left <= 0:
-            raise TimeoutError(f"websocket run: no reply and idle after {self.TIMEOUT_S} s")
-        self.ws.settimeout(left)  # pings answered in recv() would keep a fixed timeout alive
-        data = self.ws.recv()
-        if self.v1:
-            if isinstance(data, str):
-                raise RuntimeError("a text frame in the v1 subprotocol")
-            channel, msg_type, parent_id, content = decode_v1(data)
-            return channel, msg_type, parent_id, content
-        m = json.loads(data)
-        return m.get("channel"), m["header"]["msg_type"], m["parent_header"].get("msg_id"), m["content"]
-
-    def execute(self, code=CODE, expect="2"):
-        self._drain()
-        msg_id = uuid.uuid4().hex
-        header = {"msg_id": msg_id, "username": "bench", "session": self.session,
-                  "msg_type": "execute_request", "version": "5.3",
-                  "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        content = {"code": code, "silent": False, "store_history": True, "user_expressions": {},
-                   "allow_stdin": False, "stop_on_error": True}
-        if self.v1:
-            frame, send = encode_v1("shell", header, {}, {}, content), self.ws.send_binary
-        else:
-            frame = json.dumps({"header": header, "parent_header": {}, "metadata": {},
-                                "content": content, "buffers": [], "channel": "shell"})
-            send = self.ws.send
-        t0 = time.perf_counter()
-        send(frame)
-        replied = idle = False
-        result = status = None
-        deadline = t0 + self.TIMEOUT_S
-        while not (replied and idle):
-            channel, msg_type, parent_id, body = self._next(deadline)
-            if parent_id != msg_id:
-                continue
-            if msg_type == "execute_reply":
-                replied = True
-                status = (json.loads(body) if self.v1 else body)["status"]
-            elif msg_type == "status":
-                idle = (json.loads(body) if self.v1 else body)["execution_state"] == "idle"
-            elif msg_type == "execute_result":
-                result = (json.loads(body) if self.v1 else body)["data"]["text/plain"]
-        dt = time.perf_counter() - t0
-        if status != "ok" or result != expect:
-            raise RuntimeError(f"websocket run: status {status}, result {result!r}")
-        return dt
-
-    def close(self):
-        self.ws.close()
+FRAGILE = (0.3, 0.7)  # a share of slow rounds in here puts its p50 between the two modes
+BUSY = 0.5  # CPUs idle less than this during the rounds: other work moves the figures
 
 
 # ---- the rounds -------------------------------------------------------------------
@@ -201,125 +79,125 @@ def daemon_cpu(contenders, daemon, names, n):
     for k in names:
         for _ in range(20):
             contenders[k]()
-        before = peers.schedstat(daemon.pid)
+        before = procs.schedstat(daemon.pid)
         t0 = time.perf_counter()
         for _ in range(n):
             contenders[k]()
         wall = time.perf_counter() - t0
-        after = peers.schedstat(daemon.pid)
-        out[k] = {"cpu_us": (after["cpu_ns"] - before["cpu_ns"]) / n / 1e3,
-                  "slices": (after["slices"] - before["slices"]) / n,
-                  "wall_us": wall / n * 1e6,
-                  "by_thread_us": {t: (after["threads"].get(t, 0) - before["threads"].get(t, 0)) / n / 1e3
-                                   for t in after["threads"]}}
+        out[k] = dict(procs.per_request(before, procs.schedstat(daemon.pid), n), wall_us=wall / n * 1e6)
     return out
 
 
 def kill_leftovers(prefix):
     """SIGKILL every process whose command line names a file under prefix
     (kernels of a server that did not stop them)."""
-    for pid in peers.pids_naming(prefix):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    procs.kill_groups(procs.pids_naming(prefix))
+
+
+def start(binary: str, tmp: str, closers: list[Callable[[], Any]]) -> dict[str, Callable[[], float]]:
+    """The daemon, Jupyter Server, their kernels and every contender's client."""
+    daemon = Daemon(binary, os.path.join(tmp, "daemon"), NO_POOL)
+    closers += [daemon.stop, daemon.kill_processes_left]
+    server = peers.JupyterServer(os.path.join(tmp, "jupyter-server"))
+    closers += [server.stop, lambda: kill_leftovers(os.path.join(tmp, "jupyter-server"))]
+    kb = {}
+    for name in ("K1", "K2", "alone"):
+        kb[name] = daemon.http.json("POST", "/api/kernels", {"name": "python3"}, expect=(201,))["id"]
+        closers.append(lambda kid=kb[name]: daemon.http.json(
+            "DELETE", f"/api/kernels/{kid}", expect=(204, 404)))
+    js = {name: server.start_kernel("python3") for name in ("shipped", "nodelay")}
+    for kid in js.values():
+        closers.append(lambda kid=kid: server.shutdown_kernel(kid))
+    floor = raw.RawKernel("python3", os.path.join(tmp, "floor"), "ipc").start()
+    closers.append(floor.shutdown)
+    ws = {"kb-ws-legacy": WsKernel(daemon.port, kb["K1"]),
+          "kb-ws-v1": WsKernel(daemon.port, kb["K2"], v1=True),
+          "js-ws": WsKernel(server.port, js["shipped"], token=server.token),
+          "js-ws-nodelay": WsKernel(server.port, js["nodelay"], token=server.token, nodelay_server=True)}
+    closers += [w.close for w in ws.values()]
+    runs = {}
+    for name in ("K1", "K2", "alone"):
+        h = Http(daemon.port)
+        closers.append(h.close)
+        runs[name] = (h, json.dumps({"code": CODE, "context_id": kb[name]}).encode())
+
+    def raw_once():
+        dt, _, status = floor.execute(CODE)
+        if status != "ok":
+            raise RuntimeError(f"raw run: {status}")
+        return dt
+
+    contenders: dict[str, Any] = {k: ws[k].execute for k in ("kb-ws-legacy", "kb-ws-v1")}
+    contenders.update({f"kb-run-{name}": lambda r=runs[name]: run_once(*r) for name in runs})
+    contenders.update({k: ws[k].execute for k in ("js-ws", "js-ws-nodelay")})
+    contenders["floor"] = raw_once
+    contenders["_daemon"], contenders["_ws"] = daemon, ws
+    return contenders
 
 
 def measure(args, tmp):
-    res = {"env": environment(args.binary, ROOT), "rounds": args.n, "warmup": args.warmup}
-    log(f"waiting up to {args.wait_quiet:.0f} s for the CPUs to be 90% idle ...")
+    res = {"rounds": args.n, "warmup": args.warmup}
+    cli.log(f"waiting up to {args.wait_quiet:.0f} s for the CPUs to be 90% idle ...")
     res["idle_before"] = wait_quiet(args.wait_quiet, retry_window=5.0)
     res["loadavg_before"] = loadavg()
-    closers = []
+    closers: list[Callable[[], Any]] = []
     try:
-        daemon = peers.Daemon(args.binary, os.path.join(tmp, "daemon"), NO_POOL)
-        closers.append(daemon.stop)
-        closers.append(daemon.kill_processes_left)
+        contenders = start(args.binary, tmp, closers)
+        daemon, ws = contenders.pop("_daemon"), contenders.pop("_ws")
         res["version"] = daemon.http.json("GET", "/health")["version"]
-        server = peers.JupyterServer(os.path.join(tmp, "jupyter-server"))
-        closers.append(server.stop)
-        closers.append(lambda: kill_leftovers(os.path.join(tmp, "jupyter-server")))
-
-        kb = {}
-        for name in ("K1", "K2", "alone"):
-            model = daemon.http.json("POST", "/api/kernels", {"name": "python3"}, expect=(201,))
-            kb[name] = model["id"]
-            closers.append(lambda kid=model["id"]: daemon.http.json(
-                "DELETE", f"/api/kernels/{kid}", expect=(204, 404)))
-        js = {name: server.start_kernel("python3") for name in ("shipped", "nodelay")}
-        for kid in js.values():
-            closers.append(lambda kid=kid: server.shutdown_kernel(kid))
-        floor = raw.RawKernel("python3", os.path.join(tmp, "floor"), "ipc").start()
-        closers.append(floor.shutdown)
-
-        ws_legacy = WsKernel(daemon.port, kb["K1"])
-        ws_v1 = WsKernel(daemon.port, kb["K2"], v1=True)
-        js_ws = WsKernel(server.port, js["shipped"], token=server.token)
-        js_ws_nd = WsKernel(server.port, js["nodelay"], token=server.token, nodelay_server=True)
-        for w in (ws_legacy, ws_v1, js_ws, js_ws_nd):
-            closers.append(w.close)
-        runs = {}
-        for name in ("K1", "K2", "alone"):
-            h = peers.Http(daemon.port)
-            closers.append(h.close)
-            runs[name] = (h, json.dumps({"code": CODE, "context_id": kb[name]}).encode())
-
-        def raw_once():
-            dt, _, status = floor.execute(CODE)
-            if status != "ok":
-                raise RuntimeError(f"raw run: {status}")
-            return dt
-
-        contenders = {
-            "kb-ws-legacy": ws_legacy.execute,
-            "kb-ws-v1": ws_v1.execute,
-            "kb-run-K1": lambda: run_once(*runs["K1"]),
-            "kb-run-K2": lambda: run_once(*runs["K2"]),
-            "kb-run-alone": lambda: run_once(*runs["alone"]),
-            "js-ws": js_ws.execute,
-            "js-ws-nodelay": js_ws_nd.execute,
-            "floor": raw_once,
-        }
         if args.no_floor:
             del contenders["floor"]
-        log(f"{args.warmup} warm-up and {args.n} measured rounds of {len(contenders)} contenders ...")
-        meter = IdleMeter()
-        la0 = loadavg()
-        t0 = time.perf_counter()
+        cli.log(f"{args.warmup} warm-up and {args.n} measured rounds of {len(contenders)} contenders ...")
+        meter, la0, t0 = IdleMeter(), loadavg(), time.perf_counter()
         samples = interleave(contenders, args.warmup, args.n, args.seed)
         res["rounds_s"] = time.perf_counter() - t0
         res["idle_rounds"] = meter.stop()
         res["loadavg_rounds"] = [la0, loadavg()]
         res["latency"] = {k: summary(v) for k, v in samples.items()}
-        res["paired"] = {
-            "kb-ws-legacy - kb-run-K1": pct([a - b for a, b in zip(samples["kb-ws-legacy"], samples["kb-run-K1"])], 50),
-            "kb-ws-v1 - kb-run-K2": pct([a - b for a, b in zip(samples["kb-ws-v1"], samples["kb-run-K2"])], 50),
-            "kb-run-K1 - kb-run-alone": pct([a - b for a, b in zip(samples["kb-run-K1"], samples["kb-run-alone"])], 50),
-        }
+        res["paired"] = {f"{a} - {b}": pct([x - y for x, y in zip(samples[a], samples[b])], 50)
+                         for a, b in (("kb-ws-legacy", "kb-run-K1"), ("kb-ws-v1", "kb-run-K2"),
+                                      ("kb-run-K1", "kb-run-alone"))}
         # Jupyter Server as shipped is bimodal: a round either waits for the
         # client's delayed ACK (40 ms; Nagle) or, when the server was late
         # enough to write the kernel's messages together, does not
         res["js_ws_nagle_share"] = sum(x >= NAGLE_S for x in samples["js-ws"]) / len(samples["js-ws"])
-        res["drained"] = {"kb-ws-legacy": ws_legacy.drained, "kb-ws-v1": ws_v1.drained,
-                          "js-ws": js_ws.drained, "js-ws-nodelay": js_ws_nd.drained}
+        res["drained"] = {k: w.drained for k, w in ws.items()}
         if args.samples:
             res["samples"] = samples
         if args.cpu_n:
-            log(f"daemon CPU: {args.cpu_n} back-to-back executes per kernelbridge contender ...")
+            cli.log(f"daemon CPU: {args.cpu_n} back-to-back executes per kernelbridge contender ...")
             meter = IdleMeter()
-            res["daemon_cpu"] = daemon_cpu(contenders, daemon,
-                                           ("kb-ws-legacy", "kb-ws-v1", "kb-run-K1", "kb-run-alone"),
-                                           args.cpu_n)
+            res["daemon_cpu"] = daemon_cpu(contenders, daemon, ("kb-ws-legacy", "kb-ws-v1",
+                                                                "kb-run-K1", "kb-run-alone"), args.cpu_n)
             res["idle_cpu_phase"] = meter.stop()
         res["loadavg_after"] = loadavg()
-        res["daemon_rss_kib"] = peers.proc_status(daemon.pid)["VmRSS"]
+        res["daemon_rss_kib"] = procs.proc_status(daemon.pid)["VmRSS"]
     finally:
         for fn in reversed(closers):
             try:
                 fn()
             except Exception as e:  # keep stopping the rest
-                log(f"cleanup: {e}")
+                cli.log(f"cleanup: {e}")
     return res
+
+
+def figures(res: dict[str, Any]) -> Figures:
+    L = res["latency"]
+    shipped, nodelay = L["js-ws"]["p50"], L["js-ws-nodelay"]["p50"]
+    out: Figures = {}
+    for ws, run, name in WS:
+        b = L[ws]["p50"]
+        out[f"{name}.shipped_ratio"] = figure(f"{name}: as shipped ÷ websocket", shipped / b, "x")
+        out[f"{name}.nodelay_ratio"] = figure(f"{name}: TCP_NODELAY ÷ websocket", nodelay / b, "x")
+        out[f"{name}.over_run_us"] = figure(f"{name}: over POST /run", (b - L[run]["p50"]) * 1e6, "µs")
+        out[f"{name}.over_run_paired_us"] = figure(f"{name}: over POST /run, paired",
+                                                   res["paired"][f"{ws} - {run}"] * 1e6, "µs")
+    if "floor" in L:
+        out["floor.nodelay_ratio"] = figure("the floor: Jupyter Server with TCP_NODELAY p50 ÷ "
+                                            "raw floor p50", nodelay / L["floor"]["p50"], "x")
+    out["js_ws_nagle_share"] = figure("Jupyter Server as shipped: share of rounds of 35 ms or more",
+                                      res["js_ws_nagle_share"], "share")
+    return out
 
 
 # ---- report ---------------------------------------------------------------------
@@ -336,10 +214,9 @@ ROWS = (("kb-ws-legacy", "(a) kernelbridge websocket, legacy JSON framing (K1)")
 WS = (("kb-ws-legacy", "kb-run-K1", "legacy"), ("kb-ws-v1", "kb-run-K2", "v1"))
 
 
-def report(res):
+def report(res, env):
     lines = []
     p = lines.append
-    env = res["env"]
     L = res["latency"]
     p(f"Machine: {env['nproc']} CPUs ({env['cpu']}), {env['mem_gib']} GiB, Linux {env['kernel']}, "
       f"Python {env['python']}; kernelbridge {res.get('version', '?')} ({env['binary']}; "
@@ -366,24 +243,6 @@ def report(res):
         p(f"| {label} | {us(s['p50'])} | {us(s['p90'])} | {us(s['p99'])} | "
           f"{shipped / s['p50']:.2f}x | {nodelay / s['p50']:.2f}x | {over} |")
     p("")
-    verdicts = []
-    for ws, run, name in WS:
-        b = L[ws]["p50"]
-        verdicts.append((f"kernelbridge websocket ({name}) p50 ≥ 5x lower than Jupyter Server's as shipped",
-                         shipped / b >= 5, f"{shipped / b:.2f}x"))
-        verdicts.append((f"kernelbridge websocket ({name}) p50 ≥ 1.3x lower than Jupyter Server with TCP_NODELAY",
-                         nodelay / b >= 1.3, f"{nodelay / b:.2f}x"
-                         + (f" (the floor: {nodelay / L['floor']['p50']:.2f}x)" if "floor" in L else "")))
-        over = b - L[run]["p50"]
-        paired = res["paired"][f"{ws} - {run}"]
-        verdicts.append((f"websocket ({name}) over POST /run on the same kernel ≤ 100 µs p50",
-                         over <= 100e-6 and paired <= 100e-6,
-                         f"{us(over)} µs (paired: {us(paired)} µs)"))
-    p("| target | met | measured |")
-    p("|---|---|---|")
-    for name, ok, val in verdicts:
-        p(f"| {name} | {'yes' if ok else '**no**'} | {val} |")
-    p("")
     p(f"- The fan-out: POST /run on K1 (one idle websocket attached) − POST /run on a kernel with none, "
       f"paired p50: {us(res['paired']['kb-run-K1 - kb-run-alone'])} µs. Messages of other runs read "
       f"(untimed) before an execute: " + ", ".join(f"{k} {v}" for k, v in res["drained"].items()) + ".")
@@ -392,8 +251,8 @@ def report(res):
       "(a frame waiting for the client's delayed ACK, Nagle's algorithm being on); the others did not "
       "wait (presumably the server, late on a busy machine, wrote the kernel's messages together)."
       + (" Its p50 lies between the two modes, so the ratios to (d) are fragile: a few rounds more in "
-         "the fast mode would move them a lot." if 0.3 <= share <= 0.7 else ""))
-    if res["idle_rounds"] < 0.5:
+         "the fast mode would move them a lot." if FRAGILE[0] <= share <= FRAGILE[1] else ""))
+    if res["idle_rounds"] < BUSY:
         p(f"- The CPUs were only {100 * res['idle_rounds']:.0f}% idle during the rounds: other work on "
           "the machine moves the absolute figures; the rounds are interleaved, so the ratios hold better.")
     C = res.get("daemon_cpu")
@@ -415,38 +274,21 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", type=int, default=400, help="measured rounds (default 400)")
     ap.add_argument("--warmup", type=int, default=30)
-    ap.add_argument("--binary", help="kernelbridge binary (default: build it in ./build)")
-    ap.add_argument("--json", help="also write every figure to this file")
-    ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--wait-quiet", type=float, default=180, metavar="S",
                     help="first wait up to S seconds for the CPUs to be >= 90%% idle (default 180)")
     ap.add_argument("--cpu-n", type=int, default=300,
                     help="back-to-back executes per contender for the daemon's CPU (0: skip)")
     ap.add_argument("--no-floor", action="store_true", help="leave out the raw ZeroMQ floor")
     ap.add_argument("--samples", action="store_true", help="keep every sample in --json")
+    cli.add_common(ap)
     args = ap.parse_args()
-    if not args.binary:
-        build = os.path.join(ROOT, "build")
-        if not os.path.exists(os.path.join(build, "CMakeCache.txt")):
-            subprocess.run(["cmake", "-S", ROOT, "-B", build], check=True, stdout=subprocess.DEVNULL)
-        subprocess.run(["cmake", "--build", build, "-j2", "--target", "kernelbridge_cli"], check=True,
-                       stdout=subprocess.DEVNULL)
-        args.binary = os.path.join(build, "kernelbridge")
-    args.binary = os.path.abspath(args.binary)
-
-    tmp = tempfile.mkdtemp(prefix="kbw", dir="/tmp")  # short: ipc path limits
-    atexit.register(lambda: shutil.rmtree(tmp, ignore_errors=True))
-    atexit.register(peers.stop_all)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: sys.exit(130))
-    private_environment(tmp)
-
+    args.binary = cli.check_binary(args.binary)
+    tmp = cli.setup("kbw")
+    env = machine.environment(args.binary, cli.ROOT)
     res = measure(args, tmp)
     res["cpu_n"] = args.cpu_n
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=1, default=str)
-    print(report(res))
+    print(report(res, env))
+    cli.finish(args, "jupyter", res, figures(res), env)
 
 
 if __name__ == "__main__":

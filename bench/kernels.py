@@ -20,17 +20,15 @@ Every process started is stopped at the end.
 """
 
 import argparse
-import http.client
 import json
 import os
 import platform
-import shutil
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kbbench.daemon import NO_POOL, Daemon  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = os.environ.get("KB_BINARY", os.path.join(ROOT, "build", "kernelbridge"))
@@ -46,46 +44,20 @@ KERNELS = {
 }
 
 
-class Daemon:
-    def __init__(self, args):
-        self.dir = tempfile.mkdtemp(prefix="kbbench-kernels-")
-        port_file = os.path.join(self.dir, "port")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-        env["JUPYTER_PATH"] = DENO_JUPYTER
-        self.log = open(os.path.join(self.dir, "log"), "wb")
-        self.proc = subprocess.Popen(
-            [BINARY, "serve", "--listen", "127.0.0.1:0", "--port-file", port_file,
-             "--state-dir", os.path.join(self.dir, "state"), "--pool", "python=0", *args],
-            stdout=self.log, stderr=self.log, env=env, cwd=self.dir)
-        deadline = time.monotonic() + 30
-        while not os.path.exists(port_file):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.close()
-                raise SystemExit("kernelbridge did not start; see %s" % self.dir)
-            time.sleep(0.02)
-        with open(port_file) as f:
-            self.port = int(f.read().strip())
-        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+def start(args):
+    """A daemon without a pool that sees Deno's kernelspec."""
+    env = dict(os.environ, JUPYTER_PATH=DENO_JUPYTER)
+    try:
+        return Daemon(BINARY, None, (*NO_POOL, *args), env=env, timeout=30)
+    except RuntimeError as e:
+        raise SystemExit("kernelbridge did not start: %s" % e)
 
-    def call(self, method, path, body=None, expect=200):
-        self.conn.request(method, path, json.dumps(body) if body is not None else None,
-                          {"Content-Type": "application/json"})
-        r = self.conn.getresponse()
-        data = r.read()
-        if r.status != expect:
-            raise SystemExit("%s %s: %d %s" % (method, path, r.status, data[:500]))
-        return json.loads(data) if data else None
 
-    def close(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+def call(d, method, path, body=None, expect=200):
+    status, data = d.http.request(method, path, body)
+    if status != expect:
+        raise SystemExit("%s %s: %d %s" % (method, path, status, data[:500]))
+    return json.loads(data) if data else None
 
 
 def percentile(values, q):
@@ -95,22 +67,22 @@ def percentile(values, q):
 
 def measure(name, starts, runs):
     label, args = KERNELS[name]
-    d = Daemon(args)
+    d = start(args)
     try:
         start_times = []
         for _ in range(starts):
             t = time.perf_counter()
-            ctx = d.call("POST", "/contexts", {"kernel_name": name}, expect=201)
+            ctx = call(d, "POST", "/contexts", {"kernel_name": name}, expect=201)
             start_times.append(time.perf_counter() - t)
-            d.call("DELETE", "/contexts/%s" % ctx["context_id"], expect=204)
-        ctx = d.call("POST", "/contexts", {"kernel_name": name}, expect=201)["context_id"]
+            call(d, "DELETE", "/contexts/%s" % ctx["context_id"], expect=204)
+        ctx = call(d, "POST", "/contexts", {"kernel_name": name}, expect=201)["context_id"]
         body = {"code": "1+1", "context_id": ctx}
         for _ in range(3):
-            d.call("POST", "/run", body)
+            call(d, "POST", "/run", body)
         latencies = []
         for _ in range(runs):
             t = time.perf_counter()
-            result = d.call("POST", "/run", body)
+            result = call(d, "POST", "/run", body)
             latencies.append(time.perf_counter() - t)
             if result["error"] is not None:
                 raise SystemExit("%s: 1+1 failed: %s" % (name, result["error"]))
@@ -122,7 +94,7 @@ def measure(name, starts, runs):
             "run_p90_ms": percentile(latencies, 0.9) * 1000,
         }
     finally:
-        d.close()
+        d.stop()
 
 
 def main():

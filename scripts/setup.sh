@@ -11,6 +11,9 @@ packages=(
   # kernels the tests drive, and their rich-output libraries
   python3-ipykernel python3-jupyter-client python3-zmq python3-matplotlib xpython
   r-cran-irkernel octave python3-octave-kernel
+  # the bash kernel (kernelspecs/bash, installed below) drives bash through
+  # metakernel's REPLWrapper, on pexpect
+  python3-metakernel python3-pexpect
   # octave_kernel's inline plots: gnuplot draws, ghostscript makes the PNG
   gnuplot-nox ghostscript fonts-freefont-otf
   # test runners and peers measured by bench/
@@ -23,6 +26,10 @@ packages=(
   strace
   # promtool (check metrics): GET /metrics is checked by Prometheus' own linter
   prometheus
+  # deploy/: yamllint -s on the Kubernetes manifests (tests/deploy)
+  yamllint
+  # the Python SDK: mypy --strict on it, and its offline install into a venv
+  python3-mypy python3-venv
 )
 
 missing=()
@@ -44,6 +51,9 @@ if command -v npm >/dev/null 2>&1; then
   # @jupyterlab/services, JupyterLab's client library, which tests/jupyterlab-js
   # drives the daemon's Jupyter API with (pinned in its package-lock.json)
   npm ci --prefix "$(cd "$(dirname "$0")/.." && pwd)/tests/jupyterlab-js" --no-audit --no-fund
+  # kubernetes-models (Kubernetes' OpenAPI schemas as validators) and yaml,
+  # which tests/deploy checks deploy/k8s with (pinned in its package-lock.json)
+  npm ci --prefix "$(cd "$(dirname "$0")/.." && pwd)/tests/deploy" --no-audit --no-fund
 else
   echo "setup.sh: npm not found: install Node 20 to run tests/e2b-js" >&2
 fi
@@ -83,3 +93,15 @@ if command -v npm >/dev/null 2>&1; then
 else
   echo "setup.sh: npm not found: install Node 20 for Deno's kernel" >&2
 fi
+
+# The bash kernel (kernelspecs/bash: language bash, also sh and shell), a
+# kernel for users rather than a test kernel: copied beside Deno's into
+# /usr/local/share/jupyter/kernels/bash, where Jupyter and the daemon look
+# with no JUPYTER_PATH, world-readable for kernels run as other users.
+bash_kernel_src="$(cd "$(dirname "$0")/.." && pwd)/kernelspecs/bash"
+bash_kernel_dst=/usr/local/share/jupyter/kernels/bash
+mkdir -p /usr/local/share/jupyter/kernels
+rm -rf "$bash_kernel_dst"
+mkdir "$bash_kernel_dst"
+cp "$bash_kernel_src/kernel.json" "$bash_kernel_src/kernel.py" "$bash_kernel_dst/"
+chmod -R a+rX "$bash_kernel_dst"

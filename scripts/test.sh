@@ -66,6 +66,13 @@ else
   echo "tests/jupyterlab-js/node_modules is missing: run scripts/setup.sh"; failed=1
 fi
 
+step "Kubernetes manifests: schemas, issue 19's points, yamllint (tests/deploy)"
+if [ -d tests/deploy/node_modules/kubernetes-models ]; then
+  timeout 300 node --test --test-force-exit tests/deploy/test_manifests.mjs || failed=1
+else
+  echo "tests/deploy/node_modules is missing: run scripts/setup.sh"; failed=1
+fi
+
 step "Python tests (pytest: daemon integration and SDK)"
 export KB_BINARY="$root/build/kernelbridge"
 suites=()

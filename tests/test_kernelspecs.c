@@ -341,6 +341,21 @@ static void test_language_alias(void)
     CHECK(kb_kernelspecs_for_language(specs, "ecmascript", NULL) == NULL);
     kb_kernelspecs_destroy(&specs);
 
+    /* sh and shell: a bash kernelspec (this one, or one the system has,
+       named bash, which wins by its name) */
+    write_simple_spec(a, "ks-bash", "Bash", "bash");
+    specs = kb_kernelspecs_discover(NULL, NULL);
+    CHECK(specs != NULL);
+    const char *shells[] = { "sh", "shell", "SH" };
+    for (size_t i = 0; specs && i < sizeof shells / sizeof *shells; i++) {
+        spec = kb_kernelspecs_for_language(specs, shells[i], NULL);
+        CHECK(spec && strcmp(spec->language, "bash") == 0);
+    }
+    const char *map_sh[] = { "sh=ks-bash", NULL };
+    spec = specs ? kb_kernelspecs_for_language(specs, "sh", map_sh) : NULL;
+    CHECK(spec && strcmp(spec->name, "ks-bash") == 0);
+    kb_kernelspecs_destroy(&specs);
+
     /* a kernelspec of the javascript language itself wins over the alias */
     write_simple_spec(b, "ks-node", "Node", "javascript");
     specs = kb_kernelspecs_discover(NULL, NULL);

@@ -1,6 +1,6 @@
 """Timed requests to the daemon, shared by the bench scripts: `1+1` through
 `POST /run` and `GET /health`, each answer parsed and checked as a client
-would. `http` is a peers.Http (http.client, kept alive) or a peers.RawHttp."""
+would. `http` is an httpclient.Http (http.client, kept alive) or an httpclient.RawHttp."""
 
 import json
 import time

@@ -16,8 +16,8 @@ at each step, once the machine is quiet again:
   memory   the daemon's VmRSS, RssAnon, RssFile, once the step's runs are
            done (so that the run records kept are the same at every step).
 
-Not for: verdicts and the report (bench/contexts.py), other axes
-(bench/run.py).
+Not for: figures, verdicts and the report (bench/contexts.py), other
+concepts (bench/README.md).
 """
 
 import gc
@@ -29,8 +29,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import machine, peers, raw
+from . import machine, procs, raw
 from .calls import health_once, run_once
+from .daemon import Daemon
+from .httpclient import Http
 from .stats import pct
 
 CODE = "1+1"
@@ -126,7 +128,7 @@ def _cpu_of(pids: list[int]) -> float:
     total = 0.0
     for pid in pids:
         try:
-            total += peers.process_cpu_s(pid)
+            total += procs.process_cpu_s(pid)
         except (FileNotFoundError, ProcessLookupError):
             pass
     return total
@@ -143,9 +145,9 @@ class ContextsAxis:
         self.max_contexts = max_contexts
         self.log = log
         self.floor = raw.RawKernel(kernel_name, os.path.join(workdir, "floor"), "ipc")
-        self.daemon: peers.Daemon | None = None
-        self.run_http: peers.Http | None = None
-        self.health_http: peers.Http | None = None
+        self.daemon: Daemon | None = None
+        self.run_http: Http | None = None
+        self.health_http: Http | None = None
         self.busy: dict[str, Any] | None = None
         self.idle: list[dict[str, Any]] = []
         self.run_body = b""
@@ -156,15 +158,15 @@ class ContextsAxis:
         """The floor's kernel, then the daemon and its busy context."""
         self.log(f"{self.kernel_name}: starting the floor's kernel and the daemon")
         self.floor.start()
-        self.daemon = peers.Daemon(
+        self.daemon = Daemon(
             self.binary, os.path.join(self.workdir, "daemon"),
             ("--pool", "python=0", "--max-contexts", str(self.max_contexts),
              "--max-processes", str(RECORDS_KEPT)))
         self.busy, _, _ = self.daemon.create_context(kernel_name=self.kernel_name,
                                                      context_id="busy")
         self.run_body = json.dumps({"code": CODE, "context_id": "busy"}).encode()
-        self.run_http = peers.Http(self.daemon.port)
-        self.health_http = peers.Http(self.daemon.port)
+        self.run_http = Http(self.daemon.port)
+        self.health_http = Http(self.daemon.port)
 
     def close(self) -> dict[str, Any]:
         """Stop the daemon (SIGTERM: it shuts its kernels down), kill whatever
@@ -256,14 +258,14 @@ class ContextsAxis:
             machine_idle_rounds=machine_idle_rounds, cpu_per_run=cpu_run,
             cpu_per_health=cpu_health, memory=memory)
 
-    def _idle_window(self, daemon: peers.Daemon, window_s: float) -> IdleCost:
+    def _idle_window(self, daemon: Daemon, window_s: float) -> IdleCost:
         pids = self.kernel_pids()
         meter = machine.IdleMeter()
         k0 = _cpu_of(pids)
-        c0, s0 = peers.process_cpu_s(daemon.pid), peers.schedstat(daemon.pid)
+        c0, s0 = procs.process_cpu_s(daemon.pid), procs.schedstat(daemon.pid)
         t0 = time.perf_counter()
         time.sleep(window_s)
-        c1, s1 = peers.process_cpu_s(daemon.pid), peers.schedstat(daemon.pid)
+        c1, s1 = procs.process_cpu_s(daemon.pid), procs.schedstat(daemon.pid)
         dt = time.perf_counter() - t0
         k1 = _cpu_of(pids)
         stat = c1 - c0
@@ -277,14 +279,14 @@ class ContextsAxis:
                         kernels_cpu_s=k1 - k0, machine_idle=meter.stop())
 
     @staticmethod
-    def _cpu_batch(daemon: peers.Daemon, once: Callable[[], float], n: int) -> CpuPerRequest:
+    def _cpu_batch(daemon: Daemon, once: Callable[[], float], n: int) -> CpuPerRequest:
         gc.collect()
         gc.disable()
         try:
-            c0, s0, t0 = peers.process_cpu_s(daemon.pid), peers.schedstat(daemon.pid), time.perf_counter()
+            c0, s0, t0 = procs.process_cpu_s(daemon.pid), procs.schedstat(daemon.pid), time.perf_counter()
             for _ in range(n):
                 once()
-            c1, s1, t1 = peers.process_cpu_s(daemon.pid), peers.schedstat(daemon.pid), time.perf_counter()
+            c1, s1, t1 = procs.process_cpu_s(daemon.pid), procs.schedstat(daemon.pid), time.perf_counter()
         finally:
             gc.enable()
         threads = {t: (s1["threads"].get(t, 0) - s0["threads"].get(t, 0)) / n / 1e9

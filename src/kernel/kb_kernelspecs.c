@@ -55,8 +55,8 @@ static bool is_valid_kernel_name(const char *name)
     return *name && strspn(name, allowed) == strlen(name);
 }
 
-/*  jupyter_core's data path on Linux, each without its kernels/ suffix. 0 or
-    -1 (out of memory). */
+/*  jupyter_core's data path on Linux (then this build's own data dir),
+    each without its kernels/ suffix. 0 or -1 (out of memory). */
 static int search_roots(kb_strv_t *roots)
 {
     const char *value = getenv("JUPYTER_PATH");
@@ -91,8 +91,12 @@ static int search_roots(kb_strv_t *roots)
     if (kb_strv_push(roots, data_dir) != KB_BUF_OK)
         return -1;
 
-    const char *system_roots[] = { KB_KERNELSPEC_PREFIX "/share/jupyter",
-                                   "/usr/local/share/jupyter", "/usr/share/jupyter" };
+    /*  Last, the data dir of this build's install prefix, where `cmake
+        --install` puts the kernelspecs it ships (bash): found also under a
+        prefix Jupyter does not search. A dir met twice is read once. */
+    const char *system_roots[]
+        = { KB_KERNELSPEC_PREFIX "/share/jupyter", "/usr/local/share/jupyter", "/usr/share/jupyter",
+            KB_INSTALL_DATADIR "/jupyter" };
     for (size_t i = 0; i < sizeof system_roots / sizeof *system_roots; i++)
         if (kb_strv_push(roots, strdup(system_roots[i])) != KB_BUF_OK)
             return -1;
@@ -267,6 +271,8 @@ static const struct {
     const char *alias;
 } s_language_aliases[] = {
     { "javascript", "typescript" },
+    { "sh", "bash" },
+    { "shell", "bash" },
 };
 
 const kb_kernelspec_t *kb_kernelspecs_for_language(const kb_kernelspecs_t *self,

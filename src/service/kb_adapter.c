@@ -195,38 +195,61 @@ static const char s_octave_restore[]
 
 /* ---- bash ------------------------------------------------------------------------- */
 
+/*  A name bash can hold as a variable: [A-Za-z_][A-Za-z0-9_]*. */
+static bool s_shell_name(const char *name)
+{
+    static const char first[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_";
+    static const char rest[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_0123456789";
+    return *name && strchr(first, *name) && strspn(name, rest) == strlen(name);
+}
+
 static void s_bash_apply(kb_buf_t *b, const char *cwd, const json_t *env)
 {
-    /*  Saved as lines "name<TAB>set|unset<TAB>value" in an array. */
-    kb_buf_puts(b, "__kb_saved+=(\"$(pwd)\"); __kb_names=(");
+    /*  Every name, value and path is one single-quoted word, so nothing in
+        them is expanded or parsed ($, backticks, quotes, newlines). What is
+        saved, on two stacks pushed together: $PWD, and a line of commands
+        (printf %q) that puts each variable back or unsets it; no subshell,
+        so no fork. A name bash cannot hold fails the run before anything
+        is saved; a missing cwd fails the cd, after the save, and the
+        restore puts back what was saved. CDPATH is ignored for these cd's. */
     const char *key;
     json_t *value;
     json_object_foreach((json_t *)env, key, value)
     {
-        s_shell_quoted(b, key);
-        kb_buf_puts(b, " ");
+        if (!s_shell_name(key)) {
+            kb_buf_puts(b, "printf 'cannot set %s: not a shell variable name\\n' ");
+            s_shell_quoted(b, key);
+            kb_buf_puts(b, " >&2; false");
+            return;
+        }
     }
-    kb_buf_puts(b, "); __kb_saved_env+=(\"$(for __kb_n in \"${__kb_names[@]}\"; do "
-                   "if [ -n \"${!__kb_n+x}\" ]; then printf 'export %q=%q; ' \"$__kb_n\" "
-                   "\"${!__kb_n}\"; else printf 'unset %q; ' \"$__kb_n\"; fi; done)\"); ");
+    kb_buf_puts(b, "__kb_e=''; for __kb_n in");
     json_object_foreach((json_t *)env, key, value)
     {
-        kb_buf_puts(b, "export ");
+        kb_buf_puts(b, " ");
+        kb_buf_puts(b, key);
+    }
+    kb_buf_puts(b,
+                "; do if [ -n \"${!__kb_n+x}\" ]; then printf -v __kb_e '%sexport %q=%q; ' "
+                "\"$__kb_e\" \"$__kb_n\" \"${!__kb_n}\"; else printf -v __kb_e '%sunset -v %q; ' "
+                "\"$__kb_e\" \"$__kb_n\"; fi; done; __kb_saved+=(\"$PWD\"); "
+                "__kb_saved_env+=(\"$__kb_e\"); unset -v __kb_e __kb_n; true");
+    json_object_foreach((json_t *)env, key, value)
+    {
+        kb_buf_puts(b, " && export ");
         kb_buf_puts(b, key);
         kb_buf_puts(b, "=");
         s_shell_quoted(b, json_string_value(value));
-        kb_buf_puts(b, "; ");
     }
     if (cwd) {
-        kb_buf_puts(b, "cd ");
+        kb_buf_puts(b, " && CDPATH= cd -- ");
         s_shell_quoted(b, cwd);
-    } else
-        kb_buf_puts(b, "true");
+    }
 }
 
 static const char s_bash_restore[]
-    = "if [ ${#__kb_saved[@]} -gt 0 ]; then cd \"${__kb_saved[-1]}\"; "
-      "eval \"${__kb_saved_env[-1]}\"; unset '__kb_saved[-1]' '__kb_saved_env[-1]'; fi";
+    = "if [ ${#__kb_saved[@]} -gt 0 ]; then CDPATH= cd -- \"${__kb_saved[-1]}\"; "
+      "eval \"${__kb_saved_env[-1]}\"; unset -v '__kb_saved[-1]' '__kb_saved_env[-1]'; fi";
 
 /* ---- Julia -------------------------------------------------------------------------- */
 
@@ -262,6 +285,7 @@ static const kb_adapter_t s_adapters[] = {
     { "javascript", s_js_apply, s_js_restore },     { "typescript", s_js_apply, s_js_restore },
     { "octave", s_octave_apply, s_octave_restore }, { "matlab", s_octave_apply, s_octave_restore },
     { "bash", s_bash_apply, s_bash_restore },       { "julia", s_julia_apply, s_julia_restore },
+    { "sh", s_bash_apply, s_bash_restore },         { "shell", s_bash_apply, s_bash_restore },
 };
 
 static const kb_adapter_t *s_find(const char *language)

@@ -51,13 +51,19 @@ def test_kernelspecs_setup_installed_are_found_from_a_plain_shell():
     assert done.returncode == 0, done.stderr
     specs = {spec["name"]: spec for spec in json.loads(done.stdout)["kernelspecs"]}
     expected = {"python3": "python", "xpython": "python", "ir": "R", "octave": "octave",
-                "deno": "typescript"}
+                "deno": "typescript", "bash": "bash"}
     for name, language in expected.items():
         assert name in specs, "%s not found (setup.sh installs it): %s" % (name, sorted(specs))
         assert specs[name]["language"] == language
     with open(os.path.join(specs["deno"]["resource_dir"], "kernel.json")) as f:
         deno = json.load(f)["argv"][0]
     assert os.path.isabs(deno) and os.access(deno, os.X_OK), deno
+    # the bash kernel's copy is setup's, not the repository's, and readable
+    # by kernels run as other users
+    bash_dir = specs["bash"]["resource_dir"]
+    assert bash_dir == "/usr/local/share/jupyter/kernels/bash", bash_dir
+    for name in ("kernel.json", "kernel.py"):
+        assert os.stat(os.path.join(bash_dir, name)).st_mode & 0o004, name
     table = subprocess.run([BINARY, "kernelspecs"], capture_output=True, text=True, env=plain,
                            timeout=60).stdout
     assert {line.split()[0] for line in table.splitlines()[1:]} >= set(expected)

@@ -72,6 +72,27 @@ test('env vars for one execution', { timeout: 60000 }, async () => {
   assert.equal((await sandbox.runCode(code)).text, 'unset')
 })
 
+// E2B's own "env vars per execution (bash)", plus a hostile value, the
+// streams, state and an exit status, on the bash kernel setup.sh installs.
+test('bash: env vars per execution, streams, state, exit status', { timeout: 60000 }, async () => {
+  const result = await sandbox.runCode('echo $FOO', { envs: { FOO: 'bar' }, language: 'bash' })
+  const resultEmpty = await sandbox.runCode('echo ${FOO:-default}', { language: 'bash' })
+  assert.equal(result.logs.stdout[0], 'bar\n')
+  assert.equal(resultEmpty.logs.stdout[0], 'default\n')
+  const hostile = "it's $HOME `id` \"q\"\nline two"
+  const echoed = await sandbox.runCode('printf "%s" "$KBJS_HOSTILE"',
+    { envs: { KBJS_HOSTILE: hostile }, language: 'bash' })
+  assert.equal(echoed.logs.stdout.join(''), hostile)
+  const streams = await sandbox.runCode('kept=41; echo out; echo err >&2', { language: 'bash' })
+  assert.deepEqual(streams.logs.stdout, ['out\n'])
+  assert.deepEqual(streams.logs.stderr, ['err\n'])
+  assert.equal(streams.results.length, 0)
+  const failed = await sandbox.runCode('echo $((kept + 1)); false', { language: 'bash' })
+  assert.deepEqual(failed.logs.stdout, ['42\n'])
+  assert.equal(failed.error.name, 'ExitCode')
+  assert.equal(failed.error.value, '1')
+})
+
 test('contexts: create, run, list, restart, remove', { timeout: 90000 }, async () => {
   const cwd = mkdtempSync(join(tmpdir(), 'kbjs-cwd-'))
   try {

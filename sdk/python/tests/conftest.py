@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 import pytest
 
 # kbsdk_testlib first: it puts the working tree's src/ on sys.path.
-from .kbsdk_testlib import REPO_DIR, Daemon, start_daemon, write_test_kernelspecs  # isort: skip
+from .kbsdk_testlib import REPO_DIR, Daemon, daemon_binary, start_daemon, write_test_kernelspecs  # isort: skip
 import kernelbridge  # isort: skip
 
 
@@ -46,7 +46,18 @@ def new_id() -> Callable[..., str]:
 
 @pytest.fixture(scope="session")
 def cmake_version() -> str:
+    """The version CMake gave the project: a literal in project(), else (the
+    version's one place being the SDK's _version.py, which CMakeLists.txt
+    reads) the CMAKE_PROJECT_VERSION that configuring the daemon's build dir
+    computed."""
     text = (REPO_DIR / "CMakeLists.txt").read_text()
     match = re.search(r"project\s*\(\s*kernelbridge\s+VERSION\s+([0-9]+\.[0-9]+\.[0-9]+)", text)
-    assert match, "no project(kernelbridge VERSION x.y.z) in CMakeLists.txt"
-    return match.group(1)
+    if match:
+        return match.group(1)
+    assert re.search(r"project\s*\(\s*kernelbridge\s+VERSION\s+\$\{", text), \
+        "no project(kernelbridge VERSION ...) in CMakeLists.txt"
+    cache = daemon_binary().parent / "CMakeCache.txt"
+    assert cache.exists(), f"{cache} not found: the daemon's build dir tells the version CMake computed"
+    found = re.search(r"^CMAKE_PROJECT_VERSION:\w+=(\S+)$", cache.read_text(), re.M)
+    assert found, f"no CMAKE_PROJECT_VERSION in {cache}"
+    return found.group(1)

@@ -10,6 +10,13 @@
     ctx.close()
 
 The async API (``await kernelbridge.connect_async()``) has the same methods.
+
+Layers, each importing only those before it: errors and _transport (HTTP,
+SSE, typed errors); types (the models: results, contexts, processes, the
+published API's names); the async service (_endpoints, process,
+_async_code_interpreter, interpreter); the blocking service (_runner, the
+event loop thread, and sync, generated from the async classes by
+tools/gen_sync.py); code_interpreter and this module gather the names.
 """
 
 from __future__ import annotations
@@ -52,7 +59,7 @@ from .errors import (
     UnsupportedOptionError,
     UriTooLongError,
 )
-from .interpreter import AsyncInterpreterContext, AsyncInterpreterService
+from .interpreter import AsyncInterpreterService
 from .process import AsyncProcessHandle, AsyncProcessService
 from .sync import (
     InterpreterContext,
@@ -64,6 +71,7 @@ from .sync import (
     SyncInterpreterService,
 )
 from .types import (
+    AsyncInterpreterContext,
     ContextResources,
     InterpreterContextJSON,
     InterpreterDisplay,

@@ -1,4 +1,4 @@
-"""Process handles: the record of a run, its log frames, waiting and signals.
+"""The async process service: a run's record, its log frames, waiting and signals.
 
 A run is a process on the daemon that is not tied to the HTTP connection that
 started it, so a handle can be built from a bare ``process_id`` (on another
@@ -35,12 +35,17 @@ class AsyncProcessHandle:
     def __init__(self, process_id: str, transport: AsyncTransport) -> None:
         if not process_id:
             raise ValueError("process_id must not be empty")
-        self.process_id = process_id
+        self._process_id = process_id
         self._transport = transport
         self._path = f"/processes/{quote_segment(process_id)}"
 
     def __repr__(self) -> str:
         return f"AsyncProcessHandle(process_id={self.process_id!r})"
+
+    @property
+    def process_id(self) -> str:
+        """The run's process id (``prc_...``)."""
+        return self._process_id
 
     async def info(self) -> ProcessRecord:
         """The process record; PROCESS_NOT_FOUND when unknown or evicted."""

@@ -1,22 +1,53 @@
-"""The data model of kernelbridge (SPEC section 2): one InterpreterResult per
-run, plus context handles' JSON form, process records and log frames.
+"""The models layer of the SDK: the data of SPEC section 2 under the names of
+the published interpreter API.
 
-All classes are frozen dataclasses built from the daemon's JSON by the
-``from_json`` class methods; unknown JSON fields are ignored so that a newer
-daemon does not break an older SDK.
+One InterpreterResult per run, the context handle (AsyncInterpreterContext,
+serialisable, bindable to a service) and its JSON form, process records and
+log frames, the callback types, and the earlier-style API's data
+(ExecutionResult, OutputMessage, ...). All are frozen dataclasses built from
+the daemon's JSON by ``from_json`` class methods; unknown JSON fields are
+ignored so that a newer daemon does not break an older SDK. Fields the
+daemon added after the published API (a context's ``generation``, limits and
+``resources``, a result's ``resources`` and ``truncated``) come after the
+published ones and default to None (or False), so the published
+constructors and comparisons are unchanged.
+
+This module imports nothing from the rest of the package: no HTTP, no event
+loop.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import inspect
 import json as _json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, NotRequired, Optional, TypedDict, Union
+from typing import (
+    Any,
+    Awaitable,
+    Callable,
+    Dict,
+    List,
+    Mapping,
+    Optional,
+    Self,
+    TypedDict,
+    Union,
+)
 
 __all__ = [
     "JsonValue",
     "JsonObject",
     "WaitReason",
+    "OutputCallback",
+    "ErrorCallback",
+    "DisplayCallback",
+    "ContextRunner",
+    "ContextCloser",
+    "AsyncInterpreterContext",
+    "ContextResources",
+    "RunResources",
     "InterpreterContextJSON",
     "InterpreterDisplay",
     "InterpreterProcess",
@@ -27,6 +58,10 @@ __all__ = [
     "LogFrame",
     "ProcessRecord",
     "ProcessStatus",
+    "OutputMessage",
+    "ExecutionError",
+    "ExecutionResult",
+    "CodeInterpreterContext",
 ]
 
 JsonValue = Union[None, bool, int, float, str, List[Any], Dict[str, Any]]
@@ -58,7 +93,16 @@ class WaitReason(str, enum.Enum):
             return None
 
 
-class InterpreterContextJSON(TypedDict):
+class _InterpreterContextKeys(TypedDict):
+    sandbox_id: str
+    context_id: str
+    language: str
+
+
+# The optional key is declared by totality rather than NotRequired[...]: with
+# postponed annotations, Python 3.11 cannot see NotRequired at run time and
+# would list ``generation`` in __required_keys__.
+class InterpreterContextJSON(_InterpreterContextKeys, total=False):
     """The serialisable form of a context handle.
 
     ``generation`` (in a result's ``context``) is the context's generation
@@ -67,10 +111,7 @@ class InterpreterContextJSON(TypedDict):
     sees it change knows the context's variables are gone.
     """
 
-    sandbox_id: str
-    context_id: str
-    language: str
-    generation: NotRequired[int]
+    generation: int
 
 
 @dataclass(frozen=True)
@@ -365,6 +406,181 @@ class ProcessStatus:
             reason=WaitReason.parse(obj.get("reason")),
             raw_reason=_opt_str(obj.get("raw_reason")),
         )
+
+
+# -- context handles -----------------------------------------------------------
+
+OutputCallback = Callable[[str], Union[None, Awaitable[None]]]
+ErrorCallback = Callable[[InterpreterError], Union[None, Awaitable[None]]]
+DisplayCallback = Callable[[InterpreterDisplay], Union[None, Awaitable[None]]]
+ContextRunner = Callable[[str, Optional[str], Optional[Mapping[str, str]], Optional[float]],
+                         Awaitable[InterpreterResult]]
+ContextCloser = Callable[[], Awaitable[None]]
+
+
+def given_callbacks(on_stdout: Optional[OutputCallback], on_stderr: Optional[OutputCallback],
+                    on_error: Optional[ErrorCallback],
+                    on_display: Optional[DisplayCallback]) -> Dict[str, Any]:
+    """The callbacks that were given, by keyword (the ``**callbacks`` passed on)."""
+    given = {"on_stdout": on_stdout, "on_stderr": on_stderr, "on_error": on_error, "on_display": on_display}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+async def call_back(callback: Optional[Callable[[Any], Any]], arg: Any) -> None:
+    """Call a plain or async callback (awaiting the latter); nothing when None."""
+    if callback is None:
+        return
+    outcome = callback(arg)
+    if inspect.isawaitable(outcome):
+        await outcome
+
+
+@dataclass(frozen=True)
+class AsyncInterpreterContext:
+    """Serializable interpreter context handle.
+
+    Only ``sandbox_id``, ``context_id`` and ``language`` are part of the
+    handle (its JSON form is :meth:`to_json`); a handle built by a service is
+    bound to it, so :meth:`run` and :meth:`close` work on it directly.
+    ``generation`` is the context's generation as the daemon last reported
+    it (None for a handle built without a round trip): compare it with a
+    result's ``context["generation"]`` or a fresh ``get_context`` to
+    know whether the kernel, and so its state, was replaced. ``memory_limit``
+    (bytes) and ``pids_limit`` are the context's limits (None: none or not
+    known) and ``resources`` its kernel tree's usage when last reported.
+    """
+
+    sandbox_id: str
+    context_id: str
+    language: str
+    generation: Optional[int] = dataclasses.field(default=None, compare=False)
+    memory_limit: Optional[int] = dataclasses.field(default=None, compare=False)
+    pids_limit: Optional[int] = dataclasses.field(default=None, compare=False)
+    resources: Optional[ContextResources] = dataclasses.field(default=None, compare=False)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any], sandbox_id: str, language: Optional[str] = None) -> Self:
+        """An (unbound) handle from the daemon's JSON of a context; null or
+        missing optional fields become None."""
+        return cls(
+            sandbox_id=str(obj.get("sandbox_id") or sandbox_id),
+            context_id=str(obj["context_id"]),
+            language=str(obj.get("language") or language or ""),
+            generation=_opt_int(obj.get("generation")),
+            memory_limit=_opt_int(obj.get("memory_limit")),
+            pids_limit=_opt_int(obj.get("pids_limit")),
+            resources=ContextResources.from_json(obj.get("resources")),
+        )
+
+    def bind(self, runner: ContextRunner, closer: ContextCloser) -> Self:
+        """A copy of this handle whose run() calls ``runner(code, cwd, env, timeout)``
+        and whose close() calls ``closer()``."""
+        bound = dataclasses.replace(self)
+        object.__setattr__(bound, "_runner", runner)
+        object.__setattr__(bound, "_closer", closer)
+        return bound
+
+    @property
+    def bound(self) -> bool:
+        return "_runner" in self.__dict__
+
+    async def run(self, code: str, *, cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
+                  timeout: Optional[float] = None, on_stdout: Optional[OutputCallback] = None,
+                  on_stderr: Optional[OutputCallback] = None, on_error: Optional[ErrorCallback] = None,
+                  on_display: Optional[DisplayCallback] = None) -> InterpreterResult:
+        """Execute code inside this explicit interpreter context.
+
+        If the named context vanished, the daemon's typed SESSION_NOT_FOUND
+        error surfaces unchanged so the caller can recreate the context and
+        decide what code, if any, is safe to rerun. timeout is the caller wait
+        budget in seconds; 0 waits unbounded.
+        """
+        runner: Optional[Callable[..., Awaitable[InterpreterResult]]] = self.__dict__.get("_runner")
+        if runner is None:
+            raise RuntimeError("this context handle is not bound to a service; "
+                               "use service.connect_context(handle) first")
+        callbacks = given_callbacks(on_stdout, on_stderr, on_error, on_display)
+        return await runner(code, cwd, env, timeout, **callbacks)
+
+    async def close(self) -> None:
+        """Delete the context on the daemon (its kernel is shut down)."""
+        closer: Optional[ContextCloser] = self.__dict__.get("_closer")
+        if closer is None:
+            raise RuntimeError("this context handle is not bound to a service; "
+                               "use service.connect_context(handle) first")
+        await closer()
+
+    def to_json(self) -> InterpreterContextJSON:
+        """The handle as plain JSON data, to store and reconnect later."""
+        return InterpreterContextJSON(sandbox_id=self.sandbox_id, context_id=self.context_id,
+                                      language=self.language)
+
+
+# -- the earlier-style API's data ---------------------------------------------
+
+_EARLIER_LANGUAGE = "python"
+
+
+@dataclass(frozen=True)
+class OutputMessage:
+    """Represents stdout or stderr output from code execution."""
+
+    output: str
+
+
+@dataclass(frozen=True)
+class ExecutionError:
+    """Represents an error that occurred during code execution."""
+
+    name: str
+    value: str
+    traceback: Optional[str] = None
+
+    @classmethod
+    def from_interpreter_error(cls, error: InterpreterError) -> "ExecutionError":
+        return cls(name=error.name, value=error.value,
+                   traceback="\n".join(error.traceback) if error.traceback else None)
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """Result of code execution: the run's stdout, stderr and error, plus its rich outputs."""
+
+    stdout: str = ""
+    stderr: str = ""
+    error: Optional[ExecutionError] = None
+    results: List[InterpreterOutput] = field(default_factory=list)
+
+    @classmethod
+    def from_interpreter_result(cls, result: InterpreterResult) -> "ExecutionResult":
+        return cls(
+            stdout=result.logs.stdout,
+            stderr=result.logs.stderr,
+            error=ExecutionError.from_interpreter_error(result.error) if result.error else None,
+            results=list(result.results),
+        )
+
+
+@dataclass(frozen=True)
+class CodeInterpreterContext:
+    """An interpreter context as the earlier API shows it."""
+
+    id: str
+    cwd: Optional[str] = None
+    language: str = _EARLIER_LANGUAGE
+    active: bool = True
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> "CodeInterpreterContext":
+        return cls(
+            id=str(obj.get("context_id") or ""),
+            cwd=obj.get("cwd") if isinstance(obj.get("cwd"), str) else None,
+            language=str(obj.get("language") or _EARLIER_LANGUAGE),
+            active=obj.get("state") != "dead",
+        )
+
+
+# -- helpers ------------------------------------------------------------------
 
 
 def displays_of(bundle: Mapping[str, Any]) -> List[InterpreterDisplay]:

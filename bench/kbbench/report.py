@@ -1,0 +1,153 @@
+"""The report: each concept's figures next to its targets (bench/targets.py),
+as one Markdown table `figure | measured | target | pass/fail`, and the
+generated blocks of docs/PERFORMANCE.md, between
+`<!-- bench:<concept>:begin -->` and `<!-- bench:<concept>:end -->`.
+
+Rendering is a pure function of a results document (kbbench/results.py):
+the same JSON gives the same block, byte for byte, which is what
+tests/structure/test_bench.py checks against the doc.
+
+Not for: measuring (the concept modules), the command (bench/report.py).
+"""
+
+import os
+import re
+import sys
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import targets as targets_mod  # noqa: E402  (bench/targets.py)
+from targets import Target  # noqa: E402
+
+OPS = {"<=": "≤", ">=": "≥", "==": "="}
+WIDE = 10  # a percentage or µs figure at least this large is printed without decimals
+
+
+def targets_of(concept: str) -> list[Target]:
+    return [t for t in targets_mod.TARGETS if t.concept == concept]
+
+
+def target(concept: str, figure: str) -> Target:
+    """The target that reads this figure of this concept (KeyError if none)."""
+    for t in targets_mod.TARGETS:
+        if t.concept == concept and t.figure == figure:
+            return t
+    raise KeyError(f"no target reads {concept}:{figure}")
+
+
+def bound(concept: str, figure: str) -> Any:
+    """The bound of the target that reads this figure: for modules whose
+    tables or checks name it (so that they hold no target's number)."""
+    return target(concept, figure).bound
+
+
+def met(t: Target, value: Any) -> bool:
+    """Whether value meets t; a null value (measured, none came) does not."""
+    if value is None:
+        return False
+    if t.op == "<=":
+        return value <= t.bound
+    if t.op == ">=":
+        return value >= t.bound
+    if t.op == "==":
+        return value == t.bound
+    raise ValueError(f"{t}: unknown comparison {t.op!r}")
+
+
+def fmt(value: Any, unit: str) -> str:
+    """A figure or a bound, in its unit, as the tables print it."""
+    if value is None:
+        return "none"
+    if unit == "bool":
+        return "yes" if value else "no"
+    if unit == "count":
+        return f"{value:,}"
+    if unit == "share":
+        return f"{100 * value:.0f}%"
+    if unit == "%":
+        return f"{value:,.0f}%" if abs(value) >= WIDE else f"{value:.2f}%"
+    if unit == "x":
+        return f"{value:.2f}x"
+    digits = {"µs": 0, "ms": 1, "s": 3, "KiB": 0, "MiB": 0, "MB/s": 1}.get(unit, 2)
+    if unit == "µs" and abs(value) < WIDE and value != int(value):
+        digits = 1  # a few µs: one decimal
+    text = f"{value:,.{digits}f}".replace("-", "−")
+    return f"{text} {unit}" if unit else text
+
+
+def check(t: Target, figures: dict[str, Any]) -> tuple[str, str]:
+    """(measured, pass/fail) of one target against a results' figures."""
+    f = figures.get(t.figure)
+    if f is None:
+        return "not measured", "-"
+    if f["unit"] != t.unit:
+        raise ValueError(f"{t.concept}:{t.figure} is in {f['unit']}, its target in {t.unit}")
+    return fmt(f["value"], t.unit), "pass" if met(t, f["value"]) else "**fail**"
+
+
+def rows(doc: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(figure, measured, target, pass/fail): every target of the concept,
+    then the figures no target reads (target and verdict `-`)."""
+    figures = doc["figures"]
+    out = []
+    checked = set()
+    for t in targets_of(doc["concept"]):
+        measured, verdict = check(t, figures)
+        out.append((t.name, measured, f"{OPS[t.op]} {fmt(t.bound, t.unit)} (§{t.section})",
+                    verdict))
+        checked.add(t.figure)
+    for key, f in figures.items():
+        if key not in checked:
+            out.append((f["label"], fmt(f["value"], f["unit"]), "-", "-"))
+    return out
+
+
+def heading(doc: dict[str, Any]) -> str:
+    m = doc["measured"]
+    mach = m.get("machine") or {}
+    where = ", ".join(str(x) for x in (
+        f"{mach['nproc']} CPUs" if mach.get("nproc") else None, mach.get("cpu"),
+        f"{mach['mem_gib']} GiB" if mach.get("mem_gib") else None,
+        f"Linux {mach['kernel']}" if mach.get("kernel") else None) if x)
+    text = (f"Measured {m.get('date') or 'on an unrecorded date'} at "
+            f"{m.get('commit') or 'an unrecorded commit'}" + (f" ({where})" if where else "")
+            + (f": `{m['command']}`" if m.get("command") else "") + ".")
+    return text + (f" {m['note']}" if m.get("note") else "")
+
+
+def table(doc: dict[str, Any]) -> list[str]:
+    """The concept's table, Markdown lines."""
+    lines = ["| figure | measured | target | pass/fail |", "|---|---:|---|---|"]
+    for name, measured, tgt, verdict in rows(doc):
+        lines.append(f"| {name} | {measured} | {tgt} | {verdict} |")
+    return lines
+
+
+def block(doc: dict[str, Any], source: str) -> str:
+    """The generated block of docs/PERFORMANCE.md for one results file."""
+    return "\n".join([f"<!-- generated by bench/report.py from {source}; do not edit -->", "",
+                      heading(doc), "", *table(doc)])
+
+
+def markers(concept: str) -> tuple[str, str]:
+    return f"<!-- bench:{concept}:begin -->", f"<!-- bench:{concept}:end -->"
+
+
+def replace_blocks(text: str, blocks: dict[str, str]) -> tuple[str, list[str]]:
+    """text with each concept's block put between its markers; also the
+    concepts that have no markers in text (their blocks are not written)."""
+    missing = []
+    for concept, body in blocks.items():
+        begin, end = markers(concept)
+        pattern = re.compile(re.escape(begin) + r"\n.*?" + re.escape(end), re.S)
+        if not pattern.search(text):
+            missing.append(concept)
+            continue
+        text = pattern.sub(lambda _m: f"{begin}\n{body}\n{end}", text, count=1)
+    return text, missing
+
+
+def blocks_in(text: str) -> dict[str, str]:
+    """{concept: the text between its markers} of a document."""
+    found = re.findall(r"<!-- bench:([\w-]+):begin -->\n(.*?)\n<!-- bench:\1:end -->", text, re.S)
+    return dict(found)
