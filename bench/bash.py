@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kbbench import cli, machine  # noqa: E402
 from kbbench.daemon import NO_POOL, Daemon  # noqa: E402
 from kbbench.results import Figures, figure  # noqa: E402
-from kbbench.stats import pct  # noqa: E402
+from kbbench.stats import pct, summary  # noqa: E402
 
 
 def through_daemon(d: Daemon, context_id: str) -> float:
@@ -112,7 +112,9 @@ def main() -> None:
     finally:
         d.stop()
     print("\n".join(tables(res)))
-    cli.finish(a, "bash", res, figures(res), env)
+    # the results keep each series' summary, not its samples
+    details = {k: (summary(v) if k in ("daemon_s", "process_s") else v) for k, v in res.items()}
+    cli.finish(a, "bash", details, figures(res), env)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kbbench import cli, machine, procs  # noqa: E402
 from kbbench.daemon import NO_POOL, Daemon  # noqa: E402
 from kbbench.results import Figures, figure  # noqa: E402
-from kbbench.stats import pct  # noqa: E402
+from kbbench.stats import pct, summary  # noqa: E402
 
 
 def connect(port, source):
@@ -154,7 +154,9 @@ def main():
     finally:
         d.stop()
     print("\n".join(tables(res)))
-    cli.finish(a, "edges", res, figures(res), env)
+    # the results keep each series' summary, not its samples
+    details = {k: (summary(v) if k in ("quiet_s", "attacked_s") else v) for k, v in res.items()}
+    cli.finish(a, "edges", details, figures(res), env)
 
 
 if __name__ == "__main__":
