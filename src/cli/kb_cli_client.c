@@ -163,6 +163,25 @@ static void s_print_json(json_t *json)
     fputc('\n', stdout);
 }
 
+/*  GET path and print it: the daemon's JSON (json_out), else the table
+    that print makes of the answer's array under key. Frees the client's
+    token. The exit status. */
+static int s_show(kb_client_t *client, const char *path, bool json_out, const char *key,
+                  void (*print)(json_t *array))
+{
+    json_t *answer = s_get(client, path);
+    free(client->token);
+    client->token = NULL;
+    if (!answer)
+        return KB_EXIT_FAILED;
+    if (json_out)
+        s_print_json(answer);
+    else
+        print(json_object_get(answer, key));
+    json_decref(answer);
+    return KB_EXIT_OK;
+}
+
 /* ---- what a person reads ------------------------------------------------------------ */
 
 /*  An ISO 8601 UTC time of the daemon ("2026-01-02T03:04:05.678Z") as
@@ -299,17 +318,8 @@ int kb_cli_contexts(int argc, char **argv)
     int rc = s_parse(&client, &command, argc, argv, s_contexts_flag, &f);
     if (rc >= 0)
         return rc;
-    bool all = f.all, json_out = f.json;
-    json_t *answer = s_get(&client, all ? "/contexts?all=true" : "/contexts");
-    free(client.token);
-    if (!answer)
-        return KB_EXIT_FAILED;
-    if (json_out)
-        s_print_json(answer);
-    else
-        s_print_contexts(json_object_get(answer, "contexts"));
-    json_decref(answer);
-    return KB_EXIT_OK;
+    return s_show(&client, f.all ? "/contexts?all=true" : "/contexts", f.json, "contexts",
+                  s_print_contexts);
 }
 
 /* ---- kernelbridge ps ------------------------------------------------------------------ */
@@ -409,19 +419,11 @@ int kb_cli_ps(int argc, char **argv)
     if (rc >= 0)
         return rc;
     const char *context = f.context, *state = f.state;
-    bool json_out = f.json;
     char *path = s_ps_path(context, state);
-    json_t *answer = s_get(&client, path);
+    int shown
+        = path ? s_show(&client, path, f.json, "processes", s_print_processes) : KB_EXIT_FAILED;
     free(path);
-    free(client.token);
-    if (!answer)
-        return KB_EXIT_FAILED;
-    if (json_out)
-        s_print_json(answer);
-    else
-        s_print_processes(json_object_get(answer, "processes"));
-    json_decref(answer);
-    return KB_EXIT_OK;
+    return shown;
 }
 
 /* ---- kernelbridge logs ---------------------------------------------------------------- */
