@@ -144,5 +144,14 @@ BASH = (
            "`bash -c 'echo 1'` process's p50", "3, issue 20", "<=", 3.0, "x"),
 )
 
+FLEET = (
+    Target("fleet", "place.min_per_sandbox", "30 contexts placed through the SDK on 3 sandboxes: "
+           "the emptiest sandbox's count", "12", ">=", 8, "count"),
+    Target("fleet", "restart.lost_contexts", "contexts of a killed sandbox lost on its restart "
+           "(variable not back)", "12", "==", 0, "count"),
+    Target("fleet", "outage.dead_max_s", "a run on a killed sandbox's context until "
+           "SandboxUnavailable, the slowest", "12", "<=", 2.0, "s"),
+)
+
 TARGETS = (LATENCY + OVERHEAD + POOL + OUTPUT + SCALE + E2B + JUPYTER + DURABILITY + LIMITS + EDGES
-           + BASH)
+           + BASH + FLEET)

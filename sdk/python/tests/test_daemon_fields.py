@@ -223,10 +223,15 @@ def test_seed_context_and_earlier_api_signatures_unchanged():
     for name, published in SEED_CODE_INTERPRETER_SIGNATURES.items():
         _assert_signature(kernelbridge.AsyncCodeInterpreter, name, published, True)
         _assert_signature(kernelbridge.CodeInterpreter, name, published, False)
-    init = inspect.signature(kernelbridge.AsyncInterpreterService.__init__).parameters
-    assert list(init)[1:] == ["sandbox_id", "transport", "process"]
-    for cls in (kernelbridge.InterpreterService, kernelbridge.InterpreterContext):
-        assert list(inspect.signature(cls.__init__).parameters)[1:] == ["impl", "bridge"]
+    # the published constructors first; the routing keywords (issue 19) only after, keyword-only
+    for cls, published in ((kernelbridge.AsyncInterpreterService, ["sandbox_id", "transport", "process"]),
+                           (kernelbridge.InterpreterService, ["impl", "bridge"]),
+                           (kernelbridge.InterpreterContext, ["impl", "bridge"])):
+        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        assert [p.name for p in params[:len(published)]] == published, cls
+        assert all(p.kind is _P.POSITIONAL_OR_KEYWORD for p in params[:len(published)]), cls
+        assert all(p.kind is _P.KEYWORD_ONLY and p.default is not _P.empty
+                   for p in params[len(published):]), cls
         assert kernelbridge.SyncBridge.__name__ == "SyncBridge"
     for prop in ("sandbox_id", "context_id", "language"):
         assert isinstance(getattr(kernelbridge.InterpreterContext, prop), property)

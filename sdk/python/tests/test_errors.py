@@ -4,6 +4,7 @@ plus the transport's own errors (connection, request timeout)."""
 from __future__ import annotations
 
 import asyncio
+import pickle
 import socket
 import time
 
@@ -285,10 +286,26 @@ def test_daemon_stopping_mid_run_and_after(tmp_path):
             result = outcome["result"]
             assert result.process.reason is kernelbridge.WaitReason.SANDBOX_STOPPED
             assert result.error is not None and result.error.name == "SandboxStopped"
-            with pytest.raises(kernelbridge.KernelBridgeConnectionError):
+            with pytest.raises(kernelbridge.KernelBridgeConnectionError) as info:
                 svc.list_contexts()
+            # connect() knows the sandbox: the error names it (a subclass, caught as before)
+            assert type(info.value) is kernelbridge.SandboxUnavailable
+            assert (info.value.sandbox_id, info.value.url) == (svc.sandbox_id, d.url)
     finally:
         d.stop()
+
+
+def test_sandbox_unavailable_is_a_connection_error():
+    err = kernelbridge.SandboxUnavailable("kb-1", "http://kb-1:8899", "refused")
+    for cls in (kernelbridge.KernelBridgeConnectionError, kernelbridge.KernelBridgeError, ConnectionError):
+        assert isinstance(err, cls)
+    assert (err.code, err.status, err.sandbox_id, err.url, err.message) == \
+        ("SANDBOX_UNAVAILABLE", None, "kb-1", "http://kb-1:8899", "refused")
+    again = pickle.loads(pickle.dumps(err))
+    assert type(again) is kernelbridge.SandboxUnavailable
+    assert (again.sandbox_id, again.url, again.message, again.code) == (err.sandbox_id, err.url, "refused",
+                                                                        "SANDBOX_UNAVAILABLE")
+    assert "SandboxUnavailable" in kernelbridge.__all__ and "SandboxUnavailable" in kb_errors.__all__
 
 
 def test_limits_too_many_contexts_and_payload_too_large(tmp_path):

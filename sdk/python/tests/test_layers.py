@@ -25,6 +25,7 @@ LAYERS = [
     "_endpoints",               # async service: the context and run endpoints ...
     "process",                  # ... processes
     "_async_code_interpreter",  # ... the earlier-style API
+    "_routing",                 # ... the sandboxes of a service, placement
     "interpreter",              # ... AsyncInterpreterService
     "_runner",                  # sync service: the event loop thread and Blocking._call ...
     "sync",                     # ... the generated blocking classes

@@ -34,7 +34,7 @@ from typing import Dict, List, Optional, Sequence, Set
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "kernelbridge"
 TARGET = PACKAGE / "sync.py"
 # Modules searched, in order, for the definition of a name used in a signature.
-SOURCES = ["types", "process", "_async_code_interpreter", "interpreter", "_runner"]
+SOURCES = ["types", "process", "_async_code_interpreter", "_routing", "interpreter", "_runner"]
 LINE = 110
 
 
@@ -46,6 +46,7 @@ class Twin:
     skip: Set[str] = field(default_factory=set)
     doc: Optional[str] = None       # class docstring; None: the async class's own
     init_from: Optional[str] = None  # the blocking type of the async __init__'s one parameter
+    init_keywords: bool = False  # (impl, bridge), or the async __init__'s keyword-only parameters
 
 
 CLASSES = [
@@ -60,7 +61,7 @@ CLASSES = [
     Twin("_async_code_interpreter", "AsyncCodeInterpreter", "CodeInterpreter", init_from="InterpreterService",
          doc="Blocking CodeInterpreter: handles code execution within a sandbox. Currently supports only\n"
              "Python. Handlers are called in the calling thread as output arrives."),
-    Twin("interpreter", "AsyncInterpreterService", "InterpreterService", skip={"transport"},
+    Twin("interpreter", "AsyncInterpreterService", "InterpreterService", skip={"transport"}, init_keywords=True,
          doc="Synchronous InterpreterService.\n\n"
              "Safe to share between threads: its calls run on one private event loop\n"
              "thread (SyncBridge) and go out in parallel over its connection pool;\n"
@@ -154,6 +155,7 @@ def _one(arg: ast.arg, default: Optional[ast.expr], used: Set[str]) -> str:
         return text
     if isinstance(default, ast.Constant) and isinstance(default.value, str) and default.value.isprintable():
         return f"{text} = {json.dumps(default.value)}"  # double quotes, as the sources write them
+    used.update(n.id for n in ast.walk(default) if isinstance(n, ast.Name))  # a named default: import it
     return f"{text} = {ast.unparse(default)}"
 
 
@@ -238,6 +240,28 @@ def _init(node: ast.FunctionDef, twin: Twin, used: Set[str]) -> List[str]:
     return out + [f"        super().__init__({twin.async_name}({param.arg}.impl), {param.arg}.bridge)"]
 
 
+def _init_keywords(node: ast.FunctionDef, twin: Twin, used: Set[str]) -> List[str]:
+    """A constructor taking the published ``(impl, bridge)``, or the async
+    constructor's keyword-only parameters, which build the async object here
+    (on a new SyncBridge when no bridge is given)."""
+    args = node.args
+    keywords = [_one(a, d, used) for a, d in zip(args.kwonlyargs, args.kw_defaults)]
+    optional = [a.arg for a, d in zip(args.kwonlyargs, args.kw_defaults)
+                if isinstance(d, ast.Constant) and d.value is None]
+    used.update({"Optional", twin.async_name})
+    params = ["self", f"impl: Optional[{twin.async_name}] = None", "bridge: Optional[SyncBridge] = None", "*"]
+    out = [""] + _joined("def __init__(", params + keywords, ") -> None:", "    ")
+    out += _docstring(f"The blocking twin of ``impl``, or of the {twin.async_name} that the keyword\n"
+                      "arguments describe (see its docstring).", "        ")
+    build = [f"{a.arg}={a.arg}" for a in args.kwonlyargs]
+    out += ["        if impl is None:"]
+    out += _joined(f"impl = {twin.async_name}(", build, ")", "            ")
+    out += [f"        elif {' or '.join(f'{name} is not None' for name in optional)}:",
+            f'            raise TypeError("give impl or the keyword arguments of {twin.async_name}, not both")',
+            "        super().__init__(impl, bridge if bridge is not None else SyncBridge())"]
+    return out
+
+
 def _class(tree: ast.Module, twin: Twin, used: Set[str]) -> List[str]:
     (node,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == twin.async_name]
     is_dataclass = any("dataclass" in ast.unparse(d) for d in node.decorator_list)
@@ -256,6 +280,9 @@ def _class(tree: ast.Module, twin: Twin, used: Set[str]) -> List[str]:
         if member.name == "__init__" and twin.init_from is not None:
             assert isinstance(member, ast.FunctionDef)
             out += _init(member, twin, used)
+        elif member.name == "__init__" and twin.init_keywords:
+            assert isinstance(member, ast.FunctionDef)
+            out += _init_keywords(member, twin, used)
         elif member.name.startswith("_") and member.name not in RENAMED:
             continue
         elif _is_static_or_class(member):

@@ -10,6 +10,11 @@
     ctx.close()
 
 The async API (``await kernelbridge.connect_async()``) has the same methods.
+Several daemons, routed by sandbox (SPEC section 12)::
+
+    kb = kernelbridge.InterpreterService(sandboxes={"kb-0": url0, "kb-1": url1}, token=token)
+    ctx = kb.create_context(language="python")   # on the sandbox with the fewest contexts
+    ctx.sandbox_id                               # 'kb-1'; every call on ctx goes there
 
 Layers, each importing only those before it: errors and _transport (HTTP,
 SSE, typed errors); types (the models: results, contexts, processes, the
@@ -50,6 +55,7 @@ from .errors import (
     ProcessNotFoundError,
     ProcessRunningError,
     ProtectedContextError,
+    SandboxUnavailable,
     SessionNotFoundError,
     TooManyContextsError,
     HeadersTooLargeError,
@@ -136,6 +142,7 @@ __all__ = [
     "KernelBridgeError",
     "KernelBridgeConnectionError",
     "KernelBridgeTimeoutError",
+    "SandboxUnavailable",
     "BadRequestError",
     "InvalidRequestBodyError",
     "UnauthorizedError",
@@ -182,7 +189,7 @@ def connect(url: Optional[str] = None, token: Optional[str] = None, *,
     url, token = _settings(url, token)
     health = fetch_json_sync(url, "/health", token, timeout=connect_timeout)
     sandbox_id = _sandbox_id_of(health, url)
-    transport = AsyncTransport(url, token, connect_timeout=connect_timeout)
+    transport = AsyncTransport(url, token, connect_timeout=connect_timeout, sandbox_id=sandbox_id)
     impl = AsyncInterpreterService(sandbox_id, transport, AsyncProcessService(transport))
     return InterpreterService(impl, SyncBridge())
 
@@ -203,6 +210,7 @@ async def connect_async(url: Optional[str] = None, token: Optional[str] = None, 
     except BaseException:
         await transport.aclose()
         raise
+    transport.sandbox_id = sandbox_id  # from now on an unreachable daemon is SandboxUnavailable
     return AsyncInterpreterService(sandbox_id, transport, AsyncProcessService(transport))
 
 

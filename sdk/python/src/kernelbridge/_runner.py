@@ -269,10 +269,13 @@ class Blocking(Generic[A]):
         return self._wrap(run_with_callbacks(self._bridge, start, callbacks))
 
     def _close(self, aclose: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Run ``aclose`` and stop the event loop thread; idempotent."""
+        """Run ``aclose`` and stop the event loop thread; idempotent. A view of
+        another object (its async object's ``_view`` is true) shares that
+        object's thread, and leaves it running."""
         if self._bridge.closed:
             return
         try:
             self._bridge.run(aclose())
         finally:
-            self._bridge.close()
+            if not getattr(self._impl, "_view", False):
+                self._bridge.close()

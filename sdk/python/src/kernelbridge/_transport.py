@@ -26,6 +26,7 @@ from .errors import (
     KernelBridgeConnectionError,
     KernelBridgeError,
     KernelBridgeTimeoutError,
+    SandboxUnavailable,
     error_from_response,
 )
 
@@ -246,6 +247,12 @@ class Response:
             decoded: Any = json.loads(body) if body else None
         except ValueError:
             decoded = body.decode("utf-8", "replace")
+        sandbox_id = self._transport.sandbox_id
+        if self.status == 503 and sandbox_id is not None and not (isinstance(decoded, dict) and "code" in decoded):
+            # not the daemon's own error: a router in front of a sandbox that is not ready
+            raise SandboxUnavailable(sandbox_id, self._transport.url,
+                                     f"sandbox {sandbox_id!r} at {self._transport.url} is unavailable "
+                                     f"(HTTP 503 from {self.method} {self.path})")
         raise error_from_response(self.status, decoded, method=self.method, path=self.path)
 
     def release(self) -> None:
@@ -263,13 +270,17 @@ class AsyncTransport:
 
     ``url`` is the daemon's base URL (``http://127.0.0.1:8080``); ``token`` is
     sent as a bearer token when given. ``connect_timeout`` bounds the TCP (and
-    TLS) handshake.
+    TLS) handshake. With ``sandbox_id`` (the daemon's sandbox, when known) a
+    daemon that cannot be reached raises SandboxUnavailable, a
+    KernelBridgeConnectionError that names the sandbox.
     """
 
     def __init__(self, url: str, token: Optional[str] = None, *, connect_timeout: float = 10.0,
-                 max_idle: int = 16, ssl_context: Optional[ssl.SSLContext] = None) -> None:
+                 max_idle: int = 16, ssl_context: Optional[ssl.SSLContext] = None,
+                 sandbox_id: Optional[str] = None) -> None:
         self.url = url
         self.token = token or None
+        self.sandbox_id = sandbox_id
         self._endpoint = parse_url(url)
         self._connect_timeout = connect_timeout
         self._max_idle = max_idle
@@ -288,11 +299,15 @@ class AsyncTransport:
                 asyncio.open_connection(ep.host, ep.port, ssl=self._ssl, limit=1 << 20),
                 self._connect_timeout)
         except asyncio.TimeoutError as exc:
-            raise KernelBridgeConnectionError(
-                f"connecting to {self.url} took over {self._connect_timeout} s") from exc
+            raise self._unreachable(f"connecting to {self.url} took over {self._connect_timeout} s") from exc
         except OSError as exc:
-            raise KernelBridgeConnectionError(f"cannot connect to {self.url}: {exc}") from exc
+            raise self._unreachable(f"cannot connect to {self.url}: {exc}") from exc
         return _Connection(reader, writer, asyncio.get_running_loop())
+
+    def _unreachable(self, message: str) -> KernelBridgeConnectionError:
+        if self.sandbox_id is None:
+            return KernelBridgeConnectionError(message)
+        return SandboxUnavailable(self.sandbox_id, self.url, f"sandbox {self.sandbox_id!r} unavailable: {message}")
 
     def _take_idle(self) -> Optional[_Connection]:
         loop = asyncio.get_running_loop()

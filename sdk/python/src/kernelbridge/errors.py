@@ -3,7 +3,8 @@
 Every error response of the daemon (SPEC section 5) becomes an instance of
 the subclass of :class:`KernelBridgeError` named after its ``code``; failures
 below HTTP (refused connection, broken stream) become
-:class:`KernelBridgeConnectionError`, and a ``request_timeout`` that runs out
+:class:`KernelBridgeConnectionError` (:class:`SandboxUnavailable`, a
+subclass, when the daemon of a known sandbox cannot be reached), and a ``request_timeout`` that runs out
 becomes :class:`KernelBridgeTimeoutError`.
 """
 
@@ -15,6 +16,7 @@ __all__ = [
     "KernelBridgeError",
     "KernelBridgeConnectionError",
     "KernelBridgeTimeoutError",
+    "SandboxUnavailable",
     "BadRequestError",
     "InvalidRequestBodyError",
     "UnauthorizedError",
@@ -96,6 +98,21 @@ class KernelBridgeConnectionError(KernelBridgeError, ConnectionError):
 
     def __init__(self, message: str) -> None:
         KernelBridgeError.__init__(self, "CONNECTION_ERROR", message, None)
+
+
+class SandboxUnavailable(KernelBridgeConnectionError):
+    """The daemon of sandbox ``sandbox_id`` at ``url`` did not answer: the
+    connection was refused or not accepted within the connect timeout, or a
+    router in front of it answered 503 (SPEC section 12). Nothing was sent to
+    the daemon, so the call can be retried once the sandbox is back."""
+
+    def __init__(self, sandbox_id: str, url: str, message: str) -> None:
+        KernelBridgeError.__init__(self, "SANDBOX_UNAVAILABLE", message, None)
+        self.sandbox_id = sandbox_id
+        self.url = url
+
+    def __reduce__(self) -> Any:
+        return (SandboxUnavailable, (self.sandbox_id, self.url, self.message))
 
 
 class KernelBridgeTimeoutError(KernelBridgeError, TimeoutError):

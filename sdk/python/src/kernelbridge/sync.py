@@ -46,8 +46,12 @@ from ._async_code_interpreter import (
     ContextArg,
     Handler,
 )
+from ._routing import (
+    Sandboxes,
+)
 from .interpreter import (
     AsyncInterpreterService,
+    DEFAULT_CONNECT_TIMEOUT,
 )
 from ._runner import (
     Blocking,
@@ -281,9 +285,46 @@ class InterpreterService(Blocking[AsyncInterpreterService]):
     closes its connections and stops its event loop thread.
     """
 
+    def __init__(
+        self,
+        impl: Optional[AsyncInterpreterService] = None,
+        bridge: Optional[SyncBridge] = None,
+        *,
+        base_url: Optional[str] = None,
+        sandboxes: Optional[Sandboxes] = None,
+        token: Optional[str] = None,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    ) -> None:
+        """The blocking twin of ``impl``, or of the AsyncInterpreterService that the keyword
+        arguments describe (see its docstring).
+        """
+        if impl is None:
+            impl = AsyncInterpreterService(
+                base_url=base_url,
+                sandboxes=sandboxes,
+                token=token,
+                connect_timeout=connect_timeout,
+            )
+        elif base_url is not None or sandboxes is not None or token is not None:
+            raise TypeError("give impl or the keyword arguments of AsyncInterpreterService, not both")
+        super().__init__(impl, bridge if bridge is not None else SyncBridge())
+
     @property
     def sandbox_id(self) -> str:
+        """The sandbox of a single-daemon service (ValueError for a routed one)."""
         value: str = self._wrap(self._impl.sandbox_id)
+        return value
+
+    @property
+    def sandbox_ids(self) -> List[str]:
+        """The ids of the sandboxes this service routes to, in id order."""
+        value: List[str] = self._wrap(self._impl.sandbox_ids)
+        return value
+
+    @property
+    def sandbox_urls(self) -> Dict[str, str]:
+        """{sandbox id: the URL its calls go to}, in id order."""
+        value: Dict[str, str] = self._wrap(self._impl.sandbox_urls)
         return value
 
     @property
@@ -297,6 +338,20 @@ class InterpreterService(Blocking[AsyncInterpreterService]):
         """The earlier-style AsyncCodeInterpreter API over this service."""
         value: CodeInterpreter = self._wrap(self._impl.code_interpreter)
         return value
+
+    def sandbox(self, sandbox_id: str) -> 'InterpreterService':
+        """The single-daemon service of one sandbox, sharing this service's
+        connections (its processes, default contexts, health); closing this
+        service closes it too.
+        """
+        result: 'InterpreterService' = self._call(self._impl.sandbox, sandbox_id=sandbox_id)
+        return result
+
+    def set_sandbox_url(self, sandbox_id: str, url: str) -> None:
+        """Route ``sandbox_id`` to ``url`` from now on (a daemon restarted
+        elsewhere, or a sandbox added); handles already made follow. No I/O.
+        """
+        self._call(self._impl.set_sandbox_url, sandbox_id=sandbox_id, url=url)
 
     def process(self, process_id: str) -> ProcessHandle:
         """A handle on one run's process record: logs, wait, kill, result."""
@@ -328,6 +383,7 @@ class InterpreterService(Blocking[AsyncInterpreterService]):
         request_timeout: Optional[float] = None,
         memory_limit: Optional[int] = None,
         pids_limit: Optional[int] = None,
+        sandbox_id: Optional[str] = None,
     ) -> InterpreterContext:
         """Start a new context (a fresh kernel) and return its handle once the kernel is ready.
 
@@ -336,7 +392,10 @@ class InterpreterService(Blocking[AsyncInterpreterService]):
         defaults). A taken
         ``context_id`` raises ContextExistsError; an unknown language
         LanguageNotSupportedError; ``request_timeout`` (seconds) bounds the
-        wait for the answer (KernelBridgeTimeoutError).
+        wait for the answer (KernelBridgeTimeoutError). A routed service
+        starts it on ``sandbox_id``, else on the sandbox with the fewest
+        contexts (from each one's /health; those that do not answer are
+        skipped, SandboxUnavailable if none does).
         """
         result: InterpreterContext = self._call(
             self._impl.create_context,
@@ -347,6 +406,7 @@ class InterpreterService(Blocking[AsyncInterpreterService]):
             request_timeout=request_timeout,
             memory_limit=memory_limit,
             pids_limit=pids_limit,
+            sandbox_id=sandbox_id,
         )
         return result
 
@@ -355,6 +415,7 @@ class InterpreterService(Blocking[AsyncInterpreterService]):
         context: Union[str, InterpreterContext, InterpreterContextJSON],
         *,
         language: Optional[str] = None,
+        sandbox_id: Optional[str] = None,
     ) -> InterpreterContext:
         """A bound handle on an existing context, built without a round trip.
 
@@ -362,12 +423,14 @@ class InterpreterService(Blocking[AsyncInterpreterService]):
         sandbox), its JSON form, or a context id. A bare id takes ``language``,
         else the language in a ``default-<language>`` id, else ``"python"``.
         A handle of another sandbox, or a ``language`` that conflicts with the
-        handle's, raises ValueError.
+        handle's, raises ValueError. A routed service needs ``sandbox_id``
+        with a bare id.
         """
         result: InterpreterContext = self._call(
             self._impl.connect_context,
             context=context,
             language=language,
+            sandbox_id=sandbox_id,
         )
         return result
 
@@ -376,6 +439,7 @@ class InterpreterService(Blocking[AsyncInterpreterService]):
         context: Union[str, InterpreterContext, InterpreterContextJSON],
         *,
         language: Optional[str] = None,
+        sandbox_id: Optional[str] = None,
     ) -> InterpreterContext:
         """A bound handle on an existing context, checked with the daemon.
 
@@ -383,21 +447,34 @@ class InterpreterService(Blocking[AsyncInterpreterService]):
         SessionNotFoundError; the other checks are those of connect_context,
         with the language the daemon reports.
         """
-        result: InterpreterContext = self._call(self._impl.get_context, context=context, language=language)
+        result: InterpreterContext = self._call(
+            self._impl.get_context,
+            context=context,
+            language=language,
+            sandbox_id=sandbox_id,
+        )
         return result
 
     def list_contexts(self) -> List[InterpreterContext]:
-        """The contexts created by callers (default contexts are not listed)."""
+        """The contexts created by callers (default contexts are not listed);
+        a routed service lists those of every sandbox that answers, in
+        sandbox order (SandboxUnavailable only if none does).
+        """
         result: List[InterpreterContext] = self._call(self._impl.list_contexts)
         return result
 
-    def delete_context(self, context: Union[InterpreterContext, InterpreterContextJSON, str]) -> None:
+    def delete_context(
+        self,
+        context: Union[InterpreterContext, InterpreterContextJSON, str],
+        *,
+        sandbox_id: Optional[str] = None,
+    ) -> None:
         """Delete a context and shut its kernel down.
 
         Unknown contexts raise SessionNotFoundError; default contexts
         ProtectedContextError.
         """
-        self._call(self._impl.delete_context, context=context)
+        self._call(self._impl.delete_context, context=context, sandbox_id=sandbox_id)
 
     def run(
         self,
@@ -436,6 +513,10 @@ class InterpreterService(Blocking[AsyncInterpreterService]):
         each display update. An exception raised by a
         callback ends the call with that exception; the run itself goes on
         on the daemon, and its process record keeps the outcome.
+
+        A routed service runs in the context's sandbox; default contexts are
+        per sandbox (``sandbox(sandbox_id).run(...)``), and an isolated run
+        goes where a new context would.
         """
         result: InterpreterResult = self._call(
             self._impl.run,
