@@ -6,9 +6,9 @@
 #include "kb_testutil.h"
 
 #include "kernelbridge/kb_error.h"
-#include "service/kb_execution.h"
-#include "service/kb_resdoc.h"
-#include "service/kb_result_internal.h"
+#include "service/run/kb_execution.h"
+#include "service/output/kb_result_doc.h"
+#include "service/run/kb_result_internal.h"
 
 #include <jansson.h>
 #include <stdatomic.h>
@@ -1025,7 +1025,7 @@ static void record_cursor(kb_event_type_t type, json_t *data, long long cursor, 
 static void test_scanned_streams_into_a_log(void)
 {
     kb_budget_t budget = { .limit = 0 };
-    kb_outlog_t *log = kb_outlog_new(&budget);
+    kb_runlog_t *log = kb_runlog_new(&budget);
     cursors_t seen = { .count = 0 };
     kb_execution_opts_t opts = { .max_output_bytes = 10, .log = log };
     kb_execution_t *exe = kb_execution_new(RUN_ID, &opts, record_cursor, &seen);
@@ -1037,13 +1037,13 @@ static void test_scanned_streams_into_a_log(void)
     CHECK(iopub_raw(exe, "{\"name\": \"stdout\", \"text\": \"a\nb\"}") == -1);
     CHECK(iopub_raw(exe, "{\"name\": \"other\", \"text\": \"x\"}") == -1);
     CHECK(iopub_raw(exe, "{\"name\": \"stdout\"}") == -1);
-    CHECK(kb_outlog_view_len(log, KB_LOG_STDOUT) == 5); /* "ab\n" and the 2-byte e-acute */
-    CHECK(kb_outlog_view_len(log, KB_LOG_STDERR) == 5); /* 10 - 5: "12345" */
+    CHECK(kb_runlog_view_len(log, KB_LOG_STDOUT) == 5); /* "ab\n" and the 2-byte e-acute */
+    CHECK(kb_runlog_view_len(log, KB_LOG_STDERR) == 5); /* 10 - 5: "12345" */
     kb_result_t *r = kb_execution_finish(exe, KB_REASON_EXITED, 0, NULL, NULL);
     CHECK(r->truncated);
     CHECK(r->stdout_len == 0); /* the log holds the text */
     size_t len = 0;
-    char *text = kb_outlog_view_copy(log, KB_LOG_STDERR, &len);
+    char *text = kb_runlog_view_copy(log, KB_LOG_STDERR, &len);
     CHECK(text && strcmp(text, "12345") == 0);
     free(text);
     /* events: stdout, stderr, then the notice, and at the end the count */
@@ -1051,7 +1051,7 @@ static void test_scanned_streams_into_a_log(void)
     CHECK(seen.type[0] == KB_EVENT_STDOUT && seen.cursor[0] == 0);
     CHECK(seen.type[1] == KB_EVENT_STDERR && seen.cursor[1] == 1);
     CHECK(seen.type[2] == KB_EVENT_SYSTEM && seen.type[3] == KB_EVENT_SYSTEM);
-    json_t *last = kb_outlog_frame_json(log, seen.cursor[3]);
+    json_t *last = kb_runlog_frame_json(log, seen.cursor[3]);
     CHECK(json_is(json_object_get(last, "channel"), "\"system\""));
     const char *line = json_string_value(json_object_get(last, "data"));
     /* 4 bytes of "456789" and all 10 of "0123456789" */
@@ -1075,7 +1075,7 @@ static void test_scanned_streams_into_a_log(void)
     json_decref(head);
     kb_result_destroy(&r);
     kb_execution_destroy(&exe);
-    kb_outlog_unref(&log);
+    kb_runlog_unref(&log);
     CHECK(atomic_load(&budget.used) == 0); /* the last reference gave everything back */
 }
 

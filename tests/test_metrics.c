@@ -7,7 +7,7 @@
 
 #include <unistd.h>
 
-#include "service/kb_metrics.h"
+#include "service/ops/kb_metrics.h"
 
 #define PROMTOOL "/usr/bin/promtool"
 

@@ -1,9 +1,9 @@
-/*  test_request.c - the front ends' requests (src/service/kb_request.c):
+/*  test_request.c - the front ends' requests (src/service/engine/kb_request.c):
     bodies to run and context options under the native and E2B field names,
     and the one validation of run and context options, with the code and
     message each refusal gives. Pure: no service, no kernel. */
 #include "kb_testutil.h"
-#include "service/kb_request.h"
+#include "service/engine/kb_request.h"
 
 #include <math.h>
 

@@ -10,7 +10,7 @@
 
 #include "kb_testutil.h"
 #include "kernelbridge.h"
-#include "service/kb_stream.h"
+#include "service/output/kb_stream.h"
 #include <czmq.h>
 
 static kb_service_t *service;

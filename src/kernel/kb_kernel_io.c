@@ -13,7 +13,7 @@
 
 #include "kernel/kb_kernel_impl.h"
 #include "kernel/kb_launch.h"
-#include "util/kb_stamp.h"
+#include "util/kb_clock.h"
 
 #define KB_MAX_PARTS 64    /* frames read of one message; longer ones are dropped */
 #define KB_DRAIN_BATCH 256 /* messages read per socket per loop turn */

@@ -2,7 +2,7 @@
     limits with eviction of the longest-waiting connection, the reserve,
     and the watchdog thread of the header deadline. */
 #include "server/kb_conns.h"
-#include "util/kb_stamp.h"
+#include "util/kb_clock.h"
 
 #include <errno.h>
 #include <netinet/in.h>

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "server/kb_http.h"
-#include "service/kb_request.h"
+#include "service/engine/kb_request.h"
 
 /*  E2B's server sends a keepalive line after this long without output. */
 #define KB_E2B_KEEPALIVE_MS 5000

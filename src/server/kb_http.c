@@ -4,7 +4,7 @@
     no route and makes no service call except reading streams it is given. */
 #include "server/kb_http.h"
 #include "server/kb_metrics_http.h"
-#include "service/kb_request.h"
+#include "service/engine/kb_request.h"
 #include "util/kb_utf8.h"
 
 #include <assert.h>

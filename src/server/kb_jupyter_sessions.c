@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/kb_stamp.h"
+#include "util/kb_clock.h"
 #include "util/kb_vec.h"
 
 /*  Sessions at most: each names a document, and there are no more

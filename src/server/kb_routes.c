@@ -7,7 +7,7 @@
 #include "server/kb_http.h"
 #include "server/kb_jupyter.h"
 #include "server/kb_metrics_http.h"
-#include "service/kb_request.h"
+#include "service/engine/kb_request.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -4,7 +4,7 @@
     drain / stop sequence. Routes are in kb_routes.c, responses in
     kb_http.c. */
 #include "server/kb_http.h"
-#include "util/kb_stamp.h"
+#include "util/kb_clock.h"
 #include "server/kb_jupyter.h"
 
 #include <arpa/inet.h>

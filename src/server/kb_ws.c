@@ -6,7 +6,7 @@
     that calls on_close. Framing and masking are wslay's; the message
     meaning is the caller's. */
 #include "server/kb_ws.h"
-#include "util/kb_stamp.h"
+#include "util/kb_clock.h"
 #include "server/kb_ws_handshake.h"
 #include "util/kb_buf.h"
 

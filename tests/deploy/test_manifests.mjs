@@ -150,7 +150,7 @@ function source(file) {
 // timeout of websockets.
 function shutdownBoundSeconds() {
   const drain = /#define KB_DRAIN_GRACE_S ([0-9.]+)/.exec(source("src/server/kb_server.c"));
-  const stop = /stop_deadline_ms = zclock_mono\(\) \+ ([0-9]+);/.exec(source("src/service/kb_service.c"));
+  const stop = /stop_deadline_ms = zclock_mono\(\) \+ ([0-9]+);/.exec(source("src/service/engine/kb_service.c"));
   const ws = /#define KB_WS_DEFAULT_CLOSE_MS ([0-9]+)/.exec(source("src/server/kb_ws.c"));
   assert.ok(drain && stop && ws, "the daemon's shutdown constants moved: update shutdownBoundSeconds()");
   const listeners = 3;
@@ -239,7 +239,7 @@ test("readiness means re-adoption is done: the daemon restores before it listens
   // kb_service_new runs kb_engine_new, which runs kb_restore_run; the HTTP
   // server (and so /health) starts after it. Behaviour:
   // tests/integration/test_durability.py (contexts are there at once).
-  const engine = source("src/service/kb_engine.c");
+  const engine = source("src/service/engine/kb_engine.c");
   const body = engine.slice(engine.indexOf("kb_engine_t *kb_engine_new("));
   assert.ok(body.indexOf("kb_restore_run(") > 0, "kb_engine_new restores");
   const serve = source("src/cli/kb_cli_serve.c");

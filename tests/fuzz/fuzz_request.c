@@ -1,5 +1,5 @@
 /*  fuzz_request.c - libFuzzer target for the front ends' request parser
-    (src/service/kb_request.c).
+    (src/service/engine/kb_request.c).
 
     Input layout: byte 0 picks what is read, the rest is the body, in an
     allocation of its own size (no NUL after it) so that ASan sees any
@@ -21,7 +21,7 @@
     of the bytes (twice gives the same answer).
 
     Built by CMake with -DKB_FUZZ=ON -DCMAKE_C_COMPILER=clang. */
-#include "service/kb_request.h"
+#include "service/engine/kb_request.h"
 
 #include <math.h>
 #include <stdint.h>

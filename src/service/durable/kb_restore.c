@@ -1,0 +1,577 @@
+/*  kb_restore.c - the engine and its state dir: the lock, state.db, and
+    what a daemon finds there when it starts. Process records come back
+    with their logs (those that were running end as sandbox_stopped);
+    recorded kernels are adopted as the same contexts, or killed and their
+    contexts vanish with why; stale files are swept. Then every change is
+    written back through kb_persist. Runs in kb_engine_new, before the
+    engine's thread starts, on the engine's loop; the collector on the
+    engine thread.
+*/
+#include "service/engine/kb_engine.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kernel/kb_launch.h"
+#include "state/kb_db.h"
+#include "state/kb_statedir.h"
+#include "util/kb_clock.h"
+
+#define KB_ADOPT_DEADLINE_MS 3000 /* the whole adoption, however many kernels */
+
+/* ---- the state dir ------------------------------------------------------------------ */
+
+/*  The short ipc dir of the last daemon, when it is still ours: adopted
+    kernels listen there. Else a fresh one. */
+static char *s_ipc_dir(kb_db_t *db, kb_error_t *err)
+{
+    char *recorded = kb_db_meta_get(db, "ipc_dir");
+    struct stat st;
+    if (recorded && strncmp(recorded, "/tmp/kb", 7) == 0 && lstat(recorded, &st) == 0
+        && S_ISDIR(st.st_mode) && st.st_uid == geteuid()
+        && ((st.st_mode & 0777) == 0700 || (st.st_mode & 0777) == 0711))
+        return recorded;
+    free(recorded);
+    char *dir = strdup("/tmp/kbXXXXXX");
+    if (!dir || !mkdtemp(dir)) {
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot create a socket dir in /tmp: %s",
+                     strerror(errno));
+        free(dir);
+        return NULL;
+    }
+    return dir;
+}
+
+int kb_restore_open(kb_engine_t *self, kb_error_t *err)
+{
+    char problem[600];
+    if (kb_statedir_prepare(self->state_dir, problem, sizeof problem) != 0
+        || kb_statedir_lock(self->state_dir, &self->lock_fd, problem, sizeof problem) != 0) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem);
+        return -1;
+    }
+    self->kernel_dir = zsys_sprintf("%s/kernels", self->state_dir);
+    if (mkdir(self->kernel_dir, 0700) != 0 && errno != EEXIST) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "cannot create %s: %s", self->kernel_dir,
+                     strerror(errno));
+        return -1;
+    }
+    char *path = zsys_sprintf("%s/state.db", self->state_dir);
+    self->db = kb_db_open(path, problem, sizeof problem);
+    free(path);
+    if (!self->db) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem);
+        return -1;
+    }
+    if (strcmp(self->config.transport, "ipc") == 0) {
+        self->ipc_dir = s_ipc_dir(self->db, err);
+        if (!self->ipc_dir)
+            return -1;
+        kb_db_meta_set(self->db, "ipc_dir", self->ipc_dir);
+    }
+    return 0;
+}
+
+/* ---- process records ------------------------------------------------------------- */
+
+typedef struct {
+    kb_engine_t *engine;
+    zhashx_t *procs;   /* id -> kb_proc_t * restored */
+    zlistx_t *views;   /* kb_proc_t *, in order, with their views below */
+    zhashx_t *view_of; /* id -> long long[2] */
+    kb_proc_t *last;   /* the record of the frame before */
+    const char *last_id;
+} kb_records_load_t;
+
+static int s_on_record(const kb_db_record_t *row, void *arg)
+{
+    kb_records_load_t *load = arg;
+    kb_proc_t *proc = kb_procstore_restore(load->engine->procs, row);
+    if (!proc)
+        return 0; /* unusable: it stays out, and goes with the next write of its id */
+    long long *view = malloc(2 * sizeof *view);
+    if (view) {
+        view[0] = row->view_stdout;
+        view[1] = row->view_stderr;
+        zhashx_insert(load->view_of, kb_proc_id(proc), view);
+    }
+    zhashx_insert(load->procs, kb_proc_id(proc), proc);
+    zlistx_add_end(load->views, proc);
+    return 0;
+}
+
+static int s_on_frame(const kb_db_frame_t *row, void *arg)
+{
+    kb_records_load_t *load = arg;
+    if (!load->last || strcmp(load->last_id, row->record_id) != 0) {
+        load->last = zhashx_lookup(load->procs, row->record_id);
+        load->last_id = load->last ? kb_proc_id(load->last) : NULL;
+    }
+    if (load->last && row->channel >= KB_LOG_STDOUT && row->channel <= KB_LOG_SYSTEM)
+        kb_runlog_restore(kb_proc_outlog(load->last), (kb_log_channel_t)row->channel, row->text,
+                          row->len, row->date, row->timestamp);
+    return 0;
+}
+
+/*  A run the last daemon did not finish: it ends now, as sandbox_stopped,
+    with the output stored before. */
+static void s_end_unfinished(kb_engine_t *self, kb_proc_t *proc, const char *context_id,
+                             const char *language)
+{
+    const char *why = "the daemon stopped during the run (it was killed or crashed); the output "
+                      "stored before is kept";
+    kb_proc_log(proc, KB_LOG_SYSTEM, why);
+    kb_run_error_t error = { .name = "SandboxStopped", .value = (char *)why };
+    kb_result_t result = {
+        .process_id = (char *)kb_proc_id(proc),
+        .reason = KB_REASON_SANDBOX_STOPPED,
+        .raw_reason = "the daemon stopped",
+        .stdout_text = "",
+        .stderr_text = "",
+        .error = &error,
+        .execution_count = -1,
+        .sandbox_id = self->sandbox_id,
+        .context_id = (char *)context_id,
+        .language = (char *)language,
+    };
+    json_t *json = kb_result_to_json(&result);
+    kb_proc_end(proc, json, KB_REASON_SANDBOX_STOPPED, -1, NULL, "the daemon stopped");
+}
+
+static int s_restore_records(kb_engine_t *self, kb_error_t *err)
+{
+    kb_records_load_t load
+        = { .engine = self, .procs = zhashx_new(), .views = zlistx_new(), .view_of = zhashx_new() };
+    zhashx_set_destructor(load.view_of, (zhashx_destructor_fn *)zstr_free);
+    int rc = kb_db_record_each(self->db, s_on_record, &load);
+    if (rc == 0)
+        rc = kb_db_frames_for_each_record(self->db, s_on_frame, &load);
+    if (rc != 0)
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "cannot read the process records of %s: %s",
+                     kb_db_path(self->db), kb_db_error(self->db));
+    for (kb_proc_t *proc = zlistx_first(load.views); proc; proc = zlistx_next(load.views)) {
+        long long *view = zhashx_lookup(load.view_of, kb_proc_id(proc));
+        bool running = kb_proc_running(proc);
+        kb_procstore_restored(proc, view ? view[0] : 0, view ? view[1] : 0);
+        if (running) {
+            json_t *json = kb_procstore_record_json(proc);
+            s_end_unfinished(self, proc, json_string_value(json_object_get(json, "context_id")),
+                             json_string_value(json_object_get(json, "language")));
+            json_decref(json);
+        }
+    }
+    zhashx_destroy(&load.procs);
+    zhashx_destroy(&load.view_of);
+    zlistx_destroy(&load.views);
+    return rc == 0 ? 0 : -1;
+}
+
+/* ---- kernels ------------------------------------------------------------------------- */
+
+/*  One recorded kernel, copied out of the walk. */
+typedef struct {
+    char *id, *kind, *language, *kernel_name, *cwd, *connection, *connection_file, *log_file;
+    long long pid, pgid, execution_count, generation;
+    unsigned long long pid_start;
+    double created_at, last_activity_at;
+    long long memory_limit, pids_limit; /* from the row's extra */
+} kb_kernel_row_t;
+
+static char *s_dup(const char *text)
+{
+    return text ? strdup(text) : NULL;
+}
+
+static void s_row_free(kb_kernel_row_t **row_p)
+{
+    kb_kernel_row_t *row = *row_p;
+    *row_p = NULL;
+    free(row->id);
+    free(row->kind);
+    free(row->language);
+    free(row->kernel_name);
+    free(row->cwd);
+    free(row->connection);
+    free(row->connection_file);
+    free(row->log_file);
+    free(row);
+}
+
+static int s_on_context(const kb_db_context_t *row, void *arg)
+{
+    kb_kernel_row_t *copy = calloc(1, sizeof *copy);
+    if (!copy)
+        return -1;
+    *copy = (kb_kernel_row_t){ .id = s_dup(row->id),
+                               .kind = s_dup(row->kind),
+                               .language = s_dup(row->language),
+                               .kernel_name = s_dup(row->kernel_name),
+                               .cwd = s_dup(row->cwd),
+                               .connection = s_dup(row->connection),
+                               .connection_file = s_dup(row->connection_file),
+                               .log_file = s_dup(row->log_file),
+                               .pid = row->pid,
+                               .pgid = row->pgid,
+                               .execution_count = row->execution_count,
+                               .generation = row->generation,
+                               .pid_start = row->pid_start,
+                               .created_at = row->created_at,
+                               .last_activity_at = row->last_activity_at };
+    json_t *extra = row->extra ? json_loads(row->extra, 0, NULL) : NULL;
+    copy->memory_limit = json_integer_value(json_object_get(extra, "memory_limit"));
+    copy->pids_limit = json_integer_value(json_object_get(extra, "pids_limit"));
+    json_decref(extra);
+    zlistx_add_end(arg, copy);
+    return 0;
+}
+
+/*  The recorded process, if it is still the one we started: kill its
+    group. A pid that is another process now is left alone. */
+static void s_kill_recorded(const kb_kernel_row_t *row)
+{
+    if (row->pid <= 0 || !row->pid_start || kb_proc_start_time((pid_t)row->pid) != row->pid_start)
+        return;
+    kill(-(pid_t)(row->pgid > 0 ? row->pgid : row->pid), SIGKILL);
+    kill((pid_t)row->pid, SIGKILL);
+}
+
+static void s_remove_files(const kb_kernel_row_t *row)
+{
+    if (row->connection_file)
+        unlink(row->connection_file);
+    if (row->log_file)
+        unlink(row->log_file);
+}
+
+/*  The kernel is not coming back: killed (when still ours), its files
+    removed, its row deleted, and a context that lived vanishes with why. */
+static void s_give_up(kb_engine_t *self, const kb_kernel_row_t *row, const char *why)
+{
+    s_kill_recorded(row);
+    s_remove_files(row);
+    kb_db_context_delete(self->db, row->id);
+    bool lived = strcmp(row->kind, "context") == 0 || strcmp(row->kind, "default") == 0
+                 || strcmp(row->kind, "attached") == 0;
+    if (lived) {
+        kb_dispatch_remember_vanished(self, row->id, why);
+        zsys_info("context %s: %s", row->id, why);
+    }
+}
+
+/*  The recorded kernel driven again (adoption begun: it answers later, or
+    fails through start_failed), with its kernelspec; or NULL after giving
+    it up. */
+static kb_kernel_t *s_adopt_kernel(kb_engine_t *self, const kb_kernel_row_t *row,
+                                   kb_kernelspec_t **spec_out)
+{
+    char why[1400];
+    kb_error_t err;
+    kb_error_clear(&err);
+    kb_kernelspec_t *spec
+        = self->launcher.find_spec(self->launcher.impl, row->language, row->kernel_name, &err);
+    if (!spec) {
+        snprintf(
+            why, sizeof why,
+            "after the daemon restarted its kernelspec %s was gone (%s); its kernel was killed",
+            row->kernel_name ? row->kernel_name : "?", err.message);
+        s_give_up(self, row, why);
+        return NULL;
+    }
+    json_t *connection = row->connection ? json_loads(row->connection, 0, NULL) : NULL;
+    bool attached = strcmp(row->kind, "attached") == 0;
+    kb_adopt_opts_t opts = { .connection = connection,
+                             .connection_file = attached ? NULL : row->connection_file,
+                             .log_file = attached ? NULL : row->log_file,
+                             .pid = attached ? 0 : (pid_t)row->pid,
+                             .pid_start = row->pid_start,
+                             .timeout = attached ? 2.0 : 1.0,
+                             .users = self->users,
+                             .work_root = self->work_root };
+    char problem[512] = "";
+    static const kb_kernel_callbacks_t none = { 0 };
+    kb_kernel_t *kernel = connection ? kb_kernel_adopt(self->loop, spec, &opts, &none, NULL,
+                                                       problem, sizeof problem)
+                                     : NULL;
+    json_decref(connection);
+    if (!kernel) {
+        snprintf(why, sizeof why,
+                 "its kernel (pid %lld) did not come back after the daemon "
+                 "restarted: %s",
+                 row->pid, problem[0] ? problem : "no connection was recorded");
+        s_give_up(self, row, why);
+        kb_kernelspec_destroy(&spec);
+        return NULL;
+    }
+    kb_kernel_set_observer(kernel, kb_metrics_observer(self->metrics));
+    *spec_out = spec;
+    return kernel;
+}
+
+/*  A warm kernel of the last daemon's pool goes back to the pool, when a
+    slot wants it; else it is killed. */
+static void s_adopt_pooled(kb_engine_t *self, const kb_kernel_row_t *row)
+{
+    kb_kernelspec_t *spec = NULL;
+    kb_kernel_t *kernel = s_adopt_kernel(self, row, &spec);
+    kb_kernelspec_destroy(&spec);
+    if (kernel && !kb_pool_adopt(self->pool, kernel)) {
+        kb_kernel_destroy(&kernel); /* killed, files removed */
+        kb_db_context_delete(self->db, row->id);
+    }
+}
+
+static void s_adopt(kb_engine_t *self, const kb_kernel_row_t *row)
+{
+    kb_kernelspec_t *spec = NULL;
+    kb_kernel_t *kernel = s_adopt_kernel(self, row, &spec);
+    if (!kernel)
+        return;
+    kb_error_t err;
+    kb_context_opts_int_t ctx_opts = { .id = row->id,
+                                       .language = row->language,
+                                       .cwd = row->cwd,
+                                       .is_default = strcmp(row->kind, "default") == 0,
+                                       .attached = strcmp(row->kind, "attached") == 0,
+                                       .memory_limit = row->memory_limit,
+                                       .pids_limit = row->pids_limit };
+    kb_context_restored_t restored = { .execution_count = row->execution_count,
+                                       .generation = row->generation,
+                                       .created_at = row->created_at,
+                                       .last_activity_at = row->last_activity_at };
+    kb_context_t *ctx
+        = kb_context_adopt(&self->context_env, spec, &ctx_opts, kernel, &restored, &err);
+    kb_kernelspec_destroy(&spec);
+    if (!ctx) {
+        kb_kernel_destroy(&kernel);
+        kb_db_context_delete(self->db, row->id);
+        return;
+    }
+    kb_engine_context_add(self, ctx);
+    if (ctx_opts.is_default)
+        zhashx_update(self->default_generations, row->id, (void *)(intptr_t)row->generation);
+}
+
+static void s_on_adopt_tick(kb_timer_t *timer, void *arg)
+{
+    kb_engine_t *self = arg;
+    bool settled = zclock_mono() >= self->adopt_deadline_ms;
+    if (!settled) {
+        settled = kb_pool_starting(self->pool) == 0;
+        for (kb_context_t *ctx = zhashx_first(self->contexts); ctx && settled;
+             ctx = zhashx_next(self->contexts))
+            settled = kb_context_settled(ctx);
+    }
+    if (settled) {
+        kb_timer_stop(timer);
+        kb_loop_stop(self->loop);
+    }
+}
+
+/*  The default contexts' generations, kept across restarts. */
+static void s_restore_generations(kb_engine_t *self)
+{
+    char *text = kb_db_meta_get(self->db, "default_generations");
+    json_t *gens = text ? json_loads(text, 0, NULL) : NULL;
+    const char *id;
+    json_t *value;
+    json_object_foreach(gens, id, value)
+    {
+        if (json_integer_value(value) > 0)
+            zhashx_update(self->default_generations, id,
+                          (void *)(intptr_t)json_integer_value(value));
+    }
+    json_decref(gens);
+    free(text);
+}
+
+/*  Remove what no kernel of ours uses: connection and log files in the
+    kernels dir, sockets in the ipc dir. */
+static void s_sweep(kb_engine_t *self, const char *dir, bool sockets)
+{
+    DIR *d = dir ? opendir(dir) : NULL;
+    if (!d)
+        return;
+    zhashx_t *used = zhashx_new();
+    for (kb_context_t *ctx = zhashx_first(self->contexts); ctx; ctx = zhashx_next(self->contexts)) {
+        kb_db_context_t row;
+        char *strings = kb_context_row(ctx, &row);
+        const char *files[] = { row.connection_file, row.log_file };
+        for (int i = 0; i < 2; i++)
+            if (files[i])
+                zhashx_update(used, files[i], (void *)1);
+        /* ipc sockets are <ip>-<port>: the ip names their prefix */
+        json_t *info = row.connection ? json_loads(row.connection, 0, NULL) : NULL;
+        const char *ip = json_string_value(json_object_get(info, "ip"));
+        if (ip && sockets)
+            zhashx_update(used, ip, (void *)1);
+        json_decref(info);
+        free(strings);
+    }
+    struct dirent *entry;
+    while ((entry = readdir(d))) {
+        if (entry->d_name[0] == '.')
+            continue;
+        char *path = zsys_sprintf("%s/%s", dir, entry->d_name);
+        bool keep = zhashx_lookup(used, path) != NULL;
+        if (sockets && !keep && entry->d_type == DT_DIR) {
+            /* the socket dir of a kernel of another uid: <dir>/<hex>/k-<n> */
+            char *base = zsys_sprintf("%s/k", path);
+            if (!zhashx_lookup(used, base))
+                kb_work_dir_remove(path);
+            free(base);
+            free(path);
+            continue;
+        }
+        if (sockets && !keep) {
+            char *dash = strrchr(path, '-');
+            if (dash) {
+                *dash = 0;
+                keep = zhashx_lookup(used, path) != NULL;
+                *dash = '-';
+            }
+        }
+        if (!keep)
+            unlink(path);
+        free(path);
+    }
+    closedir(d);
+    zhashx_destroy(&used);
+}
+
+static int s_restore_kernels(kb_engine_t *self)
+{
+    zlistx_t *rows = zlistx_new();
+    zlistx_set_destructor(rows, (zlistx_destructor_fn *)s_row_free);
+    if (kb_db_context_each(self->db, s_on_context, rows) != 0) {
+        zlistx_destroy(&rows);
+        return -1;
+    }
+    for (kb_kernel_row_t *row = zlistx_first(rows); row; row = zlistx_next(rows)) {
+        bool lived = strcmp(row->kind, "context") == 0 || strcmp(row->kind, "default") == 0
+                     || strcmp(row->kind, "attached") == 0;
+        bool pooled = strcmp(row->kind, "pool") == 0;
+        if (!lived && !(pooled && !self->config.no_adopt))
+            s_give_up(self, row, "an isolated run's or the pool's kernel of the last daemon");
+        else if (pooled)
+            s_adopt_pooled(self, row);
+        else if (self->config.no_adopt) {
+            char why[200];
+            snprintf(why, sizeof why,
+                     "the daemon was started with --no-adopt; its kernel (pid "
+                     "%lld) was killed",
+                     row->pid);
+            s_give_up(self, row, why);
+        } else
+            s_adopt(self, row);
+    }
+    zlistx_destroy(&rows);
+    if (zhashx_size(self->contexts) > 0 || kb_pool_starting(self->pool) > 0) {
+        kb_timer_t tick;
+        kb_timer_init(&tick);
+        self->adopt_deadline_ms = zclock_mono() + KB_ADOPT_DEADLINE_MS;
+        kb_timer_start(self->loop, &tick, 5, 5, s_on_adopt_tick, self);
+        kb_loop_run(self->loop);
+        kb_timer_stop(&tick);
+        kb_loop_flush(self->loop);
+    }
+    return 0;
+}
+
+/* ---- writing back -------------------------------------------------------------------- */
+
+void kb_restore_mark(kb_engine_t *self, kb_context_t *ctx)
+{
+    if (!self->persist)
+        return;
+    zhashx_update(self->dirty_contexts, kb_context_id(ctx), ctx);
+    kb_persist_touch(self->persist);
+}
+
+void kb_restore_forget(kb_engine_t *self, kb_context_t *ctx)
+{
+    if (!self->persist)
+        return;
+    if (zhashx_lookup(self->dirty_contexts, kb_context_id(ctx)) == ctx)
+        zhashx_delete(self->dirty_contexts, kb_context_id(ctx));
+    kb_persist_context_delete(self->persist, kb_context_id(ctx));
+    if (kb_context_is_default(ctx)) {
+        json_t *gens = json_object();
+        for (void *gen = zhashx_first(self->default_generations); gen;
+             gen = zhashx_next(self->default_generations))
+            json_object_set_new(gens, zhashx_cursor(self->default_generations),
+                                json_integer((intptr_t)gen));
+        char *text = json_dumps(gens, JSON_COMPACT);
+        kb_persist_meta(self->persist, "default_generations", text);
+        free(text);
+        json_decref(gens);
+    }
+}
+
+void kb_restore_keep(kb_engine_t *self, kb_context_t *ctx)
+{
+    if (!self->persist)
+        return;
+    if (zhashx_lookup(self->dirty_contexts, kb_context_id(ctx)) == ctx)
+        zhashx_delete(self->dirty_contexts, kb_context_id(ctx));
+    kb_db_context_t row;
+    char *strings = kb_context_row(ctx, &row);
+    kb_persist_context_put(self->persist, &row);
+    free(strings);
+}
+
+static void s_collect_contexts(kb_persist_t *persist, void *arg)
+{
+    kb_engine_t *self = arg;
+    for (kb_context_t *ctx = zhashx_first(self->dirty_contexts); ctx;
+         ctx = zhashx_next(self->dirty_contexts)) {
+        kb_db_context_t row;
+        char *strings = kb_context_row(ctx, &row);
+        kb_persist_context_put(persist, &row);
+        free(strings);
+    }
+    zhashx_purge(self->dirty_contexts);
+}
+
+int kb_restore_run(kb_engine_t *self, kb_error_t *err)
+{
+    s_restore_generations(self);
+    if (s_restore_records(self, err) != 0)
+        return -1;
+    if (s_restore_kernels(self) != 0) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "cannot read the kernels recorded in %s: %s",
+                     kb_db_path(self->db), kb_db_error(self->db));
+        return -1;
+    }
+    s_sweep(self, self->kernel_dir, false);
+    s_sweep(self, self->ipc_dir, true);
+    kb_db_t *db = self->db;
+    self->db = NULL;
+    self->persist = kb_persist_new(db, self->loop);
+    if (!self->persist) {
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot start the state writer");
+        return -1;
+    }
+    kb_persist_add_collector(self->persist, s_collect_contexts, self);
+    kb_procstore_set_persist(self->procs, self->persist);
+    /* what the restore changed (records ended, contexts adopted) is written now */
+    for (kb_context_t *ctx = zhashx_first(self->contexts); ctx; ctx = zhashx_next(self->contexts))
+        zhashx_update(self->dirty_contexts, kb_context_id(ctx), ctx);
+    kb_persist_touch(self->persist);
+    return 0;
+}
+
+void kb_restore_close(kb_engine_t *self)
+{
+    if (self->persist) {
+        kb_persist_sync(self->persist);
+        kb_persist_destroy(&self->persist);
+    }
+    kb_db_close(&self->db);
+    kb_statedir_unlock(&self->lock_fd);
+}

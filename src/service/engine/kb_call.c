@@ -1,0 +1,43 @@
+/*  kb_call.c - the answer handshake of a call to the engine thread. */
+#include "service/engine/kb_call.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+void kb_call_answer(kb_call_t *call)
+{
+    pthread_mutex_lock(&call->lock);
+    call->done = true;
+    pthread_cond_signal(&call->cond);
+    pthread_mutex_unlock(&call->lock);
+}
+
+void kb_call_fail(kb_call_t *call, kb_code_t code, const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    call->err.code = code;
+    vsnprintf(call->err.message, sizeof call->err.message, fmt, args);
+    va_end(args);
+    call->rc = -1;
+    json_decref(call->result);
+    call->result = NULL;
+    kb_call_answer(call);
+}
+
+void kb_call_init(kb_call_t *call, kb_call_type_t type)
+{
+    memset(call, 0, sizeof *call);
+    call->type = type;
+    kb_timer_init(&call->timer);
+    call->cursor = -1;
+    pthread_mutex_init(&call->lock, NULL);
+    pthread_cond_init(&call->cond, NULL);
+}
+
+void kb_call_fini(kb_call_t *call)
+{
+    pthread_mutex_destroy(&call->lock);
+    pthread_cond_destroy(&call->cond);
+}

@@ -1,0 +1,92 @@
+/*  kb_call.h - one call of the public C API on its way to the engine
+    thread: what is asked (borrowed from the blocked caller), the answer,
+    and the handshake that wakes the caller.
+
+    A call is answered exactly once. An answer may be deferred (a context
+    create waits for readiness, a process wait for the end of its run):
+    the caller is blocked until then, so the call stays valid. After the
+    answer the engine never touches it again. Not for: the mailbox itself
+    (kb_service.c) or what a call does (the engine's handlers).
+*/
+#ifndef KB_CALL_H_INCLUDED
+#define KB_CALL_H_INCLUDED
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "kernelbridge/kb_service.h"
+#include "service/output/kb_stream.h"
+#include "util/kb_loop.h"
+
+typedef enum {
+    KB_CALL_HEALTH,
+    KB_CALL_METRICS,
+    KB_CALL_KERNELSPECS,
+    KB_CALL_CTX_CREATE,
+    KB_CALL_CTX_DEFAULT,
+    KB_CALL_CTX_GET,
+    KB_CALL_CTX_LIST,
+    KB_CALL_CTX_DELETE,
+    KB_CALL_CTX_RESTART,
+    KB_CALL_CTX_INTERRUPT,
+    KB_CALL_RUN,
+    KB_CALL_PROC_LIST,
+    KB_CALL_PROC_GET,
+    KB_CALL_PROC_RESULT,
+    KB_CALL_PROC_LOGS,
+    KB_CALL_PROC_FOLLOW,
+    KB_CALL_PROC_WAIT,
+    KB_CALL_PROC_SIGNAL,
+    KB_CALL_PROC_DELETE,
+    KB_CALL_CHANNELS_OPEN,
+    KB_CALL_CHANNELS_INPUT,
+    KB_CALL_CHANNELS_READY,
+    KB_CALL_CHANNELS_CLOSE,
+} kb_call_type_t;
+
+typedef struct kb_call {
+    kb_call_type_t type;
+    /* inputs, borrowed from the blocked caller */
+    const kb_context_opts_t *context_opts;
+    const kb_run_opts_t *run_opts;
+    const char *id;
+    const char *filter_state;
+    const char *filter_context;
+    const char *signal;
+    bool all;
+    long long cursor;
+    size_t limit;
+    double timeout;
+    kb_stream_t *stream;     /* run / follow: the caller's stream */
+    kb_channels_t *channels; /* CHANNELS_*: the websocket client */
+    void *msg;               /* CHANNELS_INPUT: what it sent (kb_msg_t *), stolen by the engine */
+    int channel;             /* CHANNELS_INPUT: its kb_channel_t */
+    /* outputs */
+    json_t *result;
+    kb_result_doc_t *doc; /* PROC_RESULT: the result as a document */
+    char *text;           /* METRICS: the engine's families, Prometheus text; the caller's */
+    kb_error_t err;
+    int rc;
+    /* answer handshake */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool done;
+    kb_timer_t timer; /* deferred waits: the engine's timer */
+    void *owner;      /* deferred waits: what the request waits on */
+    struct kb_call *next;
+} kb_call_t;
+
+/*  Answer a call: wakes its caller, after which the engine must not
+    touch it again. */
+void kb_call_answer(kb_call_t *request);
+void kb_call_fail(kb_call_t *request, kb_code_t code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/*  A call of that type with nothing asked yet (cursor -1, no timer). */
+void kb_call_init(kb_call_t *call, kb_call_type_t type);
+
+/*  Free the handshake of an answered call (the caller's side). */
+void kb_call_fini(kb_call_t *call);
+
+#endif

@@ -1,0 +1,652 @@
+/*  kb_engine.c - the engine's making and unmaking: its settings, state dir
+    and sandbox id; the launcher of kernels for contexts and the pool; the
+    kernels being shut down and those freed at the end of a loop turn;
+    stopping. What each call does is in kb_dispatch.c. Engine thread only,
+    but for kb_engine_new and kb_engine_destroy.
+*/
+#include "service/engine/kb_engine.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "service/engine/kb_request.h"
+#include "util/kb_clock.h"
+
+extern char **environ;
+
+void kb_dispatch_context_gone(kb_context_t *ctx, const char *why, bool vanished, void *arg);
+
+/* ---- kernels: the launcher -------------------------------------------------- */
+
+/*  End of the loop turn: free the kernels that left this turn. */
+static void s_reap(void *arg)
+{
+    kb_engine_t *self = arg;
+    kb_kernel_t *kernel;
+    while ((kernel = zlistx_detach(self->reap, NULL)))
+        kb_kernel_destroy(&kernel);
+    self->reap_scheduled = false;
+}
+
+static const kb_kernel_callbacks_t s_no_callbacks = { 0 };
+
+/*  Free a kernel at the end of this loop turn, never inside its own
+    callbacks; it calls back no more. */
+static void s_reap_kernel(kb_engine_t *self, kb_kernel_t *kernel)
+{
+    kb_kernel_set_callbacks(kernel, &s_no_callbacks, NULL);
+    zlistx_add_end(self->reap, kernel);
+    if (!self->reap_scheduled && kb_loop_defer(self->loop, s_reap, self) == 0)
+        self->reap_scheduled = true;
+}
+
+static void s_on_dying_exited(kb_kernel_t *kernel, void *arg)
+{
+    kb_engine_t *self = arg;
+    void *handle = zlistx_find(self->dying, kernel);
+    if (handle)
+        zlistx_detach(self->dying, handle);
+    s_reap_kernel(self, kernel);
+}
+
+static void s_on_dying_start_failed(kb_kernel_t *kernel, const char *why, void *arg)
+{
+    /* killed while starting; its exit is reported through `exited` next */
+}
+
+static const kb_kernel_callbacks_t s_dying_callbacks = {
+    .start_failed = s_on_dying_start_failed,
+    .exited = s_on_dying_exited,
+};
+
+/*  Take a kernel back: shut down (or killed), freed once its process has
+    gone. */
+static void s_retire(void *impl, kb_kernel_t *kernel, bool kill_now)
+{
+    kb_engine_t *self = impl;
+    if (kb_kernel_state(kernel) == KB_KERNEL_DEAD) {
+        s_reap_kernel(self, kernel);
+        return;
+    }
+    kb_kernel_set_callbacks(kernel, &s_dying_callbacks, self);
+    zlistx_add_end(self->dying, kernel);
+    if (kill_now) {
+        kb_kernel_apply(kernel, KB_KEV_SHUTDOWN);
+        kb_kernel_signal(kernel, SIGKILL);
+    } else
+        kb_kernel_shutdown(kernel, 1.0);
+}
+
+/*  Kernelspecs as discovered at most 2 s ago: a context create should not
+    pay for a directory scan, and a kernel installed now shows up soon. */
+const kb_kernelspecs_t *kb_engine_specs(kb_engine_t *self, bool fresh)
+{
+    int64_t now = zclock_mono();
+    if (fresh || !self->specs || now - self->specs_at_ms > 2000) {
+        kb_kernelspecs_destroy(&self->specs);
+        self->specs = kb_kernelspecs_discover(NULL, NULL);
+        self->specs_at_ms = now;
+    }
+    return self->specs;
+}
+
+static kb_kernelspec_t *s_find_spec(void *impl, const char *language, const char *kernel_name,
+                                    kb_error_t *err)
+{
+    kb_engine_t *self = impl;
+    const kb_kernelspecs_t *specs = kb_engine_specs(self, false);
+    const kb_kernelspec_t *spec
+        = kernel_name
+              ? kb_kernelspecs_find(specs, kernel_name)
+              : kb_kernelspecs_for_language(specs, language, (const char *const *)self->kernel_map);
+    kb_kernelspec_t *copy = spec ? kb_kernelspec_dup(spec) : NULL;
+    if (!copy) {
+        char *names = kb_kernelspecs_names(specs);
+        kb_error_set(err, KB_ERR_LANGUAGE_NOT_SUPPORTED, "no kernelspec for %s %s; installed: %s",
+                     kernel_name ? "kernel" : "language", kernel_name ? kernel_name : language,
+                     names && *names ? names : "none");
+        free(names);
+    }
+    return copy;
+}
+
+static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char *cwd,
+                             const json_t *env, uint64_t data_limit,
+                             const kb_kernel_callbacks_t *callbacks, void *arg, kb_error_t *err)
+{
+    kb_engine_t *self = impl;
+    const char *drop[] = { "KB_", NULL };
+    char **envp = kb_kernelspec_build_env(spec, environ, drop, env);
+    /* Deno's kernel, for one, cannot use ipc endpoints */
+    kb_kernelspec_quirks_t quirks = kb_kernelspec_quirks(spec);
+    kb_kernel_opts_t opts = {
+        .runtime_dir = self->kernel_dir ? self->kernel_dir : self->state_dir,
+        .ipc_dir = self->ipc_dir,
+        .serial = ++self->kernel_serial,
+        .transport = quirks.transport ? quirks.transport : self->config.transport,
+        .cwd = cwd,
+        .envp = envp,
+        .system_python = self->system_python,
+        .start_timeout = self->config.start_timeout,
+        .users = self->users,
+        .work_root = self->work_root,
+        .data_limit = data_limit,
+    };
+    char problem[512];
+    kb_kernel_t *kernel
+        = kb_kernel_new(self->loop, spec, &opts, callbacks, arg, problem, sizeof problem);
+    kb_strv_free(envp);
+    if (kernel)
+        kb_kernel_set_observer(kernel, kb_metrics_observer(self->metrics));
+    else {
+        kb_metrics_start_failed(self->metrics, spec->name);
+        kb_error_set(err, KB_ERR_KERNEL_START_FAILED, "%s", problem);
+    }
+    return kernel;
+}
+
+/*  A pool kernel's row: so that a next daemon finds it (and kills it)
+    when this one is killed. */
+static void s_pool_row(kb_engine_t *self, kb_kernel_t *kernel, bool present)
+{
+    if (!self->persist)
+        return;
+    char id[40];
+    snprintf(id, sizeof id, "pool-%d", (int)kb_kernel_pid(kernel));
+    if (!present) {
+        kb_persist_context_delete(self->persist, id);
+        return;
+    }
+    const kb_kernelspec_t *spec = kb_kernel_spec(kernel);
+    char *connection = json_dumps(kb_kernel_connection_info(kernel), JSON_COMPACT);
+    kb_db_context_t row = { .id = id,
+                            .kind = "pool",
+                            .language = spec->language,
+                            .kernel_name = spec->name,
+                            .connection = connection,
+                            .connection_file = kb_kernel_connection_file(kernel),
+                            .log_file = kb_kernel_log_file(kernel),
+                            .pid = kb_kernel_pid(kernel),
+                            .pid_start = kb_kernel_pid_start(kernel),
+                            .pgid = kb_kernel_pgid(kernel),
+                            .created_at = kb_now(),
+                            .last_activity_at = kb_now() };
+    kb_persist_context_put(self->persist, &row);
+    free(connection);
+}
+
+/*  The RLIMIT_DATA a pooled kernel of spec starts with: none when the
+    daemon can lower it when the kernel is taken (the kernel is of its own
+    uid), else the service's default memory limit, which a kernel of
+    another uid cannot be given afterwards. */
+static uint64_t s_pool_data_limit(const kb_engine_t *self, const kb_kernelspec_t *spec)
+{
+    if (!self->users || kb_kernelspec_quirks(spec).no_rlimit_data)
+        return 0;
+    return self->config.memory_limit > 0 ? (uint64_t)self->config.memory_limit : 0;
+}
+
+static kb_kernel_t *s_pool_launch(void *impl, const kb_kernelspec_t *spec, const char *cwd,
+                                  const json_t *env, uint64_t data_limit,
+                                  const kb_kernel_callbacks_t *callbacks, void *arg,
+                                  kb_error_t *err)
+{
+    (void)data_limit;
+    kb_kernel_t *kernel
+        = s_launch(impl, spec, cwd, env, s_pool_data_limit(impl, spec), callbacks, arg, err);
+    if (kernel)
+        s_pool_row(impl, kernel, true);
+    return kernel;
+}
+
+static void s_pool_retire(void *impl, kb_kernel_t *kernel, bool kill_now)
+{
+    s_pool_row(impl, kernel, false);
+    s_retire(impl, kernel, kill_now);
+}
+
+static kb_kernel_t *s_take_pooled(void *impl, const char *spec_name, uint64_t data_limit)
+{
+    kb_engine_t *self = impl;
+    const kb_kernelspec_t *spec = kb_kernelspecs_find(kb_engine_specs(self, false), spec_name);
+    if (self->users && data_limit && (!spec || data_limit != s_pool_data_limit(self, spec)))
+        return NULL; /* its limit could not be set: start one cold */
+    kb_kernel_t *kernel = kb_pool_take(self->pool, spec_name);
+    if (kernel)
+        s_pool_row(self, kernel, false); /* the context's row follows */
+    return kernel;
+}
+
+void kb_engine_context_add(kb_engine_t *self, kb_context_t *ctx)
+{
+    zhashx_insert(self->contexts, kb_context_id(ctx), ctx);
+    zhashx_insert(self->kernel_ids, kb_context_kernel_id(ctx), ctx);
+}
+
+void kb_engine_context_remove(kb_engine_t *self, kb_context_t *ctx)
+{
+    if (zhashx_lookup(self->contexts, kb_context_id(ctx)) == ctx)
+        zhashx_delete(self->contexts, kb_context_id(ctx));
+    if (zhashx_lookup(self->kernel_ids, kb_context_kernel_id(ctx)) == ctx)
+        zhashx_delete(self->kernel_ids, kb_context_kernel_id(ctx));
+}
+
+kb_context_t *kb_engine_context_find(kb_engine_t *self, const char *id)
+{
+    kb_context_t *ctx = zhashx_lookup(self->contexts, id);
+    return ctx ? ctx : zhashx_lookup(self->kernel_ids, id);
+}
+
+size_t kb_engine_kernel_count(kb_engine_t *self)
+{
+    return zhashx_size(self->contexts) + kb_pool_size(self->pool);
+}
+
+static bool s_has_room(void *impl)
+{
+    kb_engine_t *self = impl;
+    return kb_engine_kernel_count(self) < self->config.max_contexts;
+}
+
+size_t kb_engine_dying(const kb_engine_t *self)
+{
+    return zlistx_size(self->dying);
+}
+
+/* ---- making and unmaking --------------------------------------------------------- */
+
+static void s_context_changed(kb_context_t *ctx, void *arg)
+{
+    kb_restore_mark(arg, ctx);
+}
+
+static char *s_make_state_dir(const char *given, bool *own, kb_error_t *err)
+{
+    if (given) {
+        *own = false;
+        return strdup(given); /* made private and locked by kb_restore_open */
+    }
+    const char *base = getenv("XDG_RUNTIME_DIR");
+    if (!base || access(base, W_OK) != 0)
+        base = getenv("TMPDIR");
+    if (!base || !*base)
+        base = "/tmp";
+    char *path = zsys_sprintf("%s/kernelbridge-XXXXXX", base);
+    if (!mkdtemp(path)) {
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot create a state dir under %s: %s", base,
+                     strerror(errno));
+        free(path);
+        return NULL;
+    }
+    *own = true;
+    return path;
+}
+
+/*  sandbox id: configured, else KB_SANDBOX_ID, else kept in the state dir. */
+static char *s_sandbox_id(const char *configured, const char *state_dir, bool own)
+{
+    if (configured && *configured)
+        return strdup(configured);
+    const char *env = getenv("KB_SANDBOX_ID");
+    if (env && *env)
+        return strdup(env);
+    char *path = zsys_sprintf("%s/sandbox_id", state_dir);
+    char line[128] = "";
+    FILE *file = own ? NULL : fopen(path, "r");
+    if (file) {
+        if (!fgets(line, sizeof line, file))
+            line[0] = 0;
+        fclose(file);
+        line[strcspn(line, "\r\n")] = 0;
+    }
+    char *id = line[0] ? strdup(line) : kb_random_id("sb_");
+    if (!line[0] && !own && (file = fopen(path, "w"))) {
+        fprintf(file, "%s\n", id);
+        fclose(file);
+    }
+    free(path);
+    return id;
+}
+
+/*  Whether every dir above path lets others through (o+x): a kernel of
+    another uid must reach its connection file and its dir. 0, or -1
+    with err naming the first that does not. */
+static int s_check_reachable(const char *path, kb_error_t *err)
+{
+    char *copy = strdup(path);
+    for (char *slash = copy ? strrchr(copy, '/') : NULL; slash; slash = strrchr(copy, '/')) {
+        *slash = 0;
+        struct stat st;
+        const char *dir = slash == copy ? "/" : copy;
+        if (stat(dir, &st) == 0 && !(st.st_mode & S_IXOTH)) {
+            kb_error_set(err, KB_ERR_BAD_REQUEST,
+                         "kernels that run as other users cannot reach the state dir %s: %s is "
+                         "not searchable by others (chmod o+x, or choose another --state-dir)",
+                         path, dir);
+            free(copy);
+            return -1;
+        }
+        if (slash == copy)
+            break;
+    }
+    free(copy);
+    return 0;
+}
+
+/*  Kernels as other users: who they run as, and their way to their own
+    files. The dirs on the way (the state dir, kernels/, the ipc dir,
+    work/) become 0711, traversable but not listable, and hold nothing
+    the kernels may read but what is named from random bytes and given to
+    their uid; state.db, the lock and the kernels' logs stay 0600. In the
+    default mode the dirs are 0700. 0, or -1 with err (BAD_REQUEST). */
+static int s_kernel_users(kb_engine_t *self, const kb_service_config_t *config, kb_error_t *err)
+{
+    char problem[300];
+    bool range = config->kernel_uid_min || config->kernel_uid_max;
+    const char *dirs[] = { self->state_dir, self->kernel_dir, self->ipc_dir };
+    if (config->kernel_user && range) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST,
+                     "a kernel user and a kernel uid range exclude "
+                     "each other");
+        return -1;
+    }
+    if (!config->kernel_user && !range) {
+        for (size_t i = 0; i < 3; i++)
+            if (dirs[i])
+                chmod(dirs[i], 0700);
+        return 0;
+    }
+    self->users = config->kernel_user
+                      ? kb_kernel_users_new_user(config->kernel_user, problem, sizeof problem)
+                      : kb_kernel_users_new_range(config->kernel_uid_min, config->kernel_uid_max,
+                                                  problem, sizeof problem);
+    if (!self->users) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem);
+        return -1;
+    }
+    if (s_check_reachable(self->state_dir, err) != 0
+        || (self->ipc_dir && s_check_reachable(self->ipc_dir, err) != 0))
+        return -1;
+    self->work_root = zsys_sprintf("%s/work", self->state_dir);
+    struct stat st;
+    if (mkdir(self->work_root, 0711) != 0 && errno != EEXIST) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "cannot create %s: %s", self->work_root,
+                     strerror(errno));
+        return -1;
+    }
+    if (lstat(self->work_root, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s is not a dir of the daemon's own",
+                     self->work_root);
+        return -1;
+    }
+    for (size_t i = 0; i < 4; i++) {
+        const char *dir = i < 3 ? dirs[i] : self->work_root;
+        if (dir && chmod(dir, 0711) != 0) {
+            kb_error_set(err, KB_ERR_BAD_REQUEST, "cannot open %s to the kernels (0711): %s", dir,
+                         strerror(errno));
+            return -1;
+        }
+    }
+    zsys_info("kernels run as %s", kb_kernel_users_describe(self->users));
+    return 0;
+}
+
+static void s_default_config(kb_service_config_t *c)
+{
+    c->state_dir = c->sandbox_id = c->transport = c->system_python = NULL;
+    c->kernel_map = c->pool = NULL;
+    c->kernel_user = NULL;
+    if (c->interrupt_grace <= 0)
+        c->interrupt_grace = 2.0;
+    if (c->start_timeout <= 0)
+        c->start_timeout = 60;
+    if (c->completion_grace <= 0)
+        c->completion_grace = 3.0;
+    if (!c->max_contexts)
+        c->max_contexts = 64;
+    if (!c->max_code_bytes)
+        c->max_code_bytes = 8 << 20;
+    if (!c->max_output_bytes)
+        c->max_output_bytes = 64 << 20;
+    if (!c->max_processes)
+        c->max_processes = 1000;
+    if (!c->max_process_bytes)
+        c->max_process_bytes = (size_t)256 << 20;
+    if (!c->max_output_memory)
+        c->max_output_memory = (size_t)256 << 20;
+}
+
+kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
+{
+    kb_engine_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    self->config = *config;
+    s_default_config(&self->config);
+    self->config.transport
+        = config->transport && strcmp(config->transport, "tcp") == 0 ? "tcp" : "ipc";
+    self->system_python = strdup(config->system_python ? config->system_python : KB_SYSTEM_PYTHON);
+    size_t maps = 0;
+    while (config->kernel_map && config->kernel_map[maps])
+        maps++;
+    self->kernel_map = calloc(maps + 1, sizeof(char *));
+    for (size_t i = 0; i < maps; i++)
+        self->kernel_map[i] = strdup(config->kernel_map[i]);
+    kb_timer_init(&self->stop_timer);
+    kb_timer_init(&self->cull_timer);
+    self->contexts = zhashx_new();
+    self->kernel_ids = zhashx_new();
+    self->gone = zlistx_new();
+    self->vanished = zhashx_new();
+    zhashx_set_destructor(self->vanished, (zhashx_destructor_fn *)zstr_free);
+    zhashx_set_duplicator(self->vanished, (zhashx_duplicator_fn *)strdup);
+    self->vanished_order = zlistx_new();
+    self->vanished_kernels = zhashx_new();
+    zhashx_set_destructor(self->vanished_kernels, (zhashx_destructor_fn *)zstr_free);
+    zhashx_set_duplicator(self->vanished_kernels, (zhashx_duplicator_fn *)strdup);
+    self->default_generations = zhashx_new();
+    zlistx_set_destructor(self->vanished_order, (zlistx_destructor_fn *)zstr_free);
+    zlistx_set_duplicator(self->vanished_order, (zlistx_duplicator_fn *)strdup);
+    self->dying = zlistx_new();
+    self->reap = zlistx_new();
+    self->lock_fd = -1;
+    self->dirty_contexts = zhashx_new();
+    self->loop = kb_loop_new();
+    self->metrics = kb_metrics_new();
+    if (!self->metrics) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        goto fail;
+    }
+    if (!self->loop) {
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot create an epoll set: %s", strerror(errno));
+        goto fail;
+    }
+
+    self->state_dir = s_make_state_dir(config->state_dir, &self->own_state_dir, err);
+    if (!self->state_dir)
+        goto fail;
+    if (!self->own_state_dir) {
+        if (kb_restore_open(self, err) != 0)
+            goto fail;
+    } else if (strcmp(self->config.transport, "ipc") == 0) {
+        /*  Short on purpose: xeus-based kernels refuse ipc endpoints longer
+            than 31 characters, and a state dir can be any length. */
+        self->ipc_dir = strdup("/tmp/kbXXXXXX");
+        if (!mkdtemp(self->ipc_dir)) {
+            kb_error_set(err, KB_ERR_INTERNAL, "cannot create a socket dir in /tmp: %s",
+                         strerror(errno));
+            free(self->ipc_dir);
+            self->ipc_dir = NULL;
+            goto fail;
+        }
+    }
+    if (s_kernel_users(self, config, err) != 0)
+        goto fail;
+    self->sandbox_id = s_sandbox_id(config->sandbox_id, self->state_dir, self->own_state_dir);
+    self->started_at = kb_now();
+
+    self->launcher = (kb_kernel_source_t){ .impl = self,
+                                           .launch = s_launch,
+                                           .retire = s_retire,
+                                           .take_pooled = s_take_pooled,
+                                           .find_spec = s_find_spec,
+                                           .has_room = s_has_room };
+    self->pool_launcher = self->launcher;
+    self->pool_launcher.launch = s_pool_launch;
+    self->pool_launcher.retire = s_pool_retire;
+    self->pool_launcher.take_pooled = NULL;
+    if (kb_limits_validate(config->memory_limit, config->pids_limit, err) != 0)
+        goto fail; /* BAD_REQUEST: a refused configuration */
+    self->limits = kb_limits_new(self->loop, self->config.interrupt_grace);
+    if (!self->limits) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        goto fail;
+    }
+    self->run_settings = (kb_run_settings_t){
+        .loop = self->loop,
+        .sandbox_id = self->sandbox_id,
+        .interrupt_grace = self->config.interrupt_grace,
+        .completion_grace = self->config.completion_grace,
+        .max_output_bytes = self->config.max_output_bytes,
+        .metrics = self->metrics,
+    };
+    self->context_env = (kb_context_env_t){ .launcher = &self->launcher,
+                                            .run_settings = &self->run_settings,
+                                            .limits = self->limits,
+                                            .sandbox_id = self->sandbox_id,
+                                            .gone = kb_dispatch_context_gone,
+                                            .changed = s_context_changed,
+                                            .gone_arg = self };
+    self->procs = kb_procstore_new(self->loop, self->config.max_processes,
+                                   self->config.max_process_bytes, self->config.max_output_memory);
+    self->pool = kb_pool_new(config->pool, &self->pool_launcher, self->loop, err);
+    if (!self->procs || !self->pool)
+        goto fail;
+    if (!self->own_state_dir && kb_restore_run(self, err) != 0)
+        goto fail;
+    return self;
+fail:
+    kb_engine_destroy(&self);
+    return NULL;
+}
+
+void kb_engine_destroy(kb_engine_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    kb_engine_t *self = *self_p;
+    *self_p = NULL;
+    assert(!self->contexts || zhashx_size(self->contexts) == 0);
+    kb_restore_close(self);
+    zhashx_destroy(&self->contexts);
+    zhashx_destroy(&self->kernel_ids);
+    zhashx_destroy(&self->dirty_contexts);
+    zlistx_destroy(&self->gone);
+    zhashx_destroy(&self->vanished);
+    zlistx_destroy(&self->vanished_order);
+    zhashx_destroy(&self->vanished_kernels);
+    zhashx_destroy(&self->default_generations);
+    zlistx_destroy(&self->dying);
+    zlistx_destroy(&self->reap);
+    kb_procstore_destroy(&self->procs);
+    kb_pool_destroy(&self->pool);
+    kb_limits_destroy(&self->limits);
+    kb_kernelspecs_destroy(&self->specs);
+    kb_loop_destroy(&self->loop);
+    kb_kernel_users_destroy(&self->users);
+    if (self->own_state_dir && self->work_root)
+        rmdir(self->work_root);
+    if (self->own_state_dir && self->state_dir)
+        rmdir(self->state_dir);
+    if (self->ipc_dir)
+        rmdir(self->ipc_dir); /* fails, as it should, while kept kernels listen there */
+    free(self->ipc_dir);
+    free(self->kernel_dir);
+    free(self->work_root);
+    free(self->state_dir);
+    free(self->sandbox_id);
+    free(self->system_python);
+    kb_strv_free(self->kernel_map);
+    kb_metrics_destroy(&self->metrics); /* after every kernel: they report to it */
+    free(self);
+}
+
+/* ---- starting and stopping ------------------------------------------------------- */
+
+/*  Culling (Jupyter Server's cull_idle_timeout, cull_connected false):
+    a context idle (kb_context_idle_for) for the timeout is deleted and
+    vanishes with why. Default contexts too: they start afresh on next
+    use. Looked for every tenth of the timeout (0.1 s to 10 s). */
+static void s_cull(kb_timer_t *timer, void *arg)
+{
+    (void)timer;
+    kb_engine_t *self = arg;
+    double timeout = self->config.cull_idle_timeout;
+    if (self->stopping || timeout <= 0)
+        return;
+    double now = kb_now();
+    zlistx_t *all = zhashx_values(self->contexts);
+    for (kb_context_t *ctx = all ? zlistx_first(all) : NULL; ctx; ctx = zlistx_next(all)) {
+        if (kb_context_isolated(ctx) || kb_context_idle_for(ctx, now) < timeout)
+            continue;
+        char why[64];
+        snprintf(why, sizeof why, "culled after %g s idle", timeout);
+        zsys_info("context %s: %s", kb_context_id(ctx), why);
+        kb_context_cull(ctx, why); /* out of contexts now, freed at the end of the turn */
+    }
+    zlistx_destroy(&all);
+}
+
+void kb_engine_start(kb_engine_t *self)
+{
+    kb_pool_start(self->pool);
+    double timeout = self->config.cull_idle_timeout;
+    if (timeout > 0) {
+        double every = timeout / 10 < 0.1 ? 0.1 : timeout / 10 > 10 ? 10 : timeout / 10;
+        size_t ms = kb_loop_delay_ms(every);
+        kb_timer_start(self->loop, &self->cull_timer, ms, ms, s_cull, self);
+    }
+}
+
+void kb_engine_stop_begin(kb_engine_t *self)
+{
+    self->stopping = true;
+    kb_timer_stop(&self->cull_timer);
+    kb_pool_stop(self->pool);
+    zlistx_t *all = zhashx_values(self->contexts);
+    for (kb_context_t *ctx = zlistx_first(all); ctx; ctx = zlistx_next(all)) {
+        /* kept kernels keep their rows, written as they are now */
+        if (self->config.keep_kernels && self->persist && !kb_context_isolated(ctx)) {
+            kb_restore_keep(self, ctx);
+            kb_context_release(ctx);
+        } else {
+            kb_restore_forget(self, ctx);
+            kb_context_stop(ctx);
+        }
+        kb_engine_context_remove(self, ctx);
+        zlistx_add_end(self->gone, ctx);
+    }
+    zlistx_destroy(&all);
+}
+
+void kb_engine_destroy_all(kb_engine_t *self)
+{
+    if (!self->stopping)
+        kb_engine_stop_begin(self);
+    kb_kernel_t *kernel;
+    while ((kernel = zlistx_detach(self->dying, NULL)))
+        kb_kernel_destroy(&kernel);
+    kb_loop_flush(self->loop); /* what was deferred: freeing runs, contexts, kernels */
+    s_reap(self);
+    kb_context_t *ctx;
+    while ((ctx = zlistx_detach(self->gone, NULL)))
+        kb_context_destroy(&ctx);
+}

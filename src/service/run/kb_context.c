@@ -1,0 +1,890 @@
+/*  kb_context.c - a context's kernel, its readiness and its run queue.
+    Engine thread only.
+*/
+#include "service/run/kb_context.h"
+
+#include <assert.h>
+#include <ctype.h>
+#include <czmq.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <signal.h>
+
+#include "kernel/kb_proctree.h"
+#include "service/run/kb_adapter.h"
+#include "service/jupyter/kb_hub.h"
+#include "service/run/kb_execution.h"
+#include "util/kb_buf.h"
+#include "util/kb_clock.h"
+
+struct kb_context {
+    const kb_context_env_t *env;
+    kb_kernelspec_t *spec; /* what its kernels are started from */
+    char *id;
+    char kernel_id[KB_UUID_LEN + 1]; /* its name in Jupyter's API: a UUID named by the sandbox
+                                        and id, the same after a restart */
+    char *language;
+    char *cwd;       /* as given at creation, or NULL: the kernel's own (the daemon's) */
+    char *start_dir; /* absolute: cwd resolved, or the daemon's working directory */
+    json_t *kernel_env;
+    bool is_default;
+    bool isolated;
+    bool ready; /* the kernel answered and its cwd/env (from the pool) are applied */
+    bool over;  /* gone was called */
+    kb_kernel_t *kernel;
+    double created_at;
+    double last_activity_at;
+    double ready_at; /* its kernel last became ready: idle time starts no sooner */
+    long long execution_count;
+    long long generation; /* 1 at creation, +1 each time its kernel is replaced */
+    zlistx_t *queue;      /* kb_run_t * waiting, FIFO */
+    kb_run_t *running;
+    zlistx_t *held;        /* kb_call_t * answered when the kernel is ready */
+    kb_execution_t *setup; /* applying cwd/env to a kernel taken from the pool */
+    char setup_msg_id[96];
+    bool adopted;   /* its kernel was taken over after a daemon restart */
+    bool attached;  /* a kernel this daemon did not start (connection_info) */
+    bool barrier;   /* adopted: the shell may still run the old daemon's cell */
+    bool attaching; /* attached by a request now (not restored), not answered yet */
+    char barrier_msg_id[96];
+    long long memory_limit, pids_limit; /* 0: none */
+    kb_watch_t *watch;                  /* the kernel's tree; NULL for an attached kernel */
+    char limit_why[300];                /* why the kernel was killed over a limit, or "" */
+    kb_hub_t *hub;                      /* websocket clients of its channels, or NULL */
+};
+
+static void s_on_ready(kb_kernel_t *kernel, void *arg);
+static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg);
+static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg);
+static void s_on_exited(kb_kernel_t *kernel, void *arg);
+
+static const kb_kernel_callbacks_t s_kernel_callbacks = {
+    .ready = s_on_ready,
+    .start_failed = s_on_start_failed,
+    .message = s_on_message,
+    .exited = s_on_exited,
+};
+
+/* ---- identity ------------------------------------------------------------------ */
+
+const char *kb_context_id(const kb_context_t *self)
+{
+    return self->id;
+}
+
+const char *kb_context_kernel_id(const kb_context_t *self)
+{
+    return self->kernel_id;
+}
+
+void kb_context_kernel_id_of(const char *sandbox_id, const char *id, char *out)
+{
+    char *name = sandbox_id ? zsys_sprintf("kernelbridge/%s/%s", sandbox_id, id) : NULL;
+    if (name)
+        kb_uuid_from(name, out);
+    else
+        out[0] = '\0';
+    free(name);
+}
+
+const char *kb_context_language(const kb_context_t *self)
+{
+    return self->language;
+}
+
+const char *kb_context_kernel_name(const kb_context_t *self)
+{
+    return self->spec->name;
+}
+
+bool kb_context_is_default(const kb_context_t *self)
+{
+    return self->is_default;
+}
+
+bool kb_context_isolated(const kb_context_t *self)
+{
+    return self->isolated;
+}
+
+bool kb_context_ready(const kb_context_t *self)
+{
+    return self->ready;
+}
+
+double kb_context_created_at(const kb_context_t *self)
+{
+    return self->created_at;
+}
+
+long long kb_context_generation(const kb_context_t *self)
+{
+    return self->generation;
+}
+
+json_t *kb_context_identity(const kb_context_t *self)
+{
+    return json_pack("{s:s, s:s, s:s, s:I}", "sandbox_id", self->env->sandbox_id, "context_id",
+                     self->id, "language", self->language, "generation",
+                     (json_int_t)self->generation);
+}
+
+static const char *s_state(const kb_context_t *self)
+{
+    if (!self->kernel)
+        return "dead";
+    kb_kernel_state_t state = kb_kernel_state(self->kernel);
+    if (state == KB_KERNEL_STARTING)
+        return "starting";
+    if (state == KB_KERNEL_DEAD || state == KB_KERNEL_DYING)
+        return "dead";
+    return self->running || self->barrier || (self->hub && kb_hub_busy(self->hub)) ? "busy"
+                                                                                   : "idle";
+}
+
+const char *kb_context_state(const kb_context_t *self)
+{
+    return s_state(self);
+}
+
+/*  The kernel's effective working directory (SPEC section 3, never null):
+    its process's now when /proc/<pid>/cwd is readable, else where it was
+    started; an attached kernel (no pid) gets the daemon's, the best known.
+    Into buf, or a string of self. */
+static const char *s_effective_cwd(const kb_context_t *self, char *buf, size_t len)
+{
+    kb_kernel_t *kernel = self->kernel;
+    pid_t pid = kernel ? kb_kernel_pid(kernel) : 0;
+    if (pid > 0 && kb_kernel_state(kernel) != KB_KERNEL_DEAD && kb_proc_cwd(pid, buf, len) == 0)
+        return buf;
+    if (!self->cwd && kernel && kb_kernel_work_dir(kernel))
+        return kb_kernel_work_dir(kernel);
+    return self->start_dir;
+}
+
+/*  Where a kernel starts (kb_launch: in cwd, relative to the daemon's
+    directory, else in the daemon's), absolute. Caller owns it; NULL: OOM. */
+static char *s_start_dir(const char *cwd)
+{
+    char here[PATH_MAX], *resolved;
+    if (cwd && *cwd && (resolved = realpath(cwd, NULL)))
+        return resolved;
+    if (!getcwd(here, sizeof here))
+        snprintf(here, sizeof here, "/");
+    if (!cwd || !*cwd)
+        return strdup(here);
+    if (*cwd == '/')
+        return strdup(cwd);
+    return kb_buf_sprintf("%s%s%s", here, strcmp(here, "/") ? "/" : "", cwd);
+}
+
+json_t *kb_context_json(const kb_context_t *self)
+{
+    char created[40], active[40];
+    kb_iso_time(self->created_at, created, sizeof created);
+    kb_iso_time(self->last_activity_at, active, sizeof active);
+    kb_kernel_t *kernel = self->kernel;
+    json_t *json = kb_context_identity(self);
+    json_object_set_new(json, "kernel_name", json_string(self->spec->name));
+    json_object_set_new(json, "kernel_id", json_string(self->kernel_id));
+    json_object_set_new(json, "connections",
+                        json_integer(self->hub ? (json_int_t)kb_hub_count(self->hub) : 0));
+    json_object_set_new(json, "dropped_messages",
+                        json_integer(kernel ? (json_int_t)kb_kernel_dropped(kernel) : 0));
+    char cwd[PATH_MAX];
+    json_object_set_new(json, "cwd", json_string(s_effective_cwd(self, cwd, sizeof cwd)));
+    json_object_set_new(json, "state", json_string(s_state(self)));
+    json_object_set_new(json, "created_at", json_string(created));
+    json_object_set_new(json, "last_activity_at", json_string(active));
+    json_object_set_new(json, "execution_count", json_integer(self->execution_count));
+    /* null: no kernel, or one this daemon did not start (attached) */
+    json_object_set_new(json, "pid",
+                        kernel && kb_kernel_pid(kernel) > 0 ? json_integer(kb_kernel_pid(kernel))
+                                                            : json_null());
+    json_object_set_new(json, "default", json_boolean(self->is_default));
+    json_object_set_new(
+        json, "heartbeat",
+        json_string(kernel && kb_kernel_heartbeat_misses(kernel) > 1 ? "late" : "ok"));
+    json_object_set_new(json, "memory_limit",
+                        self->memory_limit ? json_integer(self->memory_limit) : json_null());
+    json_object_set_new(json, "pids_limit",
+                        self->pids_limit ? json_integer(self->pids_limit) : json_null());
+    json_t *resources = json_null();
+    if (self->watch) {
+        kb_usage_t usage;
+        kb_watch_usage(self->watch, &usage);
+        resources = json_pack("{s:I, s:f, s:i}", "memory_bytes", (json_int_t)usage.memory_bytes,
+                              "cpu_time_s", (double)(long long)(usage.cpu_time_s * 1e3) / 1e3,
+                              "pids", (int)usage.pids);
+    }
+    json_object_set_new(json, "resources", resources);
+    return json;
+}
+
+/* ---- the run queue -------------------------------------------------------------- */
+
+static void s_changed(kb_context_t *self)
+{
+    if (self->env->changed && !self->over)
+        self->env->changed(self, self->env->gone_arg);
+}
+
+/*  The run in progress ends: what it cost the kernel's tree. */
+static void s_meter(kb_run_t *run, kb_resources_t *out, void *arg)
+{
+    (void)run;
+    kb_context_t *self = arg;
+    if (self->watch)
+        kb_watch_run_end(self->watch, out);
+}
+
+static bool s_in_queue(const void *run, void *arg)
+{
+    kb_context_t *self = arg;
+    return zlistx_find(self->queue, (void *)run) != NULL;
+}
+
+static void s_pump(kb_context_t *self)
+{
+    if (!self->ready || self->running || !self->kernel || self->over || self->barrier)
+        return;
+    if (self->hub && kb_hub_pump(self->hub, self->kernel, s_in_queue, self))
+        return; /* a websocket client's execute is out: runs wait */
+    kb_run_t *run = zlistx_detach(self->queue, NULL);
+    if (!run)
+        return;
+    self->running = run;
+    self->last_activity_at = kb_now();
+    if (self->watch)
+        kb_run_set_meter(run, s_meter);
+    kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_START, .kernel = self->kernel });
+    /*  Measured once the request is out: the kernel reads it meanwhile
+        (CPU comes in clock ticks, so the few microseconds do not show). */
+    if (self->watch && self->running == run)
+        kb_watch_run_start(self->watch);
+}
+
+static void s_over(kb_context_t *self, const char *why, bool vanished);
+
+static void s_on_run_ended(kb_run_t *run, long long execution_count, void *arg)
+{
+    kb_context_t *self = arg;
+    if (run != self->running) {
+        void *handle = zlistx_find(self->queue, run);
+        if (handle)
+            zlistx_detach(self->queue, handle);
+        return;
+    }
+    self->running = NULL;
+    if (execution_count >= 0)
+        self->execution_count = execution_count;
+    self->last_activity_at = kb_now();
+    s_changed(self);
+    if (self->isolated)
+        s_over(self, "isolated run finished", false);
+    else
+        s_pump(self);
+}
+
+void kb_context_enqueue(kb_context_t *self, kb_run_t *run)
+{
+    kb_run_set_owner(run, s_on_run_ended, self);
+    zlistx_add_end(self->queue, run);
+    s_pump(self);
+}
+
+/*  End every queued run with the same event. */
+static void s_end_queued(kb_context_t *self, const kb_run_event_t *event)
+{
+    kb_run_t *run;
+    while ((run = zlistx_detach(self->queue, NULL)))
+        kb_run_apply(run, event);
+}
+
+/*  Take the run in progress off the kernel and end it with event. */
+static void s_end_running(kb_context_t *self, const kb_run_event_t *event)
+{
+    kb_run_t *run = self->running;
+    self->running = NULL;
+    if (run)
+        kb_run_apply(run, event);
+}
+
+/* ---- limits ---------------------------------------------------------------------- */
+
+static void s_on_limit(kb_watch_t *watch, kb_watch_event_t event, const kb_watch_info_t *info,
+                       void *arg)
+{
+    (void)watch;
+    kb_context_t *self = arg;
+    zsys_warning("context %s: %s", self->id, info->text);
+    static const kb_run_limit_t limits[] = {
+        [KB_WATCH_OVER_MEMORY] = KB_RUN_LIMIT_MEMORY,
+        [KB_WATCH_KILL] = KB_RUN_LIMIT_MEMORY_KILL,
+        [KB_WATCH_OVER_PIDS] = KB_RUN_LIMIT_PIDS,
+        [KB_WATCH_UNDER] = KB_RUN_LIMIT_UNDER,
+    };
+    kb_run_event_t run_event = {
+        .type = KB_RUN_EV_LIMIT, .limit = limits[event], .note = info->text, .text = info->value
+    };
+    if (self->running)
+        kb_run_apply(self->running, &run_event);
+    else if (self->hub && kb_hub_busy(self->hub) && self->kernel
+             && (event == KB_WATCH_OVER_MEMORY || event == KB_WATCH_OVER_PIDS))
+        kb_kernel_interrupt(self->kernel); /* a websocket client's cell: its own error tells */
+    if (event != KB_WATCH_KILL || !self->kernel)
+        return;
+    snprintf(self->limit_why, sizeof self->limit_why,
+             "it exceeded its memory limit of %lld bytes (peak %llu bytes); its kernel was killed",
+             self->memory_limit, (unsigned long long)info->peak_bytes);
+    if (kb_kernel_state(self->kernel) != KB_KERNEL_DEAD) {
+        kb_kernel_apply(self->kernel, KB_KEV_SHUTDOWN);
+        kb_kernel_signal(self->kernel, SIGKILL); /* its exit ends the run, and the context */
+    }
+}
+
+/*  The RLIMIT_DATA of the context's kernel: its memory limit, unless its
+    kernelspec opts out. 0: none. */
+static uint64_t s_data_limit(const kb_context_t *self)
+{
+    if (self->memory_limit <= 0 || kb_kernelspec_quirks(self->spec).no_rlimit_data)
+        return 0;
+    return (uint64_t)self->memory_limit;
+}
+
+/*  Watch the kernel's tree (one this daemon started). set_rlimit: the
+    kernel did not get its RLIMIT_DATA at launch (one from the pool). */
+static void s_watch_start(kb_context_t *self, bool set_rlimit)
+{
+    pid_t pid = self->kernel && !self->attached ? kb_kernel_pid(self->kernel) : 0;
+    if (!self->env->limits || pid <= 0)
+        return;
+    self->watch = kb_watch_new(self->env->limits, pid, self->memory_limit, self->pids_limit,
+                               set_rlimit && s_data_limit(self), s_on_limit, self);
+    if (!self->watch)
+        zsys_warning("context %s: out of memory for its watch: its limits are not enforced",
+                     self->id);
+}
+
+static void s_retire_kernel(kb_context_t *self, bool kill_now)
+{
+    kb_watch_destroy(&self->watch);
+    if (self->kernel)
+        self->env->launcher->retire(self->env->launcher->impl, self->kernel, kill_now);
+    self->kernel = NULL;
+}
+
+/*  The context is over: held calls fail, queued runs end unstarted, the
+    kernel is killed, and the owner is told. */
+static void s_over(kb_context_t *self, const char *why, bool vanished)
+{
+    assert(!self->over);
+    self->over = true;
+    kb_call_t *call;
+    while ((call = zlistx_detach(self->held, NULL)))
+        kb_call_fail(call, KB_ERR_KERNEL_START_FAILED, "%s", why);
+    s_end_queued(self, &(kb_run_event_t){ .type = KB_RUN_EV_CONTEXT_GONE, .why = why });
+    s_retire_kernel(self, true);
+    if (self->hub)
+        kb_hub_kernel_gone(self->hub, "dead");
+    kb_hub_destroy(&self->hub, why);
+    self->env->gone(self, why, vanished, self->env->gone_arg);
+}
+
+/* ---- kernel callbacks --------------------------------------------------------- */
+
+static void s_became_ready(kb_context_t *self)
+{
+    self->ready = true;
+    self->ready_at = kb_now();
+    kb_call_t *call;
+    while ((call = zlistx_detach(self->held, NULL))) {
+        call->result = kb_context_json(self);
+        call->rc = 0;
+        kb_call_answer(call);
+    }
+    for (kb_run_t *run = zlistx_first(self->queue); run; run = zlistx_next(self->queue))
+        kb_run_answer_call(run);
+    s_pump(self);
+}
+
+/*  An adopted kernel answered on control; its shell may still be busy with
+    the cell the old daemon sent, whose reply goes to a socket that is gone.
+    A kernel_info_request on shell is answered after that cell: until then
+    the context is busy and runs wait. */
+static void s_send_barrier(kb_context_t *self)
+{
+    self->barrier = kb_kernel_send(self->kernel, KB_CHANNEL_SHELL, "kernel_info_request",
+                                   json_object(), self->barrier_msg_id, sizeof self->barrier_msg_id)
+                    == 0;
+}
+
+static void s_on_ready(kb_kernel_t *kernel, void *arg)
+{
+    kb_context_t *self = arg;
+    self->attaching = false;
+    if (self->adopted)
+        s_send_barrier(self);
+    s_changed(self);
+    s_became_ready(self);
+}
+
+static void s_start_failed(kb_context_t *self, const char *why)
+{
+    zsys_warning("context %s: kernel %s failed to start: %s", self->id, self->spec->name, why);
+    self->over = true;
+    kb_call_t *call;
+    while ((call = zlistx_detach(self->held, NULL))) {
+        if (self->attaching)
+            kb_call_fail(call, KB_ERR_BAD_REQUEST,
+                         "connection_info: the kernel did not answer (%s): its key or ports are "
+                         "not usable",
+                         why);
+        else
+            kb_call_fail(call, KB_ERR_KERNEL_START_FAILED, "kernel %s failed to start: %s",
+                         self->spec->name, why);
+    }
+    s_end_queued(self, &(kb_run_event_t){ .type = KB_RUN_EV_START_FAILED, .why = why });
+    s_retire_kernel(self, true);
+    self->env->gone(self, why, false, self->env->gone_arg); /* it never lived */
+}
+
+static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg)
+{
+    kb_context_t *self = arg;
+    if (!self->adopted || self->attaching) {
+        s_start_failed(self, why);
+        return;
+    }
+    /*  It lived before the restart: it vanishes, and says why. */
+    char text[700];
+    snprintf(text, sizeof text,
+             "its kernel (pid %d) did not answer after the daemon restarted (%s); it was killed",
+             (int)kb_kernel_pid(kernel), why);
+    zsys_warning("context %s: %s", self->id, text);
+    s_over(self, text, true);
+}
+
+/*  The reply to the cwd/env snippet sent to a kernel taken from the pool:
+    the context is ready, or it failed as a start would have. */
+static void s_on_setup_reply(kb_context_t *self, const kb_msg_t *msg)
+{
+    kb_execution_fold_shell(self->setup, msg);
+    kb_result_t *applied = kb_execution_finish(self->setup, KB_REASON_EXITED, 0, NULL, NULL);
+    kb_execution_destroy(&self->setup);
+    if (applied->error) {
+        char why[600];
+        snprintf(why, sizeof why, "cannot apply the context's cwd/env: %s: %s",
+                 applied->error->name, applied->error->value);
+        kb_result_destroy(&applied);
+        s_start_failed(self, why);
+        return;
+    }
+    kb_result_destroy(&applied);
+    s_became_ready(self);
+}
+
+static void s_route(kb_context_t *self, kb_channel_t channel, const kb_msg_t *msg)
+{
+    if (self->setup) {
+        if (channel == KB_CHANNEL_SHELL && strcmp(msg->parent_msg_id, self->setup_msg_id) == 0)
+            s_on_setup_reply(self, msg);
+        return;
+    }
+    if (self->barrier) {
+        if (channel == KB_CHANNEL_SHELL && strcmp(msg->parent_msg_id, self->barrier_msg_id) == 0) {
+            self->barrier = false;
+            s_pump(self);
+        }
+        return; /* the old daemon's cell: nobody waits for it */
+    }
+    if (self->running && kb_run_owns_message(self->running, msg))
+        kb_run_apply(
+            self->running,
+            &(kb_run_event_t){ .type = KB_RUN_EV_MESSAGE, .channel = channel, .msg = msg });
+}
+
+static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg)
+{
+    (void)kernel;
+    kb_context_t *self = arg;
+    bool client_done = self->hub && kb_hub_message(self->hub, channel, msg);
+    s_route(self, channel, msg);
+    if (client_done)
+        s_pump(self); /* a websocket client's execute ended: the queue goes on */
+}
+
+static void s_on_exited(kb_kernel_t *kernel, void *arg)
+{
+    kb_context_t *self = arg;
+    kb_watch_info_t oom;
+    if (self->watch && !self->limit_why[0] && kb_watch_oom_killed(self->watch, &oom))
+        s_on_limit(self->watch, KB_WATCH_KILL, &oom, self); /* the kernel's OOM killer did it */
+    char why[320];
+    snprintf(why, sizeof why, "%s",
+             self->limit_why[0] ? self->limit_why : kb_kernel_exit_text(kernel));
+    s_end_running(self, &(kb_run_event_t){ .type = KB_RUN_EV_KERNEL_EXITED, .kernel = kernel });
+    s_retire_kernel(self, true); /* dead: freed at the end of the turn */
+    s_over(self, why, true);
+}
+
+/* ---- creation ------------------------------------------------------------------ */
+
+/*  Take a warm kernel. Its cwd/env, when the context has them, are applied
+    through the language's adapter before it counts as ready; a language
+    with no adapter starts cold instead. */
+static bool s_take_pooled(kb_context_t *self)
+{
+    bool has_env = self->kernel_env && json_object_size(self->kernel_env) > 0;
+    bool setup = self->cwd || has_env;
+    const kb_kernel_source_t *launcher = self->env->launcher;
+    if ((setup && !kb_adapter_supported(self->language)) || !launcher->take_pooled)
+        return false;
+    char *code = setup ? kb_adapter_apply_code(self->language, self->cwd, self->kernel_env) : NULL;
+    if (setup && !code)
+        return false; /* out of memory for the snippet: start cold */
+    kb_kernel_t *kernel
+        = launcher->take_pooled(launcher->impl, self->spec->name, s_data_limit(self));
+    if (!kernel) {
+        free(code);
+        return false;
+    }
+    kb_kernel_set_callbacks(kernel, &s_kernel_callbacks, self);
+    self->kernel = kernel;
+    s_watch_start(self, true);
+    s_changed(self);
+    if (!setup) {
+        self->ready = true;
+        return true;
+    }
+    int rc = kb_kernel_execute(kernel, code, true, self->setup_msg_id, sizeof self->setup_msg_id);
+    free(code);
+    kb_execution_opts_t opts = { 0 };
+    self->setup = rc == 0 ? kb_execution_new(self->setup_msg_id, &opts, NULL, NULL) : NULL;
+    return true; /* a failed send means a dead kernel: its exit is reported */
+}
+
+static int s_start_kernel(kb_context_t *self, kb_error_t *err)
+{
+    const kb_kernel_source_t *launcher = self->env->launcher;
+    self->ready = false;
+    self->kernel = launcher->launch(launcher->impl, self->spec, self->cwd, self->kernel_env,
+                                    s_data_limit(self), &s_kernel_callbacks, self, err);
+    if (!self->kernel)
+        return -1;
+    self->limit_why[0] = 0;
+    s_watch_start(self, false);
+    s_changed(self); /* recorded while it starts: a crash now leaves no orphan */
+    return 0;
+}
+
+/*  A context without a kernel: what every one has, from opts. NULL with
+    err (out of memory). */
+static kb_context_t *s_alloc(const kb_context_env_t *env, const kb_kernelspec_t *spec,
+                             const kb_context_opts_int_t *opts, kb_error_t *err)
+{
+    kb_context_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    self->env = env;
+    self->spec = kb_kernelspec_dup(spec);
+    self->id = strdup(opts->id);
+    kb_context_kernel_id_of(env->sandbox_id, opts->id, self->kernel_id);
+    self->language = strdup(opts->language ? opts->language : spec->language);
+    for (char *p = self->language; p && *p; p++)
+        *p = (char)tolower((unsigned char)*p);
+    self->cwd = opts->cwd ? strdup(opts->cwd) : NULL;
+    self->start_dir = s_start_dir(opts->cwd);
+    self->kernel_env = opts->env ? json_deep_copy(opts->env) : NULL;
+    self->is_default = opts->is_default;
+    self->isolated = opts->isolated;
+    self->attached = opts->attached;
+    self->generation = opts->generation > 0 ? opts->generation : 1;
+    self->memory_limit = opts->memory_limit;
+    self->pids_limit = opts->pids_limit;
+    self->created_at = self->last_activity_at = kb_now();
+    self->queue = zlistx_new();
+    self->held = zlistx_new();
+    if (!self->spec || !self->id || !self->kernel_id[0] || !self->language || !self->queue
+        || !self->held || !self->start_dir || (opts->cwd && !self->cwd)) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        kb_context_destroy(&self);
+        return NULL;
+    }
+    return self;
+}
+
+kb_context_t *kb_context_new(const kb_context_env_t *env, const kb_kernelspec_t *spec,
+                             const kb_context_opts_int_t *opts, kb_error_t *err)
+{
+    kb_context_t *self = s_alloc(env, spec, opts, err);
+    if (!self)
+        return NULL;
+    if (!s_take_pooled(self) && s_start_kernel(self, err) != 0) {
+        kb_context_destroy(&self);
+        return NULL;
+    }
+    return self;
+}
+
+void kb_context_destroy(kb_context_t **self_p)
+{
+    if (!self_p || !*self_p)
+        return;
+    kb_context_t *self = *self_p;
+    *self_p = NULL;
+    assert(!self->kernel && !self->running && !self->watch);
+    assert(!self->queue || zlistx_size(self->queue) == 0);
+    kb_hub_destroy(&self->hub, "the service stopped");
+    zlistx_destroy(&self->queue);
+    zlistx_destroy(&self->held);
+    kb_execution_destroy(&self->setup);
+    kb_kernelspec_destroy(&self->spec);
+    json_decref(self->kernel_env);
+    free(self->id);
+    free(self->language);
+    free(self->cwd);
+    free(self->start_dir);
+    free(self);
+}
+
+/* ---- operations ------------------------------------------------------------------ */
+
+void kb_context_hold_call(kb_context_t *self, kb_call_t *call)
+{
+    if (self->ready) {
+        call->result = kb_context_json(self);
+        call->rc = 0;
+        kb_call_answer(call);
+    } else
+        zlistx_add_end(self->held, call);
+}
+
+void kb_context_interrupt(kb_context_t *self)
+{
+    if (!self->kernel || !self->ready)
+        return;
+    /*  A native run goes through its own interrupt, as a client's SIGINT
+        to its process does: a signal that lands before ipykernel runs the
+        user's code is ignored or drops the request, so the run times it
+        (kb_run's s_interrupt_step) and names the outcome. A websocket
+        client's cell, or nothing, gets the signal at once, as from
+        Jupyter Server. */
+    if (self->running)
+        kb_run_apply(self->running,
+                     &(kb_run_event_t){ .type = KB_RUN_EV_SIGNAL, .signal = SIGINT });
+    else
+        kb_kernel_interrupt(self->kernel);
+}
+
+static void s_delete(kb_context_t *self, const char *why)
+{
+    bool busy = self->running != NULL;
+    s_end_running(self, &(kb_run_event_t){ .type = KB_RUN_EV_CONTEXT_GONE,
+                                           .text = "the context was deleted during the run",
+                                           .why = why });
+    if (self->ready && !busy)
+        s_retire_kernel(self, false); /* graceful: nothing of value is lost */
+    s_over(self, why, true);
+}
+
+void kb_context_delete(kb_context_t *self)
+{
+    s_delete(self, "deleted by a client");
+}
+
+double kb_context_idle_for(const kb_context_t *self, double now)
+{
+    if (!self->ready || self->over || self->attaching || self->barrier || self->running
+        || zlistx_size(self->queue) > 0 || self->setup)
+        return -1;
+    if (self->hub && (kb_hub_count(self->hub) > 0 || kb_hub_busy(self->hub)))
+        return -1;
+    return now
+           - (self->ready_at > self->last_activity_at ? self->ready_at : self->last_activity_at);
+}
+
+void kb_context_cull(kb_context_t *self, const char *why)
+{
+    s_delete(self, why);
+}
+
+int kb_context_restart(kb_context_t *self, kb_error_t *err)
+{
+    s_end_running(self, &(kb_run_event_t){ .type = KB_RUN_EV_CONTEXT_GONE,
+                                           .text = "the context was restarted during the run",
+                                           .why = "restarted by a client" });
+    s_retire_kernel(self, true);
+    if (self->hub)
+        kb_hub_kernel_gone(self->hub, NULL);
+    kb_execution_destroy(&self->setup);
+    self->execution_count = 0;
+    self->generation++;
+    /* the new kernel is one of ours, started now */
+    self->adopted = self->attached = self->barrier = false;
+    self->last_activity_at = kb_now();
+    if (s_start_kernel(self, err) != 0) {
+        s_over(self, "its restart failed", true);
+        return -1;
+    }
+    if (self->hub)
+        kb_hub_kernel_new(self->hub, self->kernel);
+    return 0;
+}
+
+/*  The service stops: runs end as stopped, waiting calls are refused. */
+static void s_stop_runs(kb_context_t *self)
+{
+    self->over = true;
+    s_end_running(self, &(kb_run_event_t){ .type = KB_RUN_EV_SERVICE_STOPS });
+    s_end_queued(self, &(kb_run_event_t){ .type = KB_RUN_EV_SERVICE_STOPS });
+    kb_call_t *call;
+    while ((call = zlistx_detach(self->held, NULL)))
+        kb_call_fail(call, KB_ERR_UNAVAILABLE, "the service is stopping");
+}
+
+void kb_context_stop(kb_context_t *self)
+{
+    s_stop_runs(self);
+    s_retire_kernel(self, !self->ready);
+}
+
+/* ---- websocket clients of its channels -------------------------------------------- */
+
+int kb_context_channels_attach(kb_context_t *self, kb_channels_t *client, kb_error_t *err)
+{
+    if (self->over)
+        return kb_error_set(err, KB_ERR_SESSION_NOT_FOUND, "context %s is gone", self->id);
+    if (!self->hub && !(self->hub = kb_hub_new()))
+        return kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+    kb_hub_attach(self->hub, client, self, self->kernel);
+    self->last_activity_at = kb_now();
+    return 0;
+}
+
+bool kb_context_channels_ready(kb_context_t *self)
+{
+    return !self->kernel || self->over || kb_kernel_stdin_connected(self->kernel);
+}
+
+void kb_context_channels_detach(kb_context_t *self, kb_channels_t *client)
+{
+    if (self->hub)
+        kb_hub_detach(self->hub, client);
+    self->last_activity_at = kb_now(); /* its idle time starts when the last client leaves */
+    s_pump(self);                      /* an execute it left queued is gone */
+}
+
+int kb_context_channels_input(kb_context_t *self, kb_channels_t *client, kb_channel_t channel,
+                              kb_msg_t *msg, kb_error_t *err)
+{
+    if (!self->hub || !self->kernel || self->over) {
+        kb_msg_destroy(&msg);
+        return kb_error_set(err, KB_ERR_SESSION_NOT_FOUND, "context %s has no kernel now",
+                            self->id);
+    }
+    int rc = kb_hub_input(self->hub, client, self->kernel, channel, msg, zlistx_last(self->queue),
+                          err);
+    self->last_activity_at = kb_now();
+    s_pump(self);
+    return rc;
+}
+
+/* ---- the state database ---------------------------------------------------------- */
+
+char *kb_context_row(const kb_context_t *self, kb_db_context_t *row)
+{
+    kb_kernel_t *kernel = self->kernel;
+    const json_t *info = kernel ? kb_kernel_connection_info(kernel) : NULL;
+    json_t *names = json_array();
+    const char *name;
+    json_t *value;
+    json_object_foreach(self->kernel_env, name, value)
+        json_array_append_new(names, json_string(name));
+    kb_buf_t strings;
+    kb_buf_init(&strings, 0);
+    /* three strings in one allocation: the connection, the env names, the limits */
+    kb_buf_append_json(&strings, info, JSON_COMPACT);
+    kb_buf_putc(&strings, 0);
+    size_t names_at = strings.len;
+    kb_buf_append_json(&strings, names, JSON_COMPACT);
+    json_decref(names);
+    kb_buf_putc(&strings, 0);
+    size_t extra_at = strings.len;
+    bool limited = self->memory_limit || self->pids_limit;
+    if (limited) {
+        json_t *extra = json_pack("{s:I, s:I}", "memory_limit", (json_int_t)self->memory_limit,
+                                  "pids_limit", (json_int_t)self->pids_limit);
+        kb_buf_append_json(&strings, extra, JSON_COMPACT);
+        json_decref(extra);
+    }
+    char *both = kb_buf_take(&strings, NULL);
+    *row = (kb_db_context_t){
+        .id = self->id,
+        .kind = self->isolated     ? "isolated"
+                : self->is_default ? "default"
+                : self->attached   ? "attached"
+                                   : "context",
+        .language = self->language,
+        .kernel_name = self->spec->name,
+        .cwd = self->cwd,
+        .env_names = both && self->kernel_env ? both + names_at : NULL,
+        .connection = both && info ? both : NULL,
+        .extra = both && limited ? both + extra_at : NULL,
+        .connection_file = kernel ? kb_kernel_connection_file(kernel) : NULL,
+        .log_file = kernel ? kb_kernel_log_file(kernel) : NULL,
+        .pid = kernel && !self->attached ? kb_kernel_pid(kernel) : 0,
+        .pid_start = kernel ? kb_kernel_pid_start(kernel) : 0,
+        .pgid = kernel && !self->attached ? kb_kernel_pgid(kernel) : 0,
+        .execution_count = self->execution_count,
+        .generation = self->generation,
+        .created_at = self->created_at,
+        .last_activity_at = self->last_activity_at,
+    };
+    return both;
+}
+
+kb_context_t *kb_context_adopt(const kb_context_env_t *env, const kb_kernelspec_t *spec,
+                               const kb_context_opts_int_t *opts, kb_kernel_t *kernel,
+                               const kb_context_restored_t *restored, kb_error_t *err)
+{
+    kb_context_t *self = s_alloc(env, spec, opts, err);
+    if (!self)
+        return NULL;
+    self->attaching = opts->attached && !restored;
+    self->adopted = true;
+    if (restored) {
+        self->generation = restored->generation > 0 ? restored->generation : 1;
+        self->execution_count = restored->execution_count;
+        if (restored->created_at > 0)
+            self->created_at = restored->created_at;
+        if (restored->last_activity_at > 0)
+            self->last_activity_at = restored->last_activity_at;
+    }
+    self->kernel = kernel;
+    kb_kernel_set_callbacks(kernel, &s_kernel_callbacks, self);
+    s_watch_start(self, false); /* its RLIMIT_DATA came with its launch */
+    return self;
+}
+
+void kb_context_release(kb_context_t *self)
+{
+    s_stop_runs(self);
+    kb_watch_release(&self->watch);
+    if (self->kernel && self->ready && !self->isolated
+        && kb_kernel_state(self->kernel) != KB_KERNEL_DEAD)
+        kb_kernel_release(&self->kernel); /* left running for the next daemon */
+    else
+        s_retire_kernel(self, !self->ready);
+}
+
+bool kb_context_settled(const kb_context_t *self)
+{
+    return self->ready || self->over;
+}

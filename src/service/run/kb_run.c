@@ -1,0 +1,895 @@
+/*  kb_run.c - the steps of one run on its kernel, its timers, and how it
+    ends: one transition function (kb_run_apply) and one outcome table.
+    Engine thread only.
+*/
+#include "service/run/kb_run.h"
+
+#include <assert.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel/kb_kernelspec.h"
+#include "service/run/kb_adapter.h"
+#include "service/run/kb_execution.h"
+#include "util/kb_clock.h"
+
+#define KB_APPLY_ATTEMPTS 3 /* sends of an apply snippet that the kernel aborted */
+#define KB_MAIN_ATTEMPTS 3  /* resends of the code when the kernel aborted it */
+
+/*  Interrupting a request (seconds; see s_interrupt_step). */
+#define KB_INTERRUPT_SETTLE 0.02 /* from the request's status: busy to the signal */
+#define KB_INTERRUPT_NO_BUSY 0.1 /* from the send, for kernels that send no busy */
+#define KB_INTERRUPT_EARLY 0.1   /* a first signal this soon may be missed */
+#define KB_INTERRUPTED_REPLY 0.2 /* after an interrupt, wait for the other of reply and idle */
+
+/*  Why a run is being stopped, once something outside it stepped in. */
+typedef enum {
+    KB_CAUSE_NONE,
+    KB_CAUSE_TIMEOUT,      /* interrupted at its timeout */
+    KB_CAUSE_TIMEOUT_KILL, /* ... and the interrupt was not heeded */
+    KB_CAUSE_SIGINT,       /* a client's signals */
+    KB_CAUSE_SIGTERM,
+    KB_CAUSE_SIGKILL,
+    KB_CAUSE_MEMORY,      /* interrupted over the memory limit */
+    KB_CAUSE_MEMORY_KILL, /* ... and its kernel is being killed */
+    KB_CAUSE_PIDS,        /* interrupted over the pids limit */
+} kb_cause_t;
+
+/*  How a run ended: one row each of SPEC section 2's table. */
+typedef enum {
+    KB_OUT_FINISHED,           /* the code ran to its end (with or without an error) */
+    KB_OUT_TIMED_OUT,          /* interrupted in time at its timeout */
+    KB_OUT_TIMED_OUT_KILLED,   /* the interrupt was ignored; the kernel was killed */
+    KB_OUT_TIMED_OUT_DIED,     /* the kernel died of the interrupt */
+    KB_OUT_TIMED_OUT_QUEUED,   /* its timeout ran out before it started */
+    KB_OUT_INTERRUPTED,        /* a client's SIGINT; the kernel's own error */
+    KB_OUT_INTERRUPTED_DIED,   /* a client's SIGINT, which the kernel died of */
+    KB_OUT_INTERRUPTED_QUEUED, /* a client's SIGINT before it started */
+    KB_OUT_CANCELLED_QUEUED,   /* a client's SIGTERM/SIGKILL before it started */
+    KB_OUT_KILLED,             /* a client's SIGTERM/SIGKILL, its context deleted or restarted */
+    KB_OUT_KERNEL_DIED,        /* the kernel died on its own */
+    KB_OUT_NOT_STARTED,        /* its kernel never started, or its context went away first */
+    KB_OUT_STOPPED,            /* the service stopped */
+    KB_OUT_MEMORY,             /* over the memory limit, interrupted; the context is kept */
+    KB_OUT_MEMORY_KILLED,      /* over the memory limit, the kernel killed */
+    KB_OUT_MEMORY_DIED,        /* over the memory limit, the kernel died when interrupted */
+    KB_OUT_PIDS,               /* over the pids limit, the processes over it killed */
+} kb_outcome_t;
+
+static const char s_signal_given[] = "given"; /* the row's signal comes with the end */
+#define KB_SIGNAL_GIVEN s_signal_given
+
+static const struct {
+    kb_reason_t reason;
+    const char *signal; /* static name, NULL, or KB_SIGNAL_GIVEN */
+    const char *error;  /* forced error name, or NULL for the kernel's own */
+} s_outcomes[] = {
+    [KB_OUT_FINISHED] = { KB_REASON_EXITED, NULL, NULL },
+    [KB_OUT_TIMED_OUT] = { KB_REASON_TIMED_OUT, "SIGINT", "TimeoutError" },
+    [KB_OUT_TIMED_OUT_KILLED] = { KB_REASON_TIMED_OUT, "SIGKILL", "TimeoutError" },
+    [KB_OUT_TIMED_OUT_DIED] = { KB_REASON_TIMED_OUT, "SIGINT", "TimeoutError" },
+    [KB_OUT_TIMED_OUT_QUEUED] = { KB_REASON_TIMED_OUT, NULL, "TimeoutError" },
+    [KB_OUT_INTERRUPTED] = { KB_REASON_SIGNALED, "SIGINT", NULL },
+    [KB_OUT_INTERRUPTED_DIED] = { KB_REASON_SIGNALED, "SIGINT", "KernelDied" },
+    [KB_OUT_INTERRUPTED_QUEUED] = { KB_REASON_SIGNALED, "SIGINT", "KeyboardInterrupt" },
+    [KB_OUT_CANCELLED_QUEUED] = { KB_REASON_SIGNALED, KB_SIGNAL_GIVEN, "RunCancelled" },
+    [KB_OUT_KILLED] = { KB_REASON_SIGNALED, KB_SIGNAL_GIVEN, "KernelKilled" },
+    [KB_OUT_KERNEL_DIED] = { KB_REASON_FAILED, KB_SIGNAL_GIVEN, "KernelDied" },
+    [KB_OUT_NOT_STARTED] = { KB_REASON_FAILED, NULL, "KernelDied" },
+    [KB_OUT_STOPPED] = { KB_REASON_SANDBOX_STOPPED, NULL, "SandboxStopped" },
+    [KB_OUT_MEMORY] = { KB_REASON_MEMORY_LIMIT, "SIGINT", "MemoryLimitExceeded" },
+    [KB_OUT_MEMORY_KILLED] = { KB_REASON_MEMORY_LIMIT, "SIGKILL", "OutOfMemory" },
+    [KB_OUT_MEMORY_DIED] = { KB_REASON_MEMORY_LIMIT, "SIGINT", "OutOfMemory" },
+    [KB_OUT_PIDS] = { KB_REASON_PIDS_LIMIT, "SIGKILL", "PidsLimitExceeded" },
+};
+
+struct kb_run {
+    const kb_run_settings_t *settings;
+    kb_run_state_t state;
+    kb_cause_t cause;
+    kb_proc_t *proc;
+    json_t *identity; /* {sandbox_id, context_id, language} */
+    char *language;
+    kb_kernel_t *kernel; /* borrowed from the context once started */
+
+    char *code;
+    char *cwd;
+    json_t *env;
+    bool strip_ansi;
+    bool use_adapter;
+    double timeout;
+    double late_output; /* the kernel's habit: seconds to wait for output after idle */
+
+    char msg_id[96];           /* the request out now */
+    kb_execution_t *exec;      /* the caller's code */
+    kb_execution_t *step_exec; /* an adapter snippet */
+    int apply_attempts;
+    int main_attempts;
+
+    kb_timer_t timeout_timer, grace_timer, completion_timer, settle_timer;
+    double completion_wait; /* seconds, of the completion timer */
+
+    int sends;            /* requests sent to the kernel */
+    double sent_at;       /* of the request out now */
+    double busy_at;       /* its status: busy came, or 0 */
+    int interrupted_send; /* the request out when the run was interrupted, or 0 */
+    int signals;          /* interrupts sent for it */
+    double first_signal_at, signal_at;
+    kb_timer_t interrupt_timer; /* the next signal (s_interrupt_step) */
+
+    double started_at;     /* on the kernel (loop clock), or 0 */
+    char limit_value[240]; /* the error's value, for a limit's outcome */
+    bool over_memory;      /* the tree is over the memory limit now */
+    kb_run_meter_fn *meter;
+
+    kb_stream_t *stream;
+    kb_call_t *held_call;
+    kb_run_ended_fn *ended;
+    void *ended_arg;
+};
+
+/* ---- events out ------------------------------------------------------------- */
+
+/*  Every event of the run's fold comes through here: text goes to the
+    record's log as well as to the stream. */
+static void s_emit(kb_event_type_t type, json_t *data, long long cursor, void *arg)
+{
+    kb_run_t *self = arg;
+    if (cursor >= 0) {
+        /* Text kept in the record's output: followers and the stream get
+           its cursor. */
+        kb_proc_logged(self->proc, cursor);
+        if (self->stream)
+            kb_stream_push_text(self->stream, type, kb_proc_outlog(self->proc), cursor);
+    } else if (self->stream)
+        kb_stream_push(self->stream, type, data);
+    else
+        json_decref(data);
+}
+
+static kb_execution_t *s_main_exec(kb_run_t *self)
+{
+    if (!self->exec) {
+        kb_execution_opts_t opts
+            = { self->settings->max_output_bytes, self->strip_ansi, kb_proc_outlog(self->proc) };
+        self->exec = kb_execution_new("", &opts, s_emit, self);
+    }
+    return self->exec;
+}
+
+/*  A note of the daemon's own: a system log frame and a stream event. */
+static void s_system(kb_run_t *self, const char *text)
+{
+    kb_execution_system(s_main_exec(self), text);
+}
+
+/* ---- the end ------------------------------------------------------------------ */
+
+static void s_free(void *arg)
+{
+    kb_run_t *self = arg;
+    kb_execution_destroy(&self->exec);
+    kb_execution_destroy(&self->step_exec);
+    kb_stream_unref(&self->stream);
+    json_decref(self->identity);
+    json_decref(self->env);
+    free(self->language);
+    free(self->code);
+    free(self->cwd);
+    free(self);
+}
+
+void kb_run_answer_call(kb_run_t *self)
+{
+    if (self->held_call) {
+        self->held_call->rc = 0;
+        kb_call_answer(self->held_call);
+        self->held_call = NULL;
+    }
+}
+
+static double s_now(const kb_run_t *self);
+
+/*  What the run cost: nothing when it never had the kernel. */
+static void s_measure(kb_run_t *self, kb_resources_t *out)
+{
+    if (!self->started_at) {
+        *out = (kb_resources_t){ 0, 0, 0 };
+        return;
+    }
+    out->wall_time_s = s_now(self) - self->started_at;
+    if (self->meter)
+        self->meter(self, out, self->ended_arg);
+}
+
+/*  End the run as the outcome's row says. value is the error's value for a
+    row that forces its error; raw_reason and the given signal may be NULL;
+    exit_code < 0 is null. The owner hears of it last. */
+static void s_end(kb_run_t *self, kb_outcome_t outcome, const char *value, const char *raw_reason,
+                  const char *given_signal, int exit_code)
+{
+    assert(self->state != KB_RUN_ENDED);
+    const char *signal = s_outcomes[outcome].signal;
+    if (signal == KB_SIGNAL_GIVEN)
+        signal = given_signal;
+    kb_timer_stop(&self->timeout_timer);
+    kb_timer_stop(&self->grace_timer);
+    kb_timer_stop(&self->completion_timer);
+    kb_timer_stop(&self->settle_timer);
+    kb_timer_stop(&self->interrupt_timer);
+    kb_execution_t *exec = s_main_exec(self);
+    if (s_outcomes[outcome].error)
+        kb_execution_set_error(exec, s_outcomes[outcome].error, value ? value : "", true);
+    if (outcome == KB_OUT_FINISHED)
+        exit_code = kb_execution_has_error(exec) ? 1 : 0;
+    long long count = kb_execution_count(exec);
+    kb_result_t *result
+        = kb_execution_finish(exec, s_outcomes[outcome].reason, exit_code, signal, raw_reason);
+    result->process_id = strdup(kb_proc_id(self->proc));
+    result->sandbox_id = strdup(json_string_value(json_object_get(self->identity, "sandbox_id")));
+    result->context_id = strdup(json_string_value(json_object_get(self->identity, "context_id")));
+    result->language = strdup(self->language);
+    result->generation = json_integer_value(json_object_get(self->identity, "generation"));
+    s_measure(self, &result->resources);
+    kb_metrics_run_ended(self->settings->metrics, self->language, s_outcomes[outcome].reason,
+                         result->resources.wall_time_s);
+    /* The result without its logs' text, which stays in the record's
+       output: the record, the stream's reader and the struct share it. */
+    json_t *json = kb_result_to_json(result);
+    self->state = KB_RUN_ENDED;
+    if (self->stream) {
+        kb_runlog_t *log = kb_proc_outlog(self->proc);
+        kb_stream_set_result(self->stream, result, log);
+        kb_stream_push_result(self->stream, json_incref(json), kb_result_doc_new(json, log));
+        kb_stream_unref(&self->stream);
+    } else
+        kb_result_destroy(&result);
+    kb_proc_end(self->proc, json, s_outcomes[outcome].reason, exit_code, signal, raw_reason);
+    kb_run_answer_call(self); /* when it ended before its context was ready */
+    kb_loop_defer(self->settings->loop, s_free, self);
+    if (self->ended)
+        self->ended(self, count, self->ended_arg);
+}
+
+/*  The kernel could not start while the caller still waits: the caller
+    gets an error instead of a run, and no record is kept. */
+static void s_discard(kb_run_t *self, const char *why)
+{
+    kb_call_t *call = self->held_call;
+    self->held_call = NULL;
+    kb_call_fail(call, KB_ERR_KERNEL_START_FAILED, "kernel failed to start: %s", why);
+    kb_timer_stop(&self->timeout_timer);
+    kb_proc_forget(self->proc);
+    self->proc = NULL;
+    self->state = KB_RUN_ENDED;
+    kb_loop_defer(self->settings->loop, s_free, self);
+    if (self->ended)
+        self->ended(self, -1, self->ended_arg);
+}
+
+/*  The steps are done: how did it end? */
+static void s_finish(kb_run_t *self)
+{
+    if (self->cause == KB_CAUSE_MEMORY && self->over_memory) {
+        self->state = KB_RUN_HOLDING; /* ends as the watch says: under, or killed */
+        return;
+    }
+    if (self->kernel)
+        kb_kernel_apply(self->kernel, KB_KEV_DONE);
+    if (self->cause == KB_CAUSE_TIMEOUT) {
+        char value[120];
+        snprintf(value, sizeof value, "the run timed out after %g s and was interrupted",
+                 self->timeout);
+        s_end(self, KB_OUT_TIMED_OUT, value, "timeout; the kernel was interrupted", NULL, -1);
+    } else if (self->cause == KB_CAUSE_SIGINT)
+        s_end(self, KB_OUT_INTERRUPTED, NULL, "interrupted by a client", NULL, -1);
+    else if (self->cause == KB_CAUSE_MEMORY)
+        s_end(self, KB_OUT_MEMORY, self->limit_value,
+              "over the memory limit; the kernel was interrupted", NULL, -1);
+    else if (self->cause == KB_CAUSE_MEMORY_KILL)
+        s_end(self, KB_OUT_MEMORY_KILLED, self->limit_value,
+              "over the memory limit after the interrupt grace; the kernel is killed", NULL, -1);
+    else if (self->cause == KB_CAUSE_PIDS)
+        s_end(self, KB_OUT_PIDS, self->limit_value,
+              "over the pids limit; the processes over it were killed and the kernel interrupted",
+              NULL, -1);
+    else
+        s_end(self, KB_OUT_FINISHED, NULL, NULL, NULL, 0);
+}
+
+/*  The kernel died or was killed while the run had it. */
+static void s_kernel_exited(kb_run_t *self, kb_kernel_t *kernel)
+{
+    const char *exit_text = kb_kernel_exit_text(kernel);
+    char raw[240], value[160];
+    switch (self->cause) {
+        case KB_CAUSE_SIGKILL:
+        case KB_CAUSE_SIGTERM:
+            s_end(self, KB_OUT_KILLED, "the kernel was killed by a client", exit_text,
+                  self->cause == KB_CAUSE_SIGKILL ? "SIGKILL" : "SIGTERM", -1);
+            return;
+        case KB_CAUSE_TIMEOUT_KILL:
+            snprintf(raw, sizeof raw, "interrupt ignored for %.1f s; kernel killed",
+                     self->settings->interrupt_grace);
+            snprintf(value, sizeof value, "the run timed out after %g s; the kernel was killed",
+                     self->timeout);
+            s_end(self, KB_OUT_TIMED_OUT_KILLED, value, raw, NULL, -1);
+            return;
+        case KB_CAUSE_TIMEOUT:
+            /*  The kernel died of the interrupt (Deno's kernel, xeus-python
+                0.14): the run still ended because of its timeout. */
+            snprintf(raw, sizeof raw, "the kernel died when interrupted: %s", exit_text);
+            snprintf(value, sizeof value,
+                     "the run timed out after %g s; the kernel died when interrupted",
+                     self->timeout);
+            s_end(self, KB_OUT_TIMED_OUT_DIED, value, raw, NULL, -1);
+            return;
+        case KB_CAUSE_SIGINT:
+            snprintf(raw, sizeof raw, "the kernel died when interrupted: %s", exit_text);
+            s_end(self, KB_OUT_INTERRUPTED_DIED, "the kernel died when interrupted", raw, NULL, -1);
+            return;
+        case KB_CAUSE_MEMORY_KILL:
+            s_end(self, KB_OUT_MEMORY_KILLED, self->limit_value,
+                  "over the memory limit after the interrupt grace; the kernel's tree was killed",
+                  NULL, -1);
+            return;
+        case KB_CAUSE_MEMORY:
+            snprintf(raw, sizeof raw, "over the memory limit, the kernel died when interrupted: %s",
+                     exit_text);
+            s_end(self, KB_OUT_MEMORY_DIED, self->limit_value, raw, NULL, -1);
+            return;
+        case KB_CAUSE_PIDS:
+            snprintf(raw, sizeof raw, "over the pids limit, the kernel died: %s", exit_text);
+            s_end(self, KB_OUT_PIDS, self->limit_value, raw, NULL, -1);
+            return;
+        case KB_CAUSE_NONE: {
+            int sig = kb_kernel_term_signal(kernel);
+            s_end(self, KB_OUT_KERNEL_DIED, exit_text, exit_text, sig ? kb_signal_name(sig) : NULL,
+                  kb_kernel_exit_status(kernel));
+            return;
+        }
+    }
+}
+
+/* ---- steps ------------------------------------------------------------------------ */
+
+static void s_on_timer(kb_timer_t *timer, void *arg)
+{
+    kb_run_t *self = arg;
+    kb_run_event_type_t type = timer == &self->timeout_timer     ? KB_RUN_EV_TIMEOUT
+                               : timer == &self->grace_timer     ? KB_RUN_EV_GRACE_OVER
+                               : timer == &self->settle_timer    ? KB_RUN_EV_SETTLED
+                               : timer == &self->interrupt_timer ? KB_RUN_EV_INTERRUPT_DUE
+                                                                 : KB_RUN_EV_STEP_OVERDUE;
+    kb_run_apply(self, &(kb_run_event_t){ .type = type });
+}
+
+/*  The loop's monotonic clock, in seconds. */
+static double s_now(const kb_run_t *self)
+{
+    return (double)kb_loop_now_ms(self->settings->loop) / 1000;
+}
+
+static void s_send(kb_run_t *self, const char *code, bool silent)
+{
+    kb_execution_opts_t opts
+        = { self->settings->max_output_bytes, self->strip_ansi, kb_proc_outlog(self->proc) };
+    kb_timer_stop(&self->completion_timer);
+    if (kb_kernel_execute(self->kernel, code, silent, self->msg_id, sizeof self->msg_id) != 0) {
+        self->msg_id[0] = 0; /* the kernel is gone; its exit ends the run */
+        return;
+    }
+    self->sends++;
+    self->sent_at = s_now(self);
+    self->busy_at = 0;
+    kb_kernel_apply(self->kernel, KB_KEV_EXECUTE);
+    if (silent) {
+        kb_execution_opts_t step = opts;
+        step.log = NULL; /* a snippet's own output is not the run's */
+        kb_execution_destroy(&self->step_exec);
+        self->step_exec = kb_execution_new(self->msg_id, &step, NULL, NULL);
+    } else {
+        /*  Keep what the run gathered so far (a failed apply step's error). */
+        kb_execution_t *before = self->exec;
+        self->exec = kb_execution_new(self->msg_id, &opts, s_emit, self);
+        kb_execution_destroy(&before);
+    }
+}
+
+static void s_finish(kb_run_t *self);
+
+static void s_send_apply(kb_run_t *self)
+{
+    char *code = kb_adapter_apply_code(self->language, self->cwd, self->env);
+    self->state = KB_RUN_APPLYING;
+    self->apply_attempts++;
+    if (!code) {
+        /*  Nothing was sent, so nothing needs restoring. */
+        kb_execution_set_error(s_main_exec(self), "InternalError",
+                               "out of memory for the per-run cwd/env snippet", true);
+        s_finish(self);
+        return;
+    }
+    s_send(self, code, true);
+    free(code);
+}
+
+static void s_send_restore(kb_run_t *self)
+{
+    char *code = kb_adapter_restore_code(self->language);
+    self->state = KB_RUN_RESTORING;
+    if (!code) {
+        s_system(self, "out of memory for the cwd/env restore snippet; not restored");
+        s_finish(self);
+        return;
+    }
+    s_send(self, code, true);
+    free(code);
+}
+
+static void s_send_main(kb_run_t *self)
+{
+    self->state = KB_RUN_EXECUTING;
+    s_send(self, self->code, false);
+}
+
+/*  The request out now is complete (or one of its two messages is
+    overdue): the next step. */
+static void s_step_done(kb_run_t *self)
+{
+    kb_timer_stop(&self->completion_timer);
+    kb_timer_stop(&self->settle_timer);
+    if (self->state == KB_RUN_APPLYING) {
+        kb_result_t *applied
+            = kb_execution_finish(self->step_exec, KB_REASON_EXITED, 0, NULL, NULL);
+        kb_execution_destroy(&self->step_exec);
+        bool aborted = applied->error && strcmp(applied->error->name, "ExecutionAborted") == 0;
+        if (aborted && self->apply_attempts < KB_APPLY_ATTEMPTS && self->cause == KB_CAUSE_NONE) {
+            kb_result_destroy(&applied);
+            s_send_apply(self); /* the kernel was still aborting after an error */
+            return;
+        }
+        if (applied->error) {
+            kb_execution_set_error(s_main_exec(self), applied->error->name, applied->error->value,
+                                   true);
+            kb_result_destroy(&applied);
+            s_send_restore(self);
+            return;
+        }
+        kb_result_destroy(&applied);
+        if (self->cause != KB_CAUSE_NONE) {
+            s_send_restore(self); /* interrupted before the code went: it never runs */
+            return;
+        }
+        s_send_main(self);
+        return;
+    }
+    if ((self->state == KB_RUN_EXECUTING || self->state == KB_RUN_SETTLING) && self->use_adapter) {
+        s_send_restore(self);
+        return;
+    }
+    kb_execution_destroy(&self->step_exec);
+    s_finish(self);
+}
+
+static kb_execution_t *s_current(kb_run_t *self)
+{
+    return self->state == KB_RUN_EXECUTING || self->state == KB_RUN_SETTLING ? self->exec
+                                                                             : self->step_exec;
+}
+
+/*  ipykernel aborts requests that arrive just after a run failed (its
+    stop_on_error window), even when the failed run has completed. Runs are
+    sent one at a time, so an aborted request never ran: send it again. */
+static bool s_retry_aborted(kb_run_t *self, kb_channel_t channel, const kb_msg_t *msg)
+{
+    if (channel != KB_CHANNEL_SHELL || self->state != KB_RUN_EXECUTING
+        || strcmp(msg->msg_type, "execute_reply") != 0 || self->main_attempts >= KB_MAIN_ATTEMPTS
+        || self->cause != KB_CAUSE_NONE)
+        return false;
+    const char *status = json_string_value(json_object_get(msg->content, "status"));
+    if (!status || (strcmp(status, "aborted") != 0 && strcmp(status, "abort") != 0))
+        return false;
+    self->main_attempts++;
+    s_send_main(self);
+    return true;
+}
+
+/* ---- interrupts ------------------------------------------------------------------ */
+
+/*  When an interrupted request gets its signal(s). A kernel takes SIGINT
+    well only once it runs the request's code: ipykernel ignores SIGINT
+    until its handler for the request is in place, exits (status 0) if
+    SIGINT lands while it installs that handler, drops the request (status:
+    idle, no execute_reply) if SIGINT lands in its own code around the
+    user's, and IPython swallows it in its pre-run hooks. So the first
+    signal waits until KB_INTERRUPT_SETTLE after the request's status: busy
+    (it goes at once when that is long past; KB_INTERRUPT_NO_BUSY after the
+    send for a kernel that sends no busy). A first signal that went early
+    (within KB_INTERRUPT_EARLY of that, or before the busy came) may still
+    be lost, or wait in a system call the code just entered: if the request
+    has not answered (error, reply or idle) by half the grace, it is sent
+    once more, not sooner, as IPython may take most of a second to format
+    the traceback of the first. Code that ran a while before the interrupt
+    gets one signal, so that code catching KeyboardInterrupt keeps the grace
+    to clean up. Nothing goes once the request has answered, or to a later
+    request (the restore step). */
+
+/*  The run was interrupted (timeout or a client's SIGINT) while the
+    request out now was. */
+static bool s_current_interrupted(const kb_run_t *self)
+{
+    return self->interrupted_send > 0 && self->interrupted_send == self->sends;
+}
+
+/*  The earliest time for the first signal to the request out now. */
+static double s_interrupt_ready_at(const kb_run_t *self)
+{
+    return self->busy_at > 0 ? self->busy_at + KB_INTERRUPT_SETTLE
+                             : self->sent_at + KB_INTERRUPT_NO_BUSY;
+}
+
+static void s_interrupt_step(kb_run_t *self)
+{
+    kb_timer_stop(&self->interrupt_timer);
+    kb_execution_t *exec = s_current(self);
+    if (!self->kernel || !s_current_interrupted(self) || !exec || kb_execution_has_reply(exec)
+        || kb_execution_has_idle(exec) || kb_execution_has_error(exec))
+        return;
+    double when = s_interrupt_ready_at(self);
+    if (self->signals > 0) {
+        if (self->signals > 1 || self->first_signal_at >= when + KB_INTERRUPT_EARLY)
+            return;
+        double again = self->signal_at + self->settings->interrupt_grace / 2;
+        if (when < again)
+            when = again;
+    }
+    double now = s_now(self);
+    if (now < when) {
+        kb_timer_start(self->settings->loop, &self->interrupt_timer, kb_loop_delay_ms(when - now),
+                       0, s_on_timer, self);
+        return;
+    }
+    if (self->signals > 0) {
+        char text[120];
+        snprintf(text, sizeof text, "no answer to the interrupt after %.1f s; interrupting again",
+                 now - self->signal_at);
+        s_system(self, text);
+    } else
+        self->first_signal_at = now;
+    self->signals++;
+    self->signal_at = now;
+    kb_kernel_interrupt(self->kernel);
+    s_interrupt_step(self); /* schedules the next one, if any */
+}
+
+/*  Interrupt the run: the request out now, as s_interrupt_step says. */
+static void s_interrupt(kb_run_t *self)
+{
+    if (s_current_interrupted(self)) {
+        if (self->signals > 0) { /* one more, as asked (a client's second SIGINT) */
+            self->signals++;
+            self->signal_at = s_now(self);
+            kb_kernel_interrupt(self->kernel);
+        }
+        return; /* else the first is still to go */
+    }
+    self->interrupted_send = self->sends;
+    self->signals = 0;
+    s_interrupt_step(self);
+}
+
+static bool s_is_busy(const kb_msg_t *msg)
+{
+    const char *state = json_string_value(json_object_get(msg->content, "execution_state"));
+    return strcmp(msg->msg_type, "status") == 0 && state && strcmp(state, "busy") == 0;
+}
+
+/* ---- messages ---------------------------------------------------------------------- */
+
+static void s_on_message(kb_run_t *self, kb_channel_t channel, const kb_msg_t *msg)
+{
+    kb_execution_t *exec = s_current(self);
+    if (!exec || s_retry_aborted(self, channel, msg))
+        return;
+    if (channel == KB_CHANNEL_IOPUB)
+        kb_execution_fold_iopub(exec, msg);
+    else if (channel == KB_CHANNEL_SHELL)
+        kb_execution_fold_shell(exec, msg);
+    else
+        return;
+    if (channel == KB_CHANNEL_IOPUB && !self->busy_at && s_is_busy(msg)) {
+        self->busy_at = s_now(self);
+        s_interrupt_step(self); /* a waiting signal goes a little later */
+    }
+    if (kb_execution_complete(exec)) {
+        /*  A kernel that publishes output after idle (kb_kernelspec_quirks):
+            the code step ends once none came for late_output seconds. */
+        if (self->late_output > 0
+            && (self->state == KB_RUN_EXECUTING || self->state == KB_RUN_SETTLING)) {
+            self->state = KB_RUN_SETTLING;
+            kb_timer_stop(&self->completion_timer);
+            kb_timer_start(self->settings->loop, &self->settle_timer,
+                           kb_loop_delay_ms(self->late_output), 0, s_on_timer, self);
+            return;
+        }
+        s_step_done(self);
+        return;
+    }
+    if ((kb_execution_has_reply(exec) || kb_execution_has_idle(exec))
+        && !kb_timer_active(&self->completion_timer)) {
+        /*  After an interrupt the other one is not waited for long: ipykernel
+            sends idle and no reply when SIGINT lands in its own code. */
+        self->completion_wait = self->settings->completion_grace;
+        if (s_current_interrupted(self) && self->completion_wait > KB_INTERRUPTED_REPLY)
+            self->completion_wait = KB_INTERRUPTED_REPLY;
+        kb_timer_start(self->settings->loop, &self->completion_timer,
+                       kb_loop_delay_ms(self->completion_wait), 0, s_on_timer, self);
+    }
+}
+
+static void s_step_overdue(kb_run_t *self)
+{
+    kb_execution_t *exec = s_current(self);
+    char text[200];
+    snprintf(text, sizeof text,
+             "%s never came for the %s%s request after %g s; the run ended with what it had",
+             kb_execution_has_reply(exec) ? "status: idle" : "execute_reply",
+             s_current_interrupted(self) ? "interrupted " : "",
+             self->state == KB_RUN_EXECUTING ? "execute" : "cwd/env adapter",
+             self->completion_wait);
+    s_system(self, text);
+    s_step_done(self);
+}
+
+static void s_start_grace(kb_run_t *self)
+{
+    if (!kb_timer_active(&self->grace_timer))
+        kb_timer_start(self->settings->loop, &self->grace_timer,
+                       kb_loop_delay_ms(self->settings->interrupt_grace), 0, s_on_timer, self);
+}
+
+static void s_grace_over(kb_run_t *self)
+{
+    if (!self->kernel)
+        return;
+    if (self->cause == KB_CAUSE_SIGTERM) {
+        kb_kernel_signal(self->kernel, SIGKILL);
+        return;
+    }
+    kb_execution_t *exec = s_current(self);
+    if (s_current_interrupted(self) && exec
+        && (kb_execution_has_reply(exec) || kb_execution_has_idle(exec))) {
+        /*  The kernel answered the interrupt and only one of the two
+            messages is missing: no reason to kill it. The steps still to
+            come (the restore) get a grace of their own. */
+        s_start_grace(self);
+        s_step_overdue(self);
+        return;
+    }
+    self->cause = KB_CAUSE_TIMEOUT_KILL;
+    char text[120];
+    snprintf(text, sizeof text, "interrupt ignored for %.1f s; killing the kernel",
+             self->settings->interrupt_grace);
+    s_system(self, text);
+    kb_kernel_apply(self->kernel, KB_KEV_SHUTDOWN);
+    kb_kernel_signal(self->kernel, SIGKILL); /* its exit ends the run */
+}
+
+static void s_timeout(kb_run_t *self)
+{
+    char value[120];
+    if (self->state == KB_RUN_QUEUED) {
+        snprintf(value, sizeof value, "the run timed out after %g s before it started",
+                 self->timeout);
+        s_end(self, KB_OUT_TIMED_OUT_QUEUED, value, "timed out while queued", NULL, -1);
+        return;
+    }
+    self->cause = KB_CAUSE_TIMEOUT;
+    snprintf(value, sizeof value, "timeout after %g s; interrupting the kernel", self->timeout);
+    s_system(self, value);
+    s_interrupt(self);
+    s_start_grace(self);
+}
+
+static void s_signal(kb_run_t *self, int sig)
+{
+    if (self->state == KB_RUN_QUEUED) {
+        s_end(self, sig == SIGINT ? KB_OUT_INTERRUPTED_QUEUED : KB_OUT_CANCELLED_QUEUED,
+              "signalled before it started", "signalled while queued", kb_signal_name(sig), -1);
+        return;
+    }
+    self->cause = sig == SIGINT    ? KB_CAUSE_SIGINT
+                  : sig == SIGTERM ? KB_CAUSE_SIGTERM
+                                   : KB_CAUSE_SIGKILL;
+    if (sig == SIGINT) {
+        s_interrupt(self);
+        return;
+    }
+    kb_kernel_apply(self->kernel, KB_KEV_SHUTDOWN);
+    kb_kernel_signal(self->kernel, sig);
+    if (sig == SIGTERM)
+        s_start_grace(self);
+}
+
+/*  The kernel's tree went over a limit, or back under the memory limit
+    (the context's watch says so): interrupt, once; a kill of the kernel
+    overrides that. A run interrupted over the memory limit ends once the
+    tree is back under it. */
+static void s_limit(kb_run_t *self, const kb_run_event_t *event)
+{
+    if (event->note)
+        s_system(self, event->note);
+    kb_run_limit_t limit = event->limit;
+    self->over_memory = limit == KB_RUN_LIMIT_MEMORY || limit == KB_RUN_LIMIT_MEMORY_KILL;
+    if (limit == KB_RUN_LIMIT_UNDER) {
+        if (self->state == KB_RUN_HOLDING)
+            s_finish(self);
+        return;
+    }
+    if (self->cause == KB_CAUSE_SIGTERM || self->cause == KB_CAUSE_SIGKILL
+        || self->cause == KB_CAUSE_MEMORY_KILL)
+        return; /* going already */
+    bool kill = limit == KB_RUN_LIMIT_MEMORY_KILL;
+    if (!kill && (self->cause == KB_CAUSE_MEMORY || self->cause == KB_CAUSE_PIDS))
+        return; /* interrupted already */
+    self->cause = kill                           ? KB_CAUSE_MEMORY_KILL
+                  : limit == KB_RUN_LIMIT_MEMORY ? KB_CAUSE_MEMORY
+                                                 : KB_CAUSE_PIDS;
+    snprintf(self->limit_value, sizeof self->limit_value, "%s", event->text ? event->text : "");
+    if (!kill)
+        s_interrupt(self); /* a kill is the owner's: the kernel's exit ends the run */
+}
+
+static void s_start(kb_run_t *self, kb_kernel_t *kernel)
+{
+    self->kernel = kernel;
+    self->started_at = s_now(self);
+    self->late_output = kb_kernelspec_quirks(kb_kernel_spec(kernel)).late_output;
+    if (self->use_adapter)
+        s_send_apply(self);
+    else
+        s_send_main(self);
+    kb_run_answer_call(self); /* after the send: the kernel starts meanwhile */
+}
+
+void kb_run_apply(kb_run_t *self, const kb_run_event_t *event)
+{
+    if (self->state == KB_RUN_ENDED)
+        return;
+    bool queued = self->state == KB_RUN_QUEUED;
+    switch (event->type) {
+        case KB_RUN_EV_START:
+            if (queued)
+                s_start(self, event->kernel);
+            break;
+        case KB_RUN_EV_MESSAGE:
+            if (!queued)
+                s_on_message(self, event->channel, event->msg);
+            break;
+        case KB_RUN_EV_SETTLED:
+            if (self->state == KB_RUN_SETTLING)
+                s_step_done(self);
+            break;
+        case KB_RUN_EV_STEP_OVERDUE:
+            if (!queued)
+                s_step_overdue(self);
+            break;
+        case KB_RUN_EV_TIMEOUT:
+            s_timeout(self);
+            break;
+        case KB_RUN_EV_GRACE_OVER:
+            if (!queued)
+                s_grace_over(self);
+            break;
+        case KB_RUN_EV_INTERRUPT_DUE:
+            if (!queued)
+                s_interrupt_step(self);
+            break;
+        case KB_RUN_EV_SIGNAL:
+            s_signal(self, event->signal);
+            break;
+        case KB_RUN_EV_LIMIT:
+            if (!queued)
+                s_limit(self, event);
+            break;
+        case KB_RUN_EV_KERNEL_EXITED:
+            if (!queued)
+                s_kernel_exited(self, event->kernel);
+            break;
+        case KB_RUN_EV_START_FAILED:
+            if (self->held_call)
+                s_discard(self, event->why);
+            else
+                s_end(self, KB_OUT_NOT_STARTED, "the kernel failed to start", event->why, NULL, -1);
+            break;
+        case KB_RUN_EV_CONTEXT_GONE:
+            if (queued)
+                s_end(self, KB_OUT_NOT_STARTED, "the context went away before the run started",
+                      event->why, NULL, -1);
+            else
+                s_end(self, KB_OUT_KILLED, event->text, event->why, "SIGKILL", -1);
+            break;
+        case KB_RUN_EV_SERVICE_STOPS:
+            s_end(self, KB_OUT_STOPPED,
+                  queued ? "the service stopped before the run started"
+                         : "the service stopped during the run",
+                  "the service stopped", NULL, -1);
+            break;
+    }
+}
+
+/* ---- creation and accessors ---------------------------------------------------- */
+
+kb_run_t *kb_run_new(const kb_run_settings_t *settings, kb_proc_t *proc, const kb_run_opts_t *opts,
+                     double timeout, const char *language, json_t *identity, bool use_adapter,
+                     kb_stream_t *stream)
+{
+    kb_run_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        json_decref(identity);
+        return NULL;
+    }
+    self->settings = settings;
+    self->state = KB_RUN_QUEUED;
+    self->proc = proc;
+    self->identity = identity;
+    self->language = strdup(language);
+    self->code = strdup(opts->code);
+    self->strip_ansi = opts->strip_ansi;
+    self->timeout = timeout;
+    kb_timer_init(&self->timeout_timer);
+    kb_timer_init(&self->grace_timer);
+    kb_timer_init(&self->completion_timer);
+    kb_timer_init(&self->settle_timer);
+    kb_timer_init(&self->interrupt_timer);
+    if (use_adapter) {
+        self->use_adapter = true;
+        self->cwd = opts->cwd ? strdup(opts->cwd) : NULL;
+        self->env = opts->env && json_object_size(opts->env) ? json_deep_copy(opts->env) : NULL;
+    }
+    kb_proc_set_owner(proc, self);
+    if (stream) {
+        self->stream = kb_stream_ref(stream);
+        kb_stream_push(
+            self->stream, KB_EVENT_START,
+            json_pack("{s:s, s:O}", "process_id", kb_proc_id(proc), "context", identity));
+    }
+    if (kb_loop_delay_ms(timeout))
+        kb_timer_start(settings->loop, &self->timeout_timer, kb_loop_delay_ms(timeout), 0,
+                       s_on_timer, self);
+    return self;
+}
+
+void kb_run_set_owner(kb_run_t *self, kb_run_ended_fn *ended, void *arg)
+{
+    self->ended = ended;
+    self->ended_arg = arg;
+}
+
+void kb_run_set_meter(kb_run_t *self, kb_run_meter_fn *meter)
+{
+    self->meter = meter;
+}
+
+void kb_run_hold_call(kb_run_t *self, kb_call_t *call)
+{
+    self->held_call = call;
+}
+
+kb_run_state_t kb_run_state(const kb_run_t *self)
+{
+    return self->state;
+}
+
+kb_proc_t *kb_run_proc(const kb_run_t *self)
+{
+    return self->proc;
+}
+
+bool kb_run_owns_message(const kb_run_t *self, const kb_msg_t *msg)
+{
+    return self->msg_id[0] && strcmp(msg->parent_msg_id, self->msg_id) == 0;
+}
