@@ -153,5 +153,14 @@ FLEET = (
            "SandboxUnavailable, the slowest", "12", "<=", 2.0, "s"),
 )
 
+REGRESS = (
+    Target("regress", "run.p50_ratio", "POST /run p50 against the build before a "
+           "reorganisation, interleaved", "7, issue 31", "<=", 1.05, "x"),
+    Target("regress", "run.cpu_ratio", "the daemon's CPU per run against the build before",
+           "7, issue 31", "<=", 1.05, "x"),
+    Target("regress", "memory.per_context_added_kib", "the daemon's RSS per context, added "
+           "over the build before", "7, issue 31", "<=", 8, "KiB"),
+)
+
 TARGETS = (LATENCY + OVERHEAD + POOL + OUTPUT + SCALE + E2B + JUPYTER + DURABILITY + LIMITS + EDGES
-           + BASH + FLEET)
+           + BASH + FLEET + REGRESS)
