@@ -1,35 +1,16 @@
-/*  kb_ws.h - a websocket endpoint (RFC 6455) opened from a libmicrohttpd
-    access handler: the HTTP handshake, then wslay's event API on the
-    upgraded socket. For Jupyter's kernel channels websocket; it knows no
-    Jupyter message and no route, only websocket messages.
+/*  kb_ws.h - a websocket (RFC 6455) opened from a libmicrohttpd access
+    handler: the handshake, then wslay's event API on the upgraded socket.
+    Knows no Jupyter message and no route.
 
-    Not for: framing (wslay does it), HTTP/2, permessage-deflate (not
-    offered), daemons other than thread-per-connection libmicrohttpd with
-    MHD_ALLOW_UPGRADE (asserted).
-
-    Threads. Each websocket runs on its own connection's libmicrohttpd
-    thread: the upgrade handler does not return while the websocket is
-    open (libmicrohttpd allows it in thread-per-connection mode, and joins
-    that thread before it frees the connection). That thread poll()s the
-    socket and an eventfd, reads and writes, sends pings, and calls the
-    callbacks. Any thread may call kb_ws_send, kb_ws_close, kb_ws_ref and
-    kb_ws_unref; they take a short lock and never wait for the client.
-
-    Ownership. A kb_ws_t is reference counted. kb_ws_accept returns the
-    request's reference, which the caller gives back with
-    kb_ws_request_done from its request-completed callback; the thread of
-    an open websocket holds one more; kb_ws_ref adds one (a sender that
-    keeps the websocket). The websocket's memory goes with the last
-    reference, so a sender that holds a reference may call kb_ws_send at
-    any time, also after the end (it fails then).
-
-    Ends. Every websocket that kb_ws_accept returned has exactly one
-    on_close: when the close handshake is over, the peer vanished (EOF,
-    reset), a ping went unanswered, the peer sent a message over the
-    limit (1009), the sender queued more than the cap (1008), a close did
-    not get its answer in time, the group was closed (1001, daemon stop),
-    or the upgrade never happened (1006, called from kb_ws_request_done).
-    The socket is given back with MHD_upgrade_action (CLOSE). */
+    Thread:  each websocket runs on its connection's libmicrohttpd thread
+             (thread-per-connection with MHD_ALLOW_UPGRADE, asserted);
+             kb_ws_send/close/ref/unref may be called from any thread and
+             never wait for the client.
+    Owner:   reference counted; kb_ws_accept gives the request's reference
+             (back with kb_ws_request_done), the open websocket holds one.
+    End:     exactly one on_close per accepted websocket, whatever ends it
+             (close handshake, EOF, ping timeout, 1009, 1008, 1001, 1006).
+    Not for: framing (wslay), HTTP/2, permessage-deflate. */
 #ifndef KB_WS_H_INCLUDED
 #define KB_WS_H_INCLUDED
 
