@@ -3,6 +3,7 @@
 #define KERNELBRIDGE_H_INCLUDED
 
 #include "kernelbridge/kb_error.h"
+#include "kernelbridge/kb_export.h"
 #include "kernelbridge/kb_result.h"
 #include "kernelbridge/kb_service.h"
 

@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include "kb_export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -39,18 +41,18 @@ typedef struct {
 } kb_error_t;
 
 /*  "BAD_REQUEST", ... ("OK" for KB_OK). Static string. */
-const char *kb_code_name(kb_code_t code);
+KB_EXPORT const char *kb_code_name(kb_code_t code);
 
 /*  The HTTP status of a code (200 for KB_OK). */
-int kb_code_http_status(kb_code_t code);
+KB_EXPORT int kb_code_http_status(kb_code_t code);
 
 /*  Set err (if not NULL) to code and a printf-style message. Returns -1 so
     that callers can `return kb_error_set(...)`. */
-int kb_error_set(kb_error_t *err, kb_code_t code, const char *fmt, ...)
+KB_EXPORT int kb_error_set(kb_error_t *err, kb_code_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /*  Clear err to KB_OK and an empty message. Safe on NULL. */
-void kb_error_clear(kb_error_t *err);
+KB_EXPORT void kb_error_clear(kb_error_t *err);
 
 #ifdef __cplusplus
 }

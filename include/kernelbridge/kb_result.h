@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "kb_export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -34,7 +36,7 @@ typedef struct {
 } kb_resources_t;
 
 /*  "exited", ...; NULL for KB_REASON_NONE. Static string. */
-const char *kb_reason_name(kb_reason_t reason);
+KB_EXPORT const char *kb_reason_name(kb_reason_t reason);
 
 typedef struct {
     json_t *data;        /* the whole MIME bundle as sent */
@@ -79,13 +81,13 @@ typedef struct {
 
 /*  {wall_time_s, cpu_time_s, peak_memory_bytes}, unknown figures null.
     Caller owns. */
-json_t *kb_resources_to_json(const kb_resources_t *self);
+KB_EXPORT json_t *kb_resources_to_json(const kb_resources_t *self);
 
 /*  The result as InterpreterResult JSON. Caller owns. */
-json_t *kb_result_to_json(const kb_result_t *self);
+KB_EXPORT json_t *kb_result_to_json(const kb_result_t *self);
 
 /*  Safe on NULL; sets *self_p to NULL. */
-void kb_result_destroy(kb_result_t **self_p);
+KB_EXPORT void kb_result_destroy(kb_result_t **self_p);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@
 #include <stddef.h>
 
 #include "kb_error.h"
+#include "kb_export.h"
 #include "kb_result.h"
 
 #ifdef __cplusplus
@@ -75,39 +76,39 @@ typedef struct {
 
 /*  Start a service and its engine thread. Returns NULL and fills err on
     failure (bad state dir, bad kernel map). Caller owns the result. */
-kb_service_t *kb_service_new(const kb_service_config_t *config, kb_error_t *err);
+KB_EXPORT kb_service_t *kb_service_new(const kb_service_config_t *config, kb_error_t *err);
 
 /*  Stop the service: runs still going end as sandbox_stopped, every kernel
     is shut down (shutdown_request, SIGTERM, SIGKILL, each after a bounded
     wait) and reaped, its files are removed. Safe on NULL; sets *self_p NULL. */
-void kb_service_destroy(kb_service_t **self_p);
+KB_EXPORT void kb_service_destroy(kb_service_t **self_p);
 
 /*  Stop the service without freeing it: runs still going end as
     sandbox_stopped, kernels are shut down and reaped, every call waiting
     is answered, and later calls fail with UNAVAILABLE at once. Streams
     already handed out stay readable. Idempotent. */
-void kb_service_stop(kb_service_t *self);
+KB_EXPORT void kb_service_stop(kb_service_t *self);
 
 /*  The sandbox id of this service. Borrowed, valid until destroy. */
-const char *kb_service_sandbox_id(kb_service_t *self);
+KB_EXPORT const char *kb_service_sandbox_id(kb_service_t *self);
 
 /*  {status, version, sandbox_id, contexts, uptime_s, pool: {key: {target, ready,
     starting, kernel_name, ready_pids, failures}}, output_memory, state, limits,
     dropped_messages (kernel messages dropped since the start, all kernels),
     dropped_messages_by_reason: {malformed, bad_signature, replayed, too_large,
     too_many_parts}}. Caller owns. */
-json_t *kb_service_health(kb_service_t *self);
+KB_EXPORT json_t *kb_service_health(kb_service_t *self);
 
 /*  The service's metrics in Prometheus' text format (version 0.0.4): runs,
     kernel starts, dropped kernel messages, contexts by state, the pool,
     output; every family with its HELP and TYPE lines. The HTTP server
     adds its own (requests) and the process' (process_*). NULL when the
     service is stopping or out of memory. Caller frees. */
-char *kb_service_metrics(kb_service_t *self);
+KB_EXPORT char *kb_service_metrics(kb_service_t *self);
 
 /*  {kernelspecs:[{name, display_name, language, interrupt_mode, resource_dir}]}
     as discovered now. Caller owns. */
-json_t *kb_service_kernelspecs(kb_service_t *self);
+KB_EXPORT json_t *kb_service_kernelspecs(kb_service_t *self);
 
 /* ---- Contexts ---------------------------------------------------------- */
 
@@ -129,32 +130,36 @@ typedef struct {
     created_at, last_activity_at, execution_count, pid, generation}, or NULL with err set
     (BAD_REQUEST, CONTEXT_EXISTS, LANGUAGE_NOT_SUPPORTED, KERNEL_START_FAILED,
     ...). Caller owns. */
-json_t *kb_service_context_create(kb_service_t *self, const kb_context_opts_t *opts,
-                                  kb_error_t *err);
+KB_EXPORT json_t *kb_service_context_create(kb_service_t *self, const kb_context_opts_t *opts,
+                                            kb_error_t *err);
 
 /*  The default context of opts->language (or opts->kernel_name), started
     if it is not running yet; waits until its kernel is ready. Other fields
     of opts are ignored. Returns the context object. Caller owns. */
-json_t *kb_service_context_default(kb_service_t *self, const kb_context_opts_t *opts,
-                                   kb_error_t *err);
+KB_EXPORT json_t *kb_service_context_default(kb_service_t *self, const kb_context_opts_t *opts,
+                                             kb_error_t *err);
 
 /*  The context object, or NULL with SESSION_NOT_FOUND (whose message says
     when and why a vanished context went). Caller owns. */
-json_t *kb_service_context_get(kb_service_t *self, const char *context_id, kb_error_t *err);
+KB_EXPORT json_t *kb_service_context_get(kb_service_t *self, const char *context_id,
+                                         kb_error_t *err);
 
 /*  {contexts:[...]}; default contexts only when all is true. Caller owns. */
-json_t *kb_service_context_list(kb_service_t *self, bool all, kb_error_t *err);
+KB_EXPORT json_t *kb_service_context_list(kb_service_t *self, bool all, kb_error_t *err);
 
 /*  Delete a context: its queued and running runs end as signaled/SIGKILL,
     its kernel is shut down. PROTECTED_CONTEXT for default contexts. */
-int kb_service_context_delete(kb_service_t *self, const char *context_id, kb_error_t *err);
+KB_EXPORT int kb_service_context_delete(kb_service_t *self, const char *context_id,
+                                        kb_error_t *err);
 
 /*  Replace the context's kernel with a fresh one, same id; waits until ready.
     Returns the context object. Caller owns. */
-json_t *kb_service_context_restart(kb_service_t *self, const char *context_id, kb_error_t *err);
+KB_EXPORT json_t *kb_service_context_restart(kb_service_t *self, const char *context_id,
+                                             kb_error_t *err);
 
 /*  Interrupt whatever the context's kernel is running now. */
-int kb_service_context_interrupt(kb_service_t *self, const char *context_id, kb_error_t *err);
+KB_EXPORT int kb_service_context_interrupt(kb_service_t *self, const char *context_id,
+                                           kb_error_t *err);
 
 /* ---- Jupyter's kernel channels (a websocket client's) --------------------- */
 
@@ -182,20 +187,20 @@ typedef struct {
     message of the kernel and every reply to the client's requests reach
     opts->send. NULL with err (SESSION_NOT_FOUND). Caller owns it, and
     gives it back with kb_service_channels_close. */
-kb_channels_t *kb_service_channels_open(kb_service_t *self, const kb_channels_opts_t *opts,
-                                        kb_error_t *err);
+KB_EXPORT kb_channels_t *kb_service_channels_open(kb_service_t *self,
+                                                  const kb_channels_opts_t *opts, kb_error_t *err);
 
 /*  One payload the client sent (borrowed): parsed on the caller's thread,
     then signed with the kernel's key and sent (an execute_request takes
     its turn in the context's queue, with native runs). -1 with err:
     BAD_REQUEST for a malformed payload (nothing is sent; the client may
     go on), SESSION_NOT_FOUND when the kernel is gone. */
-int kb_service_channels_input(kb_service_t *self, kb_channels_t *channels, bool binary,
-                              const void *data, size_t size, kb_error_t *err);
+KB_EXPORT int kb_service_channels_input(kb_service_t *self, kb_channels_t *channels, bool binary,
+                                        const void *data, size_t size, kb_error_t *err);
 
 /*  Detach and free the client: no callback reaches it once this returns.
     Safe on NULL. */
-void kb_service_channels_close(kb_service_t *self, kb_channels_t **channels_p);
+KB_EXPORT void kb_service_channels_close(kb_service_t *self, kb_channels_t **channels_p);
 
 /* ---- Runs ---------------------------------------------------------------- */
 
@@ -239,7 +244,7 @@ typedef enum {
 
 /*  The SSE event name of a type ("start", "stdout", ... "result", "log",
     "eof"). Static string. */
-const char *kb_event_type_name(kb_event_type_t type);
+KB_EXPORT const char *kb_event_type_name(kb_event_type_t type);
 
 /*  A run's result, kept once: its JSON text is rendered on demand from
     the run's kept output, piece by piece, so that a 64 MiB result is never
@@ -249,14 +254,14 @@ typedef struct kb_result_doc kb_result_doc_t;
 /*  The next bytes of the result's JSON text (compact, as json_dumps would
     give it), at most cap (at least 16); 0 at the end. Returns (size_t)-1 when out of
     memory. */
-size_t kb_result_doc_read(kb_result_doc_t *self, char *buf, size_t cap);
+KB_EXPORT size_t kb_result_doc_read(kb_result_doc_t *self, char *buf, size_t cap);
 
 /*  The whole result as one JSON value (a copy of the logs). NULL when out
     of memory. Caller owns. */
-json_t *kb_result_doc_json(const kb_result_doc_t *self);
+KB_EXPORT json_t *kb_result_doc_json(const kb_result_doc_t *self);
 
 /*  Safe on NULL; sets *self_p to NULL. */
-void kb_result_doc_destroy(kb_result_doc_t **self_p);
+KB_EXPORT void kb_result_doc_destroy(kb_result_doc_t **self_p);
 
 /*  One event. For KB_EVENT_RESULT, data is the result without the text of
     its logs (logs.stdout and logs.stderr are "") and doc renders the whole
@@ -268,7 +273,7 @@ typedef struct {
     kb_result_doc_t *doc; /* owned by the event; RESULT only */
 } kb_event_t;
 
-void kb_event_destroy(kb_event_t **self_p);
+KB_EXPORT void kb_event_destroy(kb_event_t **self_p);
 
 /*  A live stream of events from the engine to one reader (a run being
     followed, or a process's logs being followed). The engine never blocks
@@ -279,24 +284,27 @@ typedef struct kb_stream kb_stream_t;
 /*  Next event, waiting at most timeout_ms (-1 = forever). NULL on time-out.
     After the last event (RESULT for runs, END for log follows) it returns
     NULL at once and kb_stream_ended() is true. Caller owns the event. */
-kb_event_t *kb_stream_next(kb_stream_t *self, int timeout_ms);
-bool kb_stream_ended(kb_stream_t *self);
-void kb_stream_destroy(kb_stream_t **self_p);
+KB_EXPORT kb_event_t *kb_stream_next(kb_stream_t *self, int timeout_ms);
+KB_EXPORT bool kb_stream_ended(kb_stream_t *self);
+KB_EXPORT void kb_stream_destroy(kb_stream_t **self_p);
 
 /*  Submit a run. Returns a stream whose first event is START and whose last
     is RESULT, or NULL with err set for anything wrong before the run starts
     (BAD_REQUEST, SESSION_NOT_FOUND, LANGUAGE_NOT_SUPPORTED,
     UNSUPPORTED_OPTION, PAYLOAD_TOO_LARGE, KERNEL_START_FAILED for a default
     context that cannot start). Caller owns the stream. */
-kb_stream_t *kb_service_run_start(kb_service_t *self, const kb_run_opts_t *opts, kb_error_t *err);
+KB_EXPORT kb_stream_t *kb_service_run_start(kb_service_t *self, const kb_run_opts_t *opts,
+                                            kb_error_t *err);
 
 /*  Run and wait for the InterpreterResult JSON, with no events on the way
     (the caller's thread wakes once). NULL with err set as for
     kb_service_run_start. Caller owns. */
-json_t *kb_service_run_json(kb_service_t *self, const kb_run_opts_t *opts, kb_error_t *err);
+KB_EXPORT json_t *kb_service_run_json(kb_service_t *self, const kb_run_opts_t *opts,
+                                      kb_error_t *err);
 
 /*  The same, as a result document: nothing is copied. Caller owns. */
-kb_result_doc_t *kb_service_run_doc(kb_service_t *self, const kb_run_opts_t *opts, kb_error_t *err);
+KB_EXPORT kb_result_doc_t *kb_service_run_doc(kb_service_t *self, const kb_run_opts_t *opts,
+                                              kb_error_t *err);
 
 /*  Called for each event of a run, on the calling thread, in order. The
     event is borrowed. */
@@ -304,49 +312,52 @@ typedef void(kb_event_fn)(const kb_event_t *event, void *arg);
 
 /*  Run and wait: calls on_event (if not NULL) for every event and returns the
     result. NULL with err set on errors before the run starts. Caller owns. */
-kb_result_t *kb_service_run(kb_service_t *self, const kb_run_opts_t *opts, kb_event_fn *on_event,
-                            void *arg, kb_error_t *err);
+KB_EXPORT kb_result_t *kb_service_run(kb_service_t *self, const kb_run_opts_t *opts,
+                                      kb_event_fn *on_event, void *arg, kb_error_t *err);
 
 /* ---- Processes (run records) --------------------------------------------- */
 
 /*  {processes:[...]} filtered by state ("running"|"terminal"|NULL) and
     context id (NULL: all). Caller owns. */
-json_t *kb_service_process_list(kb_service_t *self, const char *state, const char *context_id,
-                                kb_error_t *err);
+KB_EXPORT json_t *kb_service_process_list(kb_service_t *self, const char *state,
+                                          const char *context_id, kb_error_t *err);
 
 /*  The process record. PROCESS_NOT_FOUND when unknown. Caller owns. */
-json_t *kb_service_process_get(kb_service_t *self, const char *process_id, kb_error_t *err);
+KB_EXPORT json_t *kb_service_process_get(kb_service_t *self, const char *process_id,
+                                         kb_error_t *err);
 
 /*  The InterpreterResult of a finished run; PROCESS_RUNNING while it runs. */
-json_t *kb_service_process_result(kb_service_t *self, const char *process_id, kb_error_t *err);
-kb_result_doc_t *kb_service_process_result_doc(kb_service_t *self, const char *process_id,
-                                               kb_error_t *err);
+KB_EXPORT json_t *kb_service_process_result(kb_service_t *self, const char *process_id,
+                                            kb_error_t *err);
+KB_EXPORT kb_result_doc_t *kb_service_process_result_doc(kb_service_t *self, const char *process_id,
+                                                         kb_error_t *err);
 
 /*  {frames, next_cursor, eof} from cursor (negative: the first frame kept),
     at most limit frames (0: all). Caller owns. */
-json_t *kb_service_process_logs(kb_service_t *self, const char *process_id, long long cursor,
-                                size_t limit, kb_error_t *err);
+KB_EXPORT json_t *kb_service_process_logs(kb_service_t *self, const char *process_id,
+                                          long long cursor, size_t limit, kb_error_t *err);
 
 /*  Follow a process's logs: a LOG event per frame from cursor on (negative:
     first kept), live as they come, then END {cursor} once the run has
     ended. Caller owns the stream. */
-kb_stream_t *kb_service_process_follow(kb_service_t *self, const char *process_id, long long cursor,
-                                       kb_error_t *err);
+KB_EXPORT kb_stream_t *kb_service_process_follow(kb_service_t *self, const char *process_id,
+                                                 long long cursor, kb_error_t *err);
 
 /*  Wait up to timeout seconds (negative: forever) for the process to end.
     Returns {state, exit_code, signal, reason, raw_reason}; state "running"
     with null fields when the wait ran out first. Caller owns. */
-json_t *kb_service_process_wait(kb_service_t *self, const char *process_id, double timeout,
-                                kb_error_t *err);
+KB_EXPORT json_t *kb_service_process_wait(kb_service_t *self, const char *process_id,
+                                          double timeout, kb_error_t *err);
 
 /*  Signal a running process: "SIGINT" interrupts the kernel, "SIGTERM" and
     "SIGKILL" kill it (the context vanishes). PROCESS_NOT_FOUND,
     BAD_REQUEST for other names; a finished process is left alone (0). */
-int kb_service_process_signal(kb_service_t *self, const char *process_id, const char *signal,
-                              kb_error_t *err);
+KB_EXPORT int kb_service_process_signal(kb_service_t *self, const char *process_id,
+                                        const char *signal, kb_error_t *err);
 
 /*  Forget a finished process record; PROCESS_RUNNING while it runs. */
-int kb_service_process_delete(kb_service_t *self, const char *process_id, kb_error_t *err);
+KB_EXPORT int kb_service_process_delete(kb_service_t *self, const char *process_id,
+                                        kb_error_t *err);
 
 #ifdef __cplusplus
 }

@@ -14,8 +14,8 @@
 #include "kernel/kb_kernel_impl.h"
 #include "kernel/kb_launch.h"
 #include "util/kb_clock.h"
+#include "wire/kb_wire.h"
 
-#define KB_MAX_PARTS 64    /* frames read of one message; longer ones are dropped */
 #define KB_DRAIN_BATCH 256 /* messages read per socket per loop turn */
 
 const char *kb_channel_name(kb_channel_t channel)
@@ -219,12 +219,14 @@ static kb_drop_reason_t s_drop_reason(kb_wire_status_t status)
 
 /*  Read the messages waiting on one socket, verify and dispatch each. The
     watch is edge-triggered: read until nothing is left, or poke it to come
-    back next turn when the batch is used up (other kernels get their turn). */
+    back next turn when the batch is used up (other kernels get their turn).
+    A message of more than KB_WIRE_MAX_FRAMES frames (the codec's own limit)
+    is read to its end and counted as dropped, too_many_parts. */
 static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t channel)
 {
     void *socket = zsock_resolve(sock);
-    zmq_msg_t parts[KB_MAX_PARTS];
-    kb_frame_t frames[KB_MAX_PARTS];
+    zmq_msg_t parts[KB_WIRE_MAX_FRAMES];
+    kb_frame_t frames[KB_WIRE_MAX_FRAMES];
     for (int batch = 0;; batch++) {
         if (batch == KB_DRAIN_BATCH) {
             kb_io_poke(io);
@@ -243,7 +245,7 @@ static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t 
                 break;      /* cannot happen mid-message; treat as truncated */
             }
             more = zmq_msg_more(&part);
-            if (count < KB_MAX_PARTS) {
+            if (count < KB_WIRE_MAX_FRAMES) {
                 parts[count] = part;
                 frames[count].data = zmq_msg_data(&parts[count]);
                 frames[count].size = zmq_msg_size(&parts[count]);

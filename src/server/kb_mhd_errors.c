@@ -30,6 +30,11 @@
 #include <string.h>
 #include <sys/socket.h>
 
+/*  The library is built with hidden visibility: these two keep the default
+    one, so that they are in the executable's dynamic symbol table, where the
+    dynamic linker finds them ahead of libmicrohttpd's. */
+#define KB_INTERPOSE __attribute__((visibility("default")))
+
 typedef struct MHD_Response *(kb_create_fn)(size_t, void *, enum MHD_ResponseMemoryMode);
 typedef enum MHD_Result(kb_queue_fn)(struct MHD_Connection *, unsigned int, struct MHD_Response *);
 
@@ -77,8 +82,8 @@ static bool s_ours(struct MHD_Daemon *daemon)
     return found;
 }
 
-struct MHD_Response *MHD_create_response_from_buffer(size_t size, void *buffer,
-                                                     enum MHD_ResponseMemoryMode mode)
+KB_INTERPOSE struct MHD_Response *MHD_create_response_from_buffer(size_t size, void *buffer,
+                                                                  enum MHD_ResponseMemoryMode mode)
 {
     pthread_once(&s_once, s_resolve);
     struct MHD_Response *response = s_create(size, buffer, mode);
@@ -166,8 +171,9 @@ static bool s_answer(struct MHD_Connection *connection, unsigned status, const c
     return written;
 }
 
-enum MHD_Result MHD_queue_response(struct MHD_Connection *connection, unsigned int status_code,
-                                   struct MHD_Response *response)
+KB_INTERPOSE enum MHD_Result MHD_queue_response(struct MHD_Connection *connection,
+                                                unsigned int status_code,
+                                                struct MHD_Response *response)
 {
     pthread_once(&s_once, s_resolve);
     if (!s_page || response != s_page_response)

@@ -25,7 +25,6 @@
 #include "util/kb_buf.h"
 #include "wire/kb_replay.h"
 
-#define KB_WIRE_DEFAULT_MAX_FRAMES 1024
 #define KB_WIRE_DEFAULT_MAX_FRAME_BYTES ((size_t)256 << 20)
 #define KB_WIRE_DEFAULT_MAX_TOTAL_BYTES ((size_t)512 << 20)
 #define KB_WIRE_DEFAULT_REPLAY_WINDOW 65536
@@ -250,8 +249,8 @@ void kb_wire_set_limits(kb_wire_t *self, const kb_wire_limits_t *limits)
 {
     assert(self);
     kb_wire_limits_t next = limits ? *limits : (kb_wire_limits_t){ 0 };
-    if (next.max_frames == 0)
-        next.max_frames = KB_WIRE_DEFAULT_MAX_FRAMES;
+    if (next.max_frames == 0 || next.max_frames > KB_WIRE_MAX_FRAMES)
+        next.max_frames = KB_WIRE_MAX_FRAMES;
     if (next.max_frame_bytes == 0)
         next.max_frame_bytes = KB_WIRE_DEFAULT_MAX_FRAME_BYTES;
     if (next.max_total_bytes == 0)

@@ -76,9 +76,14 @@ typedef enum {
     KB_WIRE_TOO_LARGE = -4      /* frame count or sizes over the limits */
 } kb_wire_status_t;
 
+/*  Frames of one message (identities + 6 + buffers), at most: the one limit
+    on frames, kept by the codec and by whoever reads a message's frames off
+    a socket (a longer message is dropped and counted as too_many_parts). */
+#define KB_WIRE_MAX_FRAMES 1024
+
 /*  Hard limits applied by kb_wire_decode. A field left 0 takes its default. */
 typedef struct {
-    size_t max_frames;      /* identities + 6 + buffers; default 1024 */
+    size_t max_frames;      /* default and most KB_WIRE_MAX_FRAMES */
     size_t max_frame_bytes; /* any single frame; default 256 MiB */
     size_t max_total_bytes; /* all frames together; default 512 MiB */
     size_t replay_window;   /* signatures remembered for replay rejection,
