@@ -5,6 +5,7 @@
     values (kb_cli_serve.c). */
 #include "cli/kb_cli_serve_flags.h"
 
+#include <assert.h>
 #include <getopt.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -256,6 +257,14 @@ static int apply_number(kb_serve_opts_t *o, const flag_t *flag, const char *what
 /*  Apply one value of flag (given, from the environment or the default). */
 static int apply(kb_serve_opts_t *o, const flag_t *flag, const char *value)
 {
+    /* a table entry whose field does not fit its type is a bug of the table */
+    assert(flag->type != FLAG_SWITCH || flag->width == sizeof(bool));
+    assert(flag->type != FLAG_STRING || flag->width == sizeof(const char *));
+    assert(flag->type != FLAG_LIST || flag->width == sizeof(kb_strv_t));
+    assert(flag->type != FLAG_SECONDS || flag->width == sizeof(double));
+    assert(flag->type < FLAG_MILLIS || flag->type > FLAG_BYTES || flag->width == sizeof(unsigned)
+           || flag->width == sizeof(uint64_t));
+    assert(flag->type != FLAG_CUSTOM || flag->parse);
     char what[64];
     snprintf(what, sizeof what, "--%s", flag->name);
     switch (flag->type) {

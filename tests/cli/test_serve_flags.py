@@ -87,3 +87,19 @@ def test_defaults_in_code_are_values_the_flag_takes():
         done = subprocess.run([BINARY, "serve", "--%s" % name, value, "--help"],
                               capture_output=True, text=True, env=env, timeout=30)
         assert done.returncode == 0, (name, value, done.stderr)
+
+
+def test_each_variable_is_read_as_its_flag():
+    # A bad value in the variable --help names is refused under the flag's
+    # name: the variable is the one the daemon reads, for the flag it says.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
+    checked = 0
+    for name, (arg, variable, _) in help_flags().items():
+        if arg not in ("S", "N", "BYTES", "HOST:PORT", "ipc|tcp", "text|json", "A-B"):
+            continue
+        done = subprocess.run([BINARY, "serve", "--help"], capture_output=True, text=True,
+                              env=dict(env, **{variable: "bogus"}), timeout=30)
+        assert done.returncode == 2, (variable, done.stdout[:200])
+        assert "--%s: bad value 'bogus'" % name in done.stderr, (variable, done.stderr)
+        checked += 1
+    assert checked >= 24, checked
