@@ -168,7 +168,62 @@ static int s_exit_code(const kb_result_t *result)
     }
 }
 
-int kb_cli_run(int argc, char **argv)
+/*  What `run`'s command line says. env is owned; strings are borrowed. */
+typedef struct {
+    kb_run_opts_t opts;
+    const char *save_dir;
+    bool json_out;
+    json_t *env;
+} s_run_args_t;
+
+/*  One option of `run`: 0, or -1 after a message (usage status). */
+static int s_run_option(s_run_args_t *args, int c, char *value)
+{
+    switch (c) {
+        case 'l':
+            args->opts.language = value;
+            return 0;
+        case 'k':
+            args->opts.kernel_name = value;
+            return 0;
+        case 't': {
+            char *end;
+            args->opts.timeout = strtod(value, &end);
+            if (*end || args->opts.timeout < 0) {
+                fprintf(stderr, "kernelbridge run: --timeout wants seconds, not '%s'\n", value);
+                return -1;
+            }
+            return 0;
+        }
+        case 'C':
+            args->opts.cwd = value;
+            return 0;
+        case 'e': {
+            char *eq = strchr(value, '=');
+            if (!eq || eq == value) {
+                fprintf(stderr, "kernelbridge run: -e wants NAME=VALUE, not '%s'\n", value);
+                return -1;
+            }
+            *eq = 0;
+            json_object_set_new(args->env, value, json_string(eq + 1));
+            *eq = '=';
+            return 0;
+        }
+        case 'j':
+            args->json_out = true;
+            return 0;
+        case 's':
+            args->save_dir = value;
+            return 0;
+        default:
+            s_run_usage(stderr);
+            return -1;
+    }
+}
+
+/*  The options of `run`, up to its code argument: 0, 1 after --help, -1
+    after a message. */
+static int s_parse_run_args(s_run_args_t *args, int argc, char **argv)
 {
     static const struct option options[] = { { "language", required_argument, NULL, 'l' },
                                              { "kernel", required_argument, NULL, 'k' },
@@ -179,68 +234,67 @@ int kb_cli_run(int argc, char **argv)
                                              { "save-dir", required_argument, NULL, 's' },
                                              { "help", no_argument, NULL, 'h' },
                                              { NULL, 0, NULL, 0 } };
-    kb_run_opts_t opts = { .isolated = true };
-    const char *save_dir = NULL;
-    bool json_out = false;
-    json_t *env = json_object();
-    int status = KB_EXIT_USAGE;
-    char *code = NULL;
-    kb_service_t *service = NULL;
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "l:k:t:C:e:js:h", options, NULL)) != -1) {
-        switch (c) {
-            case 'l':
-                opts.language = optarg;
-                break;
-            case 'k':
-                opts.kernel_name = optarg;
-                break;
-            case 't': {
-                char *end;
-                opts.timeout = strtod(optarg, &end);
-                if (*end || opts.timeout < 0) {
-                    fprintf(stderr, "kernelbridge run: --timeout wants seconds, not '%s'\n",
-                            optarg);
-                    goto done;
-                }
-                break;
-            }
-            case 'C':
-                opts.cwd = optarg;
-                break;
-            case 'e': {
-                char *eq = strchr(optarg, '=');
-                if (!eq || eq == optarg) {
-                    fprintf(stderr, "kernelbridge run: -e wants NAME=VALUE, not '%s'\n", optarg);
-                    goto done;
-                }
-                *eq = 0;
-                json_object_set_new(env, optarg, json_string(eq + 1));
-                *eq = '=';
-                break;
-            }
-            case 'j':
-                json_out = true;
-                break;
-            case 's':
-                save_dir = optarg;
-                break;
-            case 'h':
-                s_run_usage(stdout);
-                status = KB_EXIT_OK;
-                goto done;
-            default:
-                s_run_usage(stderr);
-                goto done;
+        if (c == 'h') {
+            s_run_usage(stdout);
+            return 1;
         }
+        if (s_run_option(args, c, optarg) < 0)
+            return -1;
     }
-    if (opts.language && opts.kernel_name) {
+    if (args->opts.language && args->opts.kernel_name) {
         fprintf(stderr, "kernelbridge run: give -l or -k, not both\n");
-        goto done;
+        return -1;
     }
     if (optind != argc - 1) {
         s_run_usage(stderr);
+        return -1;
+    }
+    return 0;
+}
+
+/*  Run opts in a service of this process and print the result. The exit
+    status. */
+static int s_run_in_process(const kb_run_opts_t *opts, bool json_out, const char *save_dir)
+{
+    kb_error_t err;
+    kb_service_t *service = kb_service_new(NULL, &err);
+    if (!service) {
+        fprintf(stderr, "kernelbridge run: %s\n", err.message);
+        return KB_EXIT_KERNEL;
+    }
+    int status;
+    kb_result_t *result = kb_service_run(service, opts, s_on_event, &json_out, &err);
+    if (!result) {
+        fprintf(stderr, "kernelbridge run: %s: %s\n", kb_code_name(err.code), err.message);
+        status = err.code == KB_ERR_LANGUAGE_NOT_SUPPORTED || err.code == KB_ERR_BAD_REQUEST
+                     ? KB_EXIT_USAGE
+                     : KB_EXIT_KERNEL;
+    } else {
+        if (json_out) {
+            json_t *json = kb_result_to_json(result);
+            json_dumpf(json, stdout, JSON_INDENT(2));
+            fputc('\n', stdout);
+            json_decref(json);
+        } else
+            s_print_readable(result, save_dir);
+        status = s_exit_code(result);
+        kb_result_destroy(&result);
+    }
+    kb_service_destroy(&service);
+    return status;
+}
+
+int kb_cli_run(int argc, char **argv)
+{
+    s_run_args_t args = { .opts = { .isolated = true }, .env = json_object() };
+    int status = KB_EXIT_USAGE;
+    char *code = NULL;
+    int parsed = s_parse_run_args(&args, argc, argv);
+    if (parsed != 0) {
+        status = parsed > 0 ? KB_EXIT_OK : KB_EXIT_USAGE;
         goto done;
     }
     code = strcmp(argv[optind], "-") == 0 ? s_read_all(stdin) : strdup(argv[optind]);
@@ -248,40 +302,16 @@ int kb_cli_run(int argc, char **argv)
         fprintf(stderr, "kernelbridge run: cannot read the code\n");
         goto done;
     }
+    const char *save_dir = args.save_dir;
     if (save_dir && mkdir(save_dir, 0755) != 0 && access(save_dir, W_OK) != 0) {
         fprintf(stderr, "kernelbridge run: cannot use --save-dir %s\n", save_dir);
         goto done;
     }
-    opts.code = code;
-    opts.env = json_object_size(env) ? env : NULL;
-
-    kb_error_t err;
-    service = kb_service_new(NULL, &err);
-    if (!service) {
-        fprintf(stderr, "kernelbridge run: %s\n", err.message);
-        status = KB_EXIT_KERNEL;
-        goto done;
-    }
-    kb_result_t *result = kb_service_run(service, &opts, s_on_event, &json_out, &err);
-    if (!result) {
-        fprintf(stderr, "kernelbridge run: %s: %s\n", kb_code_name(err.code), err.message);
-        status = err.code == KB_ERR_LANGUAGE_NOT_SUPPORTED || err.code == KB_ERR_BAD_REQUEST
-                     ? KB_EXIT_USAGE
-                     : KB_EXIT_KERNEL;
-        goto done;
-    }
-    if (json_out) {
-        json_t *json = kb_result_to_json(result);
-        json_dumpf(json, stdout, JSON_INDENT(2));
-        fputc('\n', stdout);
-        json_decref(json);
-    } else
-        s_print_readable(result, save_dir);
-    status = s_exit_code(result);
-    kb_result_destroy(&result);
+    args.opts.code = code;
+    args.opts.env = json_object_size(args.env) ? args.env : NULL;
+    status = s_run_in_process(&args.opts, args.json_out, save_dir);
 done:
-    kb_service_destroy(&service);
-    json_decref(env);
+    json_decref(args.env);
     free(code);
     return status;
 }

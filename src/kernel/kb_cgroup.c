@@ -258,124 +258,155 @@ fail:
     return -1;
 }
 
-kb_cgroups_t *kb_cgroups_detect_from(const char *proc_cgroup, const char *mountinfo, unsigned flags,
-                                     char *why, size_t whylen)
-{
-    char path[PATH_MAX], dir[PATH_MAX], pid_text[32], others[128];
-    int fd = -1, daemon_fd = -1;
-    bool in_leaf = false, moved = false, made_leaf = false;
-    char *text = NULL;
-    kb_cgroups_t *self = NULL;
-    pid_t me = getpid();
-    snprintf(pid_text, sizeof pid_text, "%d", (int)me);
+/*  Detection as it goes: <own>'s path and directory, its fd and the
+    daemon leaf's, and what to undo when a later step fails. */
+typedef struct {
+    char path[PATH_MAX], dir[PATH_MAX];
+    int fd, daemon_fd;
+    bool in_leaf, moved, made_leaf;
+    char pid_text[32];
+} s_detect_t;
 
-    if (kb_cgroup_parse_proc(proc_cgroup, path, sizeof path, why, whylen) != 0
-        || kb_cgroup_parse_mountinfo(mountinfo, path, dir, sizeof dir, why, whylen) != 0)
-        return NULL;
+/*  Find <own> (the daemon's cgroup, or the parent of its "daemon" leaf)
+    and open it: a delegated cgroup2 directory, with memory and pids, owned
+    and writable by the daemon. 0, or -1 with why. */
+static int s_open_own(s_detect_t *d, const char *proc_cgroup, const char *mountinfo, unsigned flags,
+                      char *why, size_t whylen)
+{
+    if (kb_cgroup_parse_proc(proc_cgroup, d->path, sizeof d->path, why, whylen) != 0
+        || kb_cgroup_parse_mountinfo(mountinfo, d->path, d->dir, sizeof d->dir, why, whylen) != 0)
+        return -1;
     char ppath[PATH_MAX], pdir[PATH_MAX];
-    fd = s_adopt_parent(path, mountinfo, flags, ppath, sizeof ppath, pdir, sizeof pdir);
-    if (fd >= 0) {
-        in_leaf = true;
-        memcpy(path, ppath, sizeof path);
-        memcpy(dir, pdir, sizeof dir);
-    } else if ((fd = s_open_dir(dir)) < 0) {
-        kb_say(why, whylen, "cannot open cgroup %s at %s: %s", path, dir,
+    d->fd = s_adopt_parent(d->path, mountinfo, flags, ppath, sizeof ppath, pdir, sizeof pdir);
+    if (d->fd >= 0) {
+        d->in_leaf = true;
+        memcpy(d->path, ppath, sizeof d->path);
+        memcpy(d->dir, pdir, sizeof d->dir);
+    } else if ((d->fd = s_open_dir(d->dir)) < 0) {
+        kb_say(why, whylen, "cannot open cgroup %s at %s: %s", d->path, d->dir,
                errno == ELOOP || errno == ENOTDIR ? "a symbolic link on the way" : strerror(errno));
-        return NULL;
+        return -1;
     }
     struct statfs sfs;
     if (!(flags & KB_CGROUPS_ANY_FS)
-        && (fstatfs(fd, &sfs) != 0 || sfs.f_type != CGROUP2_SUPER_MAGIC)) {
-        kb_say(why, whylen, "%s is not on a cgroup2 file system", dir);
-        goto fail;
+        && (fstatfs(d->fd, &sfs) != 0 || sfs.f_type != CGROUP2_SUPER_MAGIC)) {
+        kb_say(why, whylen, "%s is not on a cgroup2 file system", d->dir);
+        return -1;
     }
-    if (!(text = s_slurp(fd, "cgroup.controllers"))) {
-        kb_say(why, whylen, "cannot read %s/cgroup.controllers: %s", dir, strerror(errno));
-        goto fail;
+    char *text = s_slurp(d->fd, "cgroup.controllers");
+    if (!text) {
+        kb_say(why, whylen, "cannot read %s/cgroup.controllers: %s", d->dir, strerror(errno));
+        return -1;
     }
-    if (kb_cgroup_check_controllers(text, path, mountinfo, why, whylen) != 0)
-        goto fail;
+    int rc = kb_cgroup_check_controllers(text, d->path, mountinfo, why, whylen);
     free(text);
-    text = NULL;
+    if (rc != 0)
+        return -1;
     /* The true root has no cgroup.type (a cgroup namespace's root has). */
-    if (faccessat(fd, "cgroup.type", F_OK, 0) != 0) {
+    if (faccessat(d->fd, "cgroup.type", F_OK, 0) != 0) {
         kb_say(why, whylen,
                "cgroup %s is the root of the cgroup2 hierarchy at %s, not one "
                "delegated to the daemon",
-               path, dir);
-        goto fail;
+               d->path, d->dir);
+        return -1;
     }
-    if (!s_owned_writable(fd, path, why, whylen))
-        goto fail;
+    return s_owned_writable(d->fd, d->path, why, whylen) ? 0 : -1;
+}
 
+/*  The daemon into <own>/daemon (already there when in_leaf) and that
+    leaf opened. 0, or -1 with why. */
+static int s_enter_leaf(s_detect_t *d, char *why, size_t whylen)
+{
+    if (!d->in_leaf) {
+        if (mkdirat(d->fd, "daemon", 0755) == 0)
+            d->made_leaf = true;
+        else if (errno != EEXIST) {
+            kb_say(why, whylen, "cannot make %s/daemon: %s", d->path, strerror(errno));
+            return -1;
+        }
+        d->daemon_fd = s_open_child(d->fd, "daemon");
+        if (d->daemon_fd < 0 || s_write(d->daemon_fd, "cgroup.procs", d->pid_text) != 0) {
+            kb_say(why, whylen, "cannot move the daemon into %s/daemon: %s", d->path,
+                   strerror(errno));
+            return -1;
+        }
+        d->moved = true;
+    } else {
+        d->daemon_fd = s_open_child(d->fd, "daemon");
+    }
+    if (d->daemon_fd < 0) {
+        kb_say(why, whylen, "cannot open %s/daemon: %s", d->path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/*  memory and pids for the children of <own>, unless already there; only
+    possible once <own> holds no process but the daemon. 0, or -1 with why. */
+static int s_enable_controllers(s_detect_t *d, char *why, size_t whylen)
+{
+    char others[128];
+    char *text = s_slurp(d->fd, "cgroup.subtree_control");
+    if (!text) {
+        kb_say(why, whylen, "cannot read %s/cgroup.subtree_control: %s", d->path, strerror(errno));
+        return -1;
+    }
+    int rc = kb_cgroup_check_controllers(text, d->path, NULL, NULL, 0);
+    free(text);
+    if (rc == 0)
+        return 0;
+    if (!(text = s_slurp(d->fd, "cgroup.procs"))) {
+        kb_say(why, whylen, "cannot read %s/cgroup.procs: %s", d->path, strerror(errno));
+        return -1;
+    }
+    bool crowded = s_other_pids(text, getpid(), others, sizeof others);
+    free(text);
+    if (crowded) {
+        kb_say(why, whylen,
+               "cgroup %s has processes other than the daemon (%s), so its "
+               "children cannot have controllers",
+               d->path, others);
+        return -1;
+    }
+    if (s_write(d->fd, "cgroup.subtree_control", "+memory +pids") != 0) {
+        kb_say(why, whylen, "cannot enable memory and pids in %s/cgroup.subtree_control: %s",
+               d->path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+kb_cgroups_t *kb_cgroups_detect_from(const char *proc_cgroup, const char *mountinfo, unsigned flags,
+                                     char *why, size_t whylen)
+{
+    s_detect_t d = { .fd = -1, .daemon_fd = -1 };
+    kb_cgroups_t *self = NULL;
+    snprintf(d.pid_text, sizeof d.pid_text, "%d", (int)getpid());
+    if (s_open_own(&d, proc_cgroup, mountinfo, flags, why, whylen) != 0)
+        goto fail;
     /* Set up: the daemon into <own>/daemon, then the controllers for the
        children of <own>. */
-    if (in_leaf) {
-        daemon_fd = s_open_child(fd, "daemon");
-    } else {
-        if (mkdirat(fd, "daemon", 0755) == 0)
-            made_leaf = true;
-        else if (errno != EEXIST) {
-            kb_say(why, whylen, "cannot make %s/daemon: %s", path, strerror(errno));
-            goto fail;
-        }
-        daemon_fd = s_open_child(fd, "daemon");
-        if (daemon_fd < 0 || s_write(daemon_fd, "cgroup.procs", pid_text) != 0) {
-            kb_say(why, whylen, "cannot move the daemon into %s/daemon: %s", path, strerror(errno));
-            goto fail;
-        }
-        moved = true;
-    }
-    if (daemon_fd < 0) {
-        kb_say(why, whylen, "cannot open %s/daemon: %s", path, strerror(errno));
+    if (s_enter_leaf(&d, why, whylen) != 0 || s_enable_controllers(&d, why, whylen) != 0)
         goto fail;
-    }
-    if (!(text = s_slurp(fd, "cgroup.subtree_control"))) {
-        kb_say(why, whylen, "cannot read %s/cgroup.subtree_control: %s", path, strerror(errno));
-        goto fail;
-    }
-    if (kb_cgroup_check_controllers(text, path, NULL, NULL, 0) != 0) {
-        free(text);
-        if (!(text = s_slurp(fd, "cgroup.procs"))) {
-            kb_say(why, whylen, "cannot read %s/cgroup.procs: %s", path, strerror(errno));
-            goto fail;
-        }
-        if (s_other_pids(text, me, others, sizeof others)) {
-            kb_say(why, whylen,
-                   "cgroup %s has processes other than the daemon (%s), so its "
-                   "children cannot have controllers",
-                   path, others);
-            goto fail;
-        }
-        if (s_write(fd, "cgroup.subtree_control", "+memory +pids") != 0) {
-            kb_say(why, whylen, "cannot enable memory and pids in %s/cgroup.subtree_control: %s",
-                   path, strerror(errno));
-            goto fail;
-        }
-    }
-    free(text);
-    text = NULL;
-
     self = calloc(1, sizeof *self);
-    if (!self || !(self->path = strdup(path)) || !(self->dir = strdup(dir))) {
+    if (!self || !(self->path = strdup(d.path)) || !(self->dir = strdup(d.dir))) {
         kb_say(why, whylen, "out of memory");
         goto fail;
     }
-    self->fd = fd;
-    self->has_kill = faccessat(daemon_fd, "cgroup.kill", F_OK, 0) == 0;
-    close(daemon_fd);
+    self->fd = d.fd;
+    self->has_kill = faccessat(d.daemon_fd, "cgroup.kill", F_OK, 0) == 0;
+    close(d.daemon_fd);
     return self;
 
 fail:
-    if (moved)
-        s_write(fd, "cgroup.procs", pid_text); /* back where it was */
-    if (made_leaf)
-        unlinkat(fd, "daemon", AT_REMOVEDIR);
-    if (daemon_fd >= 0)
-        close(daemon_fd);
-    if (fd >= 0)
-        close(fd);
-    free(text);
+    if (d.moved)
+        s_write(d.fd, "cgroup.procs", d.pid_text); /* back where it was */
+    if (d.made_leaf)
+        unlinkat(d.fd, "daemon", AT_REMOVEDIR);
+    if (d.daemon_fd >= 0)
+        close(d.daemon_fd);
+    if (d.fd >= 0)
+        close(d.fd);
     if (self) {
         free(self->path);
         free(self->dir);

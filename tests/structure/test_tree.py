@@ -70,3 +70,62 @@ def test_no_source_file_is_over_900_lines():
     long = {str(p.relative_to(SRC)): n for p in SRC.rglob("*.[ch]")
             if (n := len(p.read_text().splitlines())) > 900}
     assert not long, long
+
+
+# No function over 100 lines and no file over 800 (issue 31). Files not yet
+# brought under these limits are listed here; the list empties as they are,
+# and then the check covers all of src/ and replaces the 900-line one above.
+ALLOWED_PENDING = [
+    "server/*",
+    "service/engine/*",
+    "service/durable/*",
+    "service/run/kb_run.c",
+    "kernel/kb_kernel.c",
+    "kernel/kb_kernel_adopt.c",
+    "kernel/kb_kernel_io.c",
+    "wire/kb_wire.c",
+]
+MAX_FUNCTION_LINES = 100
+MAX_FILE_LINES = 800
+DEFINITION = re.compile(r"^(?!typedef\b|struct\b|enum\b|union\b|#)[A-Za-z_][^;]*\(")
+
+
+def pending(name):
+    return any(Path(name).match(pattern) for pattern in ALLOWED_PENDING)
+
+
+def functions(text):
+    """[(name, first line, lines)] of each function defined in C text, a
+    definition being a line at column 0 with a '(' followed by a '{' alone
+    at column 0, its body ending at the first '}' alone at column 0."""
+    found, candidate, start = [], None, None
+    for number, line in enumerate(text.splitlines(), 1):
+        if start is None and DEFINITION.match(line):
+            candidate = (re.search(r"(\w+)\s*\(", line).group(1), number)
+        elif start is None and line == "{" and candidate:
+            start = candidate
+        elif start is not None and line == "}":
+            found.append((start[0], start[1], number - start[1] + 1))
+            start = candidate = None
+    return found
+
+
+def test_function_finder_sees_definitions():
+    text = ("static int\n" "f(int a,\n" "  int b)\n" "{\n" "    return a;\n" "}\n"
+            "int g(void)\n" "{\n" "    if (1) {\n" "    }\n" "}\n")
+    assert functions("int f(int a,\n      int b)\n{\n    return a;\n}\n") == [("f", 1, 5)]
+    assert [name for name, _, _ in functions(text)] == ["f", "g"]
+
+
+def test_no_function_over_100_lines_and_no_file_over_800():
+    long_functions, long_files = [], {}
+    for path in sorted(SRC.rglob("*.[ch]")):
+        name = str(path.relative_to(SRC))
+        if pending(name):
+            continue
+        text = path.read_text()
+        if (n := len(text.splitlines())) > MAX_FILE_LINES:
+            long_files[name] = n
+        long_functions += [f"{name}:{line} {fn} ({n} lines)"
+                           for fn, line, n in functions(text) if n > MAX_FUNCTION_LINES]
+    assert not long_functions and not long_files, (long_functions, long_files)

@@ -1,0 +1,151 @@
+/*  kb_context_view.c - what a context shows, without changing it: its
+    identity, state and JSON for the API (SPEC section 3), and its row for
+    state.db. Reads struct kb_context (kb_context_impl.h); kb_context.c is
+    the one file that writes it. Engine thread only. */
+#include "service/run/kb_context.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernel/kb_proctree.h"
+#include "service/run/kb_context_impl.h"
+#include "util/kb_buf.h"
+#include "util/kb_clock.h"
+
+json_t *kb_context_identity(const kb_context_t *self)
+{
+    return json_pack("{s:s, s:s, s:s, s:I}", "sandbox_id", self->env->sandbox_id, "context_id",
+                     self->id, "language", self->language, "generation",
+                     (json_int_t)self->generation);
+}
+
+static const char *s_state(const kb_context_t *self)
+{
+    if (!self->kernel)
+        return "dead";
+    kb_kernel_state_t state = kb_kernel_state(self->kernel);
+    if (state == KB_KERNEL_STARTING)
+        return "starting";
+    if (state == KB_KERNEL_DEAD || state == KB_KERNEL_DYING)
+        return "dead";
+    return self->running || self->barrier || (self->hub && kb_hub_busy(self->hub)) ? "busy"
+                                                                                   : "idle";
+}
+
+const char *kb_context_state(const kb_context_t *self)
+{
+    return s_state(self);
+}
+
+/*  The kernel's effective working directory (SPEC section 3, never null):
+    its process's now when /proc/<pid>/cwd is readable, else where it was
+    started; an attached kernel (no pid) gets the daemon's, the best known.
+    Into buf, or a string of self. */
+static const char *s_effective_cwd(const kb_context_t *self, char *buf, size_t len)
+{
+    kb_kernel_t *kernel = self->kernel;
+    pid_t pid = kernel ? kb_kernel_pid(kernel) : 0;
+    if (pid > 0 && kb_kernel_state(kernel) != KB_KERNEL_DEAD && kb_proc_cwd(pid, buf, len) == 0)
+        return buf;
+    if (!self->cwd && kernel && kb_kernel_work_dir(kernel))
+        return kb_kernel_work_dir(kernel);
+    return self->start_dir;
+}
+
+json_t *kb_context_json(const kb_context_t *self)
+{
+    char created[40], active[40];
+    kb_iso_time(self->created_at, created, sizeof created);
+    kb_iso_time(self->last_activity_at, active, sizeof active);
+    kb_kernel_t *kernel = self->kernel;
+    json_t *json = kb_context_identity(self);
+    json_object_set_new(json, "kernel_name", json_string(self->spec->name));
+    json_object_set_new(json, "kernel_id", json_string(self->kernel_id));
+    json_object_set_new(json, "connections",
+                        json_integer(self->hub ? (json_int_t)kb_hub_count(self->hub) : 0));
+    json_object_set_new(json, "dropped_messages",
+                        json_integer(kernel ? (json_int_t)kb_kernel_dropped(kernel) : 0));
+    char cwd[PATH_MAX];
+    json_object_set_new(json, "cwd", json_string(s_effective_cwd(self, cwd, sizeof cwd)));
+    json_object_set_new(json, "state", json_string(s_state(self)));
+    json_object_set_new(json, "created_at", json_string(created));
+    json_object_set_new(json, "last_activity_at", json_string(active));
+    json_object_set_new(json, "execution_count", json_integer(self->execution_count));
+    /* null: no kernel, or one this daemon did not start (attached) */
+    json_object_set_new(json, "pid",
+                        kernel && kb_kernel_pid(kernel) > 0 ? json_integer(kb_kernel_pid(kernel))
+                                                            : json_null());
+    json_object_set_new(json, "default", json_boolean(self->is_default));
+    json_object_set_new(
+        json, "heartbeat",
+        json_string(kernel && kb_kernel_heartbeat_misses(kernel) > 1 ? "late" : "ok"));
+    json_object_set_new(json, "memory_limit",
+                        self->memory_limit ? json_integer(self->memory_limit) : json_null());
+    json_object_set_new(json, "pids_limit",
+                        self->pids_limit ? json_integer(self->pids_limit) : json_null());
+    json_t *resources = json_null();
+    if (self->watch) {
+        kb_usage_t usage;
+        kb_watch_usage(self->watch, &usage);
+        resources = json_pack("{s:I, s:f, s:i}", "memory_bytes", (json_int_t)usage.memory_bytes,
+                              "cpu_time_s", (double)(long long)(usage.cpu_time_s * 1e3) / 1e3,
+                              "pids", (int)usage.pids);
+    }
+    json_object_set_new(json, "resources", resources);
+    return json;
+}
+
+/* ---- the state database ---------------------------------------------------------- */
+
+char *kb_context_row(const kb_context_t *self, kb_db_context_t *row)
+{
+    kb_kernel_t *kernel = self->kernel;
+    const json_t *info = kernel ? kb_kernel_connection_info(kernel) : NULL;
+    json_t *names = json_array();
+    const char *name;
+    json_t *value;
+    json_object_foreach(self->kernel_env, name, value)
+        json_array_append_new(names, json_string(name));
+    kb_buf_t strings;
+    kb_buf_init(&strings, 0);
+    /* three strings in one allocation: the connection, the env names, the limits */
+    kb_buf_append_json(&strings, info, JSON_COMPACT);
+    kb_buf_putc(&strings, 0);
+    size_t names_at = strings.len;
+    kb_buf_append_json(&strings, names, JSON_COMPACT);
+    json_decref(names);
+    kb_buf_putc(&strings, 0);
+    size_t extra_at = strings.len;
+    bool limited = self->memory_limit || self->pids_limit;
+    if (limited) {
+        json_t *extra = json_pack("{s:I, s:I}", "memory_limit", (json_int_t)self->memory_limit,
+                                  "pids_limit", (json_int_t)self->pids_limit);
+        kb_buf_append_json(&strings, extra, JSON_COMPACT);
+        json_decref(extra);
+    }
+    char *both = kb_buf_take(&strings, NULL);
+    *row = (kb_db_context_t){
+        .id = self->id,
+        .kind = self->isolated     ? "isolated"
+                : self->is_default ? "default"
+                : self->attached   ? "attached"
+                                   : "context",
+        .language = self->language,
+        .kernel_name = self->spec->name,
+        .cwd = self->cwd,
+        .env_names = both && self->kernel_env ? both + names_at : NULL,
+        .connection = both && info ? both : NULL,
+        .extra = both && limited ? both + extra_at : NULL,
+        .connection_file = kernel ? kb_kernel_connection_file(kernel) : NULL,
+        .log_file = kernel ? kb_kernel_log_file(kernel) : NULL,
+        .pid = kernel && !self->attached ? kb_kernel_pid(kernel) : 0,
+        .pid_start = kernel ? kb_kernel_pid_start(kernel) : 0,
+        .pgid = kernel && !self->attached ? kb_kernel_pgid(kernel) : 0,
+        .execution_count = self->execution_count,
+        .generation = self->generation,
+        .created_at = self->created_at,
+        .last_activity_at = self->last_activity_at,
+    };
+    return both;
+}
