@@ -9,14 +9,6 @@
 
 #include "server/kb_http.h"
 
-/*  Whether path is one of Jupyter's (/api, /api/..., /kernelspecs/...). */
-bool kb_jupyter_path(const char *path);
-
-/*  Route a Jupyter request by method and path, as kb_routes_match does
-    (sets handler, wants_body, id, allow), and mark it jupyter so that its
-    errors are Jupyter's JSON. */
-kb_code_t kb_jupyter_match(kb_http_req_t *req);
-
 /*  Jupyter's kernel model {id, name, last_activity, execution_state,
     connections} of a context's JSON (borrowed). Caller owns; NULL when
     out of memory. */
