@@ -165,14 +165,4 @@ void kb_http_reply_stream(kb_http_req_t *req, kb_stream_t *stream, bool id_field
 /*  The request log line for a finished request (status 0: no response). */
 void kb_http_log_request(kb_http_req_t *req, enum MHD_RequestTerminationCode toe);
 
-/*  The request body as a JSON object (caller owns; kb_request_body's
-    rules: an empty body is {} when empty_ok). NULL with the reply queued:
-    INVALID_REQUEST_BODY when it is not JSON, BAD_REQUEST when it is JSON
-    but not an object. */
-json_t *kb_http_body_object(kb_http_req_t *req, bool empty_ok);
-
-/*  A string field without NUL (kb_request_string, borrowed): 1 present, 0
-    absent (or null), -1 invalid with a 400 queued. */
-int kb_http_field_string(kb_http_req_t *req, json_t *body, const char *key, const char **out);
-
 #endif

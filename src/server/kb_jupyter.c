@@ -14,6 +14,7 @@
 #include "server/kb_http.h"
 #include "server/kb_jupyter.h"
 #include "server/kb_router.h"
+#include "service/engine/kb_request.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -243,45 +244,25 @@ static void route_kernels_list(kb_http_req_t *req)
     kb_http_reply_json(req, MHD_HTTP_OK, list);
 }
 
-/*  Whether a variable a Jupyter client sends goes to the kernel: KERNEL_*
-    and JPY_* only, as Jupyter's kernel gateways take them. Jupyter
-    Server 1.x sends its whole environment for a session's kernel (PATH,
-    HOME, its own tokens), which is not the kernel's to have. */
-static bool s_kernel_variable(const char *name)
+json_t *kb_jupyter_start_kernel(kb_http_req_t *req, const kb_kernel_request_t *kernel,
+                                kb_error_t *err)
 {
-    return strncmp(name, "KERNEL_", 7) == 0 || strncmp(name, "JPY_", 4) == 0;
-}
-
-json_t *kb_jupyter_start_kernel(kb_http_req_t *req, json_t *body, kb_error_t *err)
-{
-    const char *name = NULL, *path = NULL;
-    if (kb_http_field_string(req, body, "name", &name) < 0
-        || kb_http_field_string(req, body, "path", &path) < 0)
-        return NULL;
-    json_t *given = json_object_get(body, "env");
-    if (given && !json_is_null(given) && !json_is_object(given)) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field env must be an object of strings");
-        return NULL;
-    }
-    json_t *env = json_object();
-    const char *key;
-    json_t *value;
-    json_object_foreach(json_is_object(given) ? given : NULL, key,
-                        value) if (s_kernel_variable(key)) json_object_set(env, key, value);
-    kb_context_opts_t opts = { .kernel_name = name, .env = json_object_size(env) ? env : NULL };
+    kb_context_opts_t opts = { .kernel_name = kernel->name, .env = kernel->env };
     /*  A notebook's path is relative to Jupyter Server's root, which is not
         ours to know: only an absolute dir becomes the kernel's cwd, as
         path or as the gateway client's KERNEL_WORKING_DIR. */
-    const char *dir = path ? path : json_string_value(json_object_get(env, "KERNEL_WORKING_DIR"));
+    const char *dir = kernel->path
+                          ? kernel->path
+                          : json_string_value(json_object_get(kernel->env, "KERNEL_WORKING_DIR"));
     struct stat st;
     if (dir && dir[0] == '/' && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
         opts.cwd = dir;
-    if (!name || !*name) { /* the default kernelspec: Python's, after --kernel-map */
+    if (!kernel->name
+        || !*kernel->name) { /* the default kernelspec: Python's, after --kernel-map */
         opts.kernel_name = NULL;
         opts.language = "python";
     }
     json_t *context = kb_service_context_create(req->server->service, &opts, err);
-    json_decref(env);
     if (!context && err->code == KB_ERR_LANGUAGE_NOT_SUPPORTED)
         err->code = KB_ERR_NOT_FOUND;
     if (!context)
@@ -291,12 +272,14 @@ json_t *kb_jupyter_start_kernel(kb_http_req_t *req, json_t *body, kb_error_t *er
 
 static void route_kernels_start(kb_http_req_t *req)
 {
-    json_t *body = kb_http_body_object(req, true);
-    if (!body)
-        return;
     kb_error_t err = { KB_OK, "" };
-    json_t *context = kb_jupyter_start_kernel(req, body, &err);
-    json_decref(body);
+    kb_kernel_request_t kernel;
+    if (kb_kernel_request_parse(&kernel, req->body.data, req->body.len, &err) != 0) {
+        kb_http_reply_error(req, &err);
+        return;
+    }
+    json_t *context = kb_jupyter_start_kernel(req, &kernel, &err);
+    kb_kernel_request_clear(&kernel);
     if (context)
         s_reply_model(req, MHD_HTTP_CREATED, context, &err);
 }

@@ -357,25 +357,14 @@ static void route_process_signal(kb_http_req_t *req)
 {
     if (!path_id_ok(req, KB_ERR_PROCESS_NOT_FOUND))
         return;
-    json_t *body = kb_http_body_object(req, false);
-    if (!body)
-        return;
-    const char *signal = NULL;
-    int has_signal = kb_http_field_string(req, body, "signal", &signal);
-    if (has_signal < 0)
-        goto done;
-    if (has_signal == 0
-        || (strcmp(signal, "SIGINT") != 0 && strcmp(signal, "SIGTERM") != 0
-            && strcmp(signal, "SIGKILL") != 0)) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
-                             "field signal is required: one of SIGINT, SIGTERM, SIGKILL");
-        goto done;
-    }
     kb_error_t err = { KB_OK, "" };
+    const char *signal = kb_signal_request_parse(req->body.data, req->body.len, &err);
+    if (!signal) {
+        kb_http_reply_error(req, &err);
+        return;
+    }
     int rc = kb_service_process_signal(req->server->service, req->id, signal, &err);
     reply_rc(req, MHD_HTTP_ACCEPTED, rc, &err);
-done:
-    json_decref(body);
 }
 
 /* ---- Routing ------------------------------------------------------------- */
