@@ -381,6 +381,135 @@ static void test_ids(void)
     CHECK(kb_request_e2b_context_id("tab\there", NULL) == NULL);
 }
 
+/* ---- Signals and Jupyter's bodies ------------------------------------------ */
+
+static kb_code_t signal_code(const char *body, const char **signal)
+{
+    kb_error_t err;
+    kb_error_clear(&err);
+    *signal = kb_signal_request_parse(body, strlen(body), &err);
+    CHECK((*signal != NULL) == (err.code == KB_OK));
+    return err.code;
+}
+
+static void test_signals(void)
+{
+    const char *signal;
+    CHECK(signal_code("{\"signal\": \"SIGTERM\"}", &signal) == KB_OK);
+    CHECK_STR(signal, "SIGTERM");
+    CHECK(signal_code("{\"signal\": \"SIGKILL\", \"x\": 1}", &signal) == KB_OK);
+    CHECK_STR(signal, "SIGKILL");
+    CHECK(signal_code("{\"signal\": \"SIGHUP\"}", &signal) == KB_ERR_BAD_REQUEST);
+    CHECK(signal_code("{}", &signal) == KB_ERR_BAD_REQUEST);
+    CHECK(signal_code("{\"signal\": 2}", &signal) == KB_ERR_BAD_REQUEST);
+    CHECK(signal_code("{\"signal\": \"SIGINT\\u0000\"}", &signal) == KB_ERR_BAD_REQUEST);
+    CHECK(signal_code("", &signal) == KB_ERR_INVALID_REQUEST_BODY);
+    CHECK(signal_code("{", &signal) == KB_ERR_INVALID_REQUEST_BODY);
+    CHECK(signal_code("[]", &signal) == KB_ERR_BAD_REQUEST);
+}
+
+static kb_code_t kernel_code(const char *body, kb_kernel_request_t *out)
+{
+    kb_error_t err;
+    kb_error_clear(&err);
+    kb_kernel_request_t request;
+    if (kb_kernel_request_parse(&request, body, strlen(body), &err) != 0) {
+        CHECK(err.code != KB_OK && err.message[0]);
+        CHECK(request.body == NULL && request.env == NULL);
+        return err.code;
+    }
+    if (out)
+        *out = request;
+    else
+        kb_kernel_request_clear(&request);
+    return KB_OK;
+}
+
+static void test_jupyter_kernels(void)
+{
+    kb_kernel_request_t k;
+    CHECK(kernel_code("", &k) == KB_OK); /* an empty body: the default kernel */
+    CHECK(k.name == NULL && k.path == NULL && k.env == NULL);
+    kb_kernel_request_clear(&k);
+    CHECK(kernel_code("{\"name\": \"python3\", \"path\": \"/tmp\", \"env\": {\"PATH\": \"/x\", "
+                      "\"KERNEL_WORKING_DIR\": \"/w\", \"JPY_SESSION_NAME\": \"n\", \"HOME\": "
+                      "\"/h\"}}",
+                      &k)
+          == KB_OK);
+    CHECK_STR(k.name, "python3");
+    CHECK_STR(k.path, "/tmp");
+    /* Only KERNEL_* and JPY_* go to the kernel. */
+    CHECK(json_object_size(k.env) == 2);
+    CHECK_STR(json_string_value(json_object_get(k.env, "KERNEL_WORKING_DIR")), "/w");
+    CHECK(json_object_get(k.env, "PATH") == NULL);
+    kb_kernel_request_clear(&k);
+    CHECK(kernel_code("{\"env\": {\"HOME\": \"/h\"}}", &k) == KB_OK);
+    CHECK(k.env == NULL);
+    kb_kernel_request_clear(&k);
+    CHECK(kernel_code("{\"env\": null}", NULL) == KB_OK);
+    CHECK(kernel_code("{\"env\": [1]}", NULL) == KB_ERR_BAD_REQUEST);
+    CHECK(kernel_code("{\"name\": 3}", NULL) == KB_ERR_BAD_REQUEST);
+    CHECK(kernel_code("{\"path\": \"a\\u0000b\"}", NULL) == KB_ERR_BAD_REQUEST);
+    CHECK(kernel_code("nope", NULL) == KB_ERR_INVALID_REQUEST_BODY);
+    CHECK(kernel_code("\"x\"", NULL) == KB_ERR_BAD_REQUEST);
+    /* From a borrowed object, and from none. */
+    kb_error_t err;
+    kb_error_clear(&err);
+    CHECK(kb_kernel_request_read(&k, NULL, &err) == 0 && !k.name && !k.env);
+    json_t *object = json_pack("{s:s}", "name", "ir");
+    CHECK(kb_kernel_request_read(&k, object, &err) == 0);
+    CHECK_STR(k.name, "ir");
+    CHECK(k.body == NULL);
+    kb_kernel_request_clear(&k);
+    json_decref(object);
+}
+
+static kb_code_t session_code(const char *body, kb_session_request_t *out)
+{
+    kb_error_t err;
+    kb_error_clear(&err);
+    kb_session_request_t request;
+    if (kb_session_request_parse(&request, body, strlen(body), &err) != 0) {
+        CHECK(err.code != KB_OK && err.message[0]);
+        CHECK(request.body == NULL);
+        return err.code;
+    }
+    if (out)
+        *out = request;
+    else
+        kb_session_request_clear(&request);
+    return KB_OK;
+}
+
+static void test_jupyter_sessions(void)
+{
+    kb_session_request_t s;
+    CHECK(session_code("{\"path\": \"a.ipynb\", \"name\": \"a\", \"type\": \"notebook\", "
+                       "\"kernel\": {\"name\": \"python3\"}}",
+                       &s)
+          == KB_OK);
+    CHECK_STR(s.path, "a.ipynb");
+    CHECK_STR(s.name, "a");
+    CHECK_STR(s.type, "notebook");
+    CHECK(s.kernel && s.kernel_id == NULL);
+    CHECK_STR(json_string_value(json_object_get(s.kernel, "name")), "python3");
+    kb_session_request_clear(&s);
+    CHECK(
+        session_code("{\"kernel\": {\"id\": \"k1\"}, \"notebook\": {\"path\": \"old.ipynb\"}}", &s)
+        == KB_OK);
+    CHECK_STR(s.kernel_id, "k1");
+    CHECK_STR(s.path, "old.ipynb"); /* older clients */
+    kb_session_request_clear(&s);
+    CHECK(session_code("{\"kernel\": null}", &s) == KB_OK);
+    CHECK(s.kernel == NULL && s.path == NULL);
+    kb_session_request_clear(&s);
+    CHECK(session_code("", NULL) == KB_ERR_INVALID_REQUEST_BODY);
+    CHECK(session_code("{\"path\": 1}", NULL) == KB_ERR_BAD_REQUEST);
+    CHECK(session_code("{\"kernel\": \"python3\"}", NULL) == KB_ERR_BAD_REQUEST);
+    CHECK(session_code("{\"kernel\": {\"id\": 7}}", NULL) == KB_ERR_BAD_REQUEST);
+    CHECK(session_code("{\"notebook\": {\"path\": []}}", NULL) == KB_ERR_BAD_REQUEST);
+}
+
 int main(void)
 {
     RUN_TEST(test_body);
@@ -389,5 +518,8 @@ int main(void)
     RUN_TEST(test_run_validate);
     RUN_TEST(test_contexts);
     RUN_TEST(test_ids);
+    RUN_TEST(test_signals);
+    RUN_TEST(test_jupyter_kernels);
+    RUN_TEST(test_jupyter_sessions);
     return kb_test_summary();
 }

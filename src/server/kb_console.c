@@ -5,6 +5,7 @@
     Content-Security-Policy. Not for the API the page calls: that is
     kb_routes.c, behind the token like any client's call. */
 #include "server/kb_console.h"
+#include "server/kb_router.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -119,18 +120,23 @@ static void s_route_file(kb_http_req_t *req)
     kb_http_reply_response(req, MHD_HTTP_OK, response);
 }
 
-bool kb_console_path(const char *path)
-{
-    return strcmp(path, "/") == 0 || strcmp(path, "/console") == 0
-           || strncmp(path, "/console/", 9) == 0;
-}
+/*  "/" and everything under /console, GET and HEAD, open (the page holds
+    no secret; each API call it makes sends the token). A path that names
+    no file is answered by the handler, with our JSON 404. */
+static const kb_route_t s_routes[] = {
+    { "GET", "/", s_route_file, KB_ROUTE_OPEN },
+    { "HEAD", "/", s_route_file, KB_ROUTE_OPEN },
+    { "GET", "/console", s_route_file, KB_ROUTE_OPEN },
+    { "HEAD", "/console", s_route_file, KB_ROUTE_OPEN },
+    { "GET", "/console/{file*}", s_route_file, KB_ROUTE_OPEN },
+    { "HEAD", "/console/{file*}", s_route_file, KB_ROUTE_OPEN },
+};
 
-kb_code_t kb_console_match(kb_http_req_t *req)
-{
-    req->open = true;
-    req->allow = "GET, HEAD";
-    if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0)
-        return KB_ERR_METHOD_NOT_ALLOWED;
-    req->handler = s_route_file;
-    return KB_OK;
-}
+static const char *const s_claims[] = { "/", "/console", "/console/*", NULL };
+
+const kb_route_table_t kb_console_routes = {
+    .name = "console",
+    .claims = s_claims,
+    .routes = s_routes,
+    .count = sizeof s_routes / sizeof s_routes[0],
+};

@@ -23,12 +23,4 @@ typedef struct {
     (generated: kb_console_files.c in the build dir). */
 extern const kb_console_file_t kb_console_files[];
 
-/*  Whether path is the console's: "/", "/console" or "/console/...". */
-bool kb_console_path(const char *path);
-
-/*  Route a console request as kb_routes_match does: GET and HEAD, open
-    (the page holds no secret; each API call it makes sends the token).
-    An unknown file is answered by the handler with our JSON 404. */
-kb_code_t kb_console_match(kb_http_req_t *req);
-
 #endif

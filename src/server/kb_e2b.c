@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "server/kb_http.h"
+#include "server/kb_router.h"
 #include "service/engine/kb_request.h"
 
 /*  E2B's server sends a keepalive line after this long without output. */
@@ -468,44 +469,19 @@ done:
 
 /* ---- Routing ------------------------------------------------------------- */
 
-kb_code_t kb_e2b_match(kb_http_req_t *req)
-{
-    const char *path = req->path;
-    const char *m = req->method;
-    req->wants_body = false;
-    if (strcmp(path, "/health") == 0) {
-        req->open = true;
-        req->allow = "GET";
-        req->handler = strcmp(m, "GET") == 0 ? route_health : NULL;
-    } else if (strcmp(path, "/execute") == 0) {
-        req->allow = "POST";
-        req->handler = strcmp(m, "POST") == 0 ? route_execute : NULL;
-        req->wants_body = true;
-    } else if (strcmp(path, "/contexts") == 0) {
-        req->allow = "GET, POST";
-        req->handler = strcmp(m, "GET") == 0    ? route_contexts_list
-                       : strcmp(m, "POST") == 0 ? route_contexts_create
-                                                : NULL;
-        req->wants_body = req->handler == route_contexts_create;
-    } else if (strncmp(path, "/contexts/", 10) == 0 && path[10]) {
-        const char *id = path + 10;
-        const char *slash = strchr(id, '/');
-        size_t len = slash ? (size_t)(slash - id) : strlen(id);
-        if (len == 0 || (slash && strcmp(slash, "/restart") != 0))
-            return KB_ERR_NOT_FOUND;
-        req->id_too_long = len > KB_HTTP_ID_MAX;
-        size_t n = req->id_too_long ? KB_HTTP_ID_MAX : len;
-        memcpy(req->id, id, n);
-        req->id[n] = '\0';
-        if (slash) {
-            req->allow = "POST";
-            req->handler = strcmp(m, "POST") == 0 ? route_context_restart : NULL;
-        } else {
-            req->allow = "DELETE";
-            req->handler = strcmp(m, "DELETE") == 0 ? route_context_delete : NULL;
-        }
-    } else {
-        return KB_ERR_NOT_FOUND;
-    }
-    return req->handler ? KB_OK : KB_ERR_METHOD_NOT_ALLOWED;
-}
+/*  No trailing '/'; an id over KB_HTTP_ID_MAX reaches the route, which
+    finds no such context. */
+static const kb_route_t s_routes[] = {
+    { "GET", "/health", route_health, KB_ROUTE_OPEN | KB_ROUTE_RESERVE },
+    { "POST", "/execute", route_execute, KB_ROUTE_BODY },
+    { "GET", "/contexts", route_contexts_list, KB_ROUTE_TOKEN },
+    { "POST", "/contexts", route_contexts_create, KB_ROUTE_BODY },
+    { "DELETE", "/contexts/{id}", route_context_delete, KB_ROUTE_TOKEN },
+    { "POST", "/contexts/{id}/restart", route_context_restart, KB_ROUTE_TOKEN },
+};
+
+const kb_route_table_t kb_e2b_routes = {
+    .name = "e2b",
+    .routes = s_routes,
+    .count = sizeof s_routes / sizeof s_routes[0],
+};

@@ -4,7 +4,6 @@
     no route and makes no service call except reading streams it is given. */
 #include "server/kb_http.h"
 #include "server/kb_metrics_http.h"
-#include "service/engine/kb_request.h"
 #include "util/kb_utf8.h"
 
 #include <assert.h>
@@ -557,24 +556,4 @@ void kb_http_log_request(kb_http_req_t *req, enum MHD_RequestTerminationCode toe
     int n = snprintf(line, sizeof line, "%s %s %s %u %.3fms%s%s\n", stamp, req->method, path,
                      req->status, ms, note ? " " : "", note ? note : "");
     write_text_line(line, sizeof line, n);
-}
-
-/* ---- Request bodies -------------------------------------------------------- */
-
-json_t *kb_http_body_object(kb_http_req_t *req, bool empty_ok)
-{
-    kb_error_t err = { KB_OK, "" };
-    json_t *body = kb_request_body(req->body.data, req->body.len, empty_ok, &err);
-    if (!body)
-        kb_http_reply_error(req, &err);
-    return body;
-}
-
-int kb_http_field_string(kb_http_req_t *req, json_t *body, const char *key, const char **out)
-{
-    kb_error_t err = { KB_OK, "" };
-    int rc = kb_request_string(body, key, out, &err);
-    if (rc < 0)
-        kb_http_reply_error(req, &err);
-    return rc;
 }

@@ -1,7 +1,7 @@
 /*  kb_http.h - private to src/server: the server and request structs that
-    kb_server.c (MHD glue), kb_http.c (responses, SSE, auth, logs) and
-    kb_routes.c (one function per route) share. Nothing here knows a route;
-    nothing here touches service state. */
+    kb_server.c (MHD glue), kb_http.c (responses, SSE, auth, logs),
+    kb_router.c (matching) and the front ends' routes share. Nothing here
+    knows a route; nothing here touches service state. */
 #ifndef KB_HTTP_H_INCLUDED
 #define KB_HTTP_H_INCLUDED
 
@@ -51,6 +51,16 @@ struct kb_server {
 typedef struct kb_http_req kb_http_req_t;
 typedef void(kb_route_fn)(kb_http_req_t *req);
 
+/*  A {name} of the matched route's pattern: name and value borrowed from
+    the pattern and the path, neither NUL-terminated (kb_router.h). */
+#define KB_HTTP_PARAMS_MAX 2
+typedef struct {
+    const char *name;
+    size_t name_len;
+    const char *value;
+    size_t len;
+} kb_http_param_t;
+
 /*  One HTTP request on a connection, from its headers to its response.
     Lives in its connection (allocated when the connection opens, reset per
     request) so a kept-alive connection costs no allocation per request;
@@ -58,16 +68,22 @@ typedef void(kb_route_fn)(kb_http_req_t *req);
 struct kb_http_req {
     kb_server_t *server; /* borrowed */
     struct MHD_Connection *connection;
-    const char *method;          /* borrowed from MHD, valid until completion */
-    const char *path;            /* idem; decoded path without the query */
-    kb_route_fn *handler;        /* the matched route, NULL when none */
-    const char *allow;           /* Allow header of the matched path (405) */
-    bool open;                   /* the route needs no token (GET /health) */
-    bool wants_body;             /* the route parses a JSON body */
-    bool jupyter;                /* one of Jupyter's paths: its errors are Jupyter's JSON */
-    bool counted;                /* in server->in_flight */
-    char id[KB_HTTP_ID_MAX + 1]; /* the path's {id}, or "" */
+    const char *method; /* borrowed from MHD, valid until completion */
+    const char *path;   /* idem; decoded path without the query */
+    /*  Routing, set by kb_router_match alone (kb_router.h). */
+    const struct kb_route *route; /* the matched route, NULL when none */
+    kb_route_fn *handler;         /* its handler; NULL when none or answered */
+    const char *allow;            /* Allow header of the matched path (405), or NULL */
+    char allow_buf[48];           /* what allow points to */
+    bool open;                    /* the path needs no token (GET /health) */
+    bool reserve;                 /* served on a connection of the reserve (probes) */
+    bool wants_body;              /* the route parses a JSON body */
+    bool jupyter;                 /* one of Jupyter's paths: its errors are Jupyter's JSON */
+    char id[KB_HTTP_ID_MAX + 1];  /* the path's first {param}, or "" */
     bool id_too_long;
+    kb_http_param_t params[KB_HTTP_PARAMS_MAX];
+    unsigned param_count;
+    bool counted;                /* in server->in_flight */
     kb_buf_t body;               /* capped at max_body; NUL terminated */
     kb_buf_status_t body_status; /* why the body was dropped: over the cap, or no memory */
     size_t received;             /* body bytes read, kept or not */
@@ -148,27 +164,5 @@ void kb_http_reply_stream(kb_http_req_t *req, kb_stream_t *stream, bool id_field
 
 /*  The request log line for a finished request (status 0: no response). */
 void kb_http_log_request(kb_http_req_t *req, enum MHD_RequestTerminationCode toe);
-
-/*  Route the request by method and path: sets handler, open, wants_body
-    and id. Returns KB_OK, KB_ERR_NOT_FOUND (no such path) or
-    KB_ERR_METHOD_NOT_ALLOWED (path known, method not; allow is set). */
-kb_code_t kb_routes_match(kb_http_req_t *req);
-
-/*  The same for the routes of an E2B server (src/server/kb_e2b.c). */
-kb_code_t kb_e2b_match(kb_http_req_t *req);
-
-/*  The same for a server of metrics alone (--metrics-listen): GET /metrics
-    (token) and GET /health (open); src/server/kb_metrics_http.c. */
-kb_code_t kb_metrics_match(kb_http_req_t *req);
-
-/*  The request body as a JSON object (caller owns; kb_request_body's
-    rules: an empty body is {} when empty_ok). NULL with the reply queued:
-    INVALID_REQUEST_BODY when it is not JSON, BAD_REQUEST when it is JSON
-    but not an object. */
-json_t *kb_http_body_object(kb_http_req_t *req, bool empty_ok);
-
-/*  A string field without NUL (kb_request_string, borrowed): 1 present, 0
-    absent (or null), -1 invalid with a 400 queued. */
-int kb_http_field_string(kb_http_req_t *req, json_t *body, const char *key, const char **out);
 
 #endif

@@ -9,10 +9,12 @@
     (default ones too), a kernel's id is its context's kernel_id (a UUID),
     and what a kernel does is what the context's service call does. Errors
     are Jupyter's JSON {message, reason} (kb_http_reply_error, for a request
-    that kb_jupyter_match marked). Nothing here keeps state between requests
+    that kb_jupyter_routes claimed). Nothing here keeps state between requests
     but the sessions. */
 #include "server/kb_http.h"
 #include "server/kb_jupyter.h"
+#include "server/kb_router.h"
+#include "service/engine/kb_request.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -193,12 +195,14 @@ static const char *s_content_type(const char *file)
     not found. */
 static void route_kernelspec_file(kb_http_req_t *req)
 {
-    const char *file = req->path + strlen("/kernelspecs/") + strlen(req->id) + 1;
+    size_t len;
+    const char *file = kb_router_param(req, "file", &len); /* to the path's end */
     json_t *specs = kb_service_kernelspecs(req->server->service);
     json_t *spec = specs ? s_find_spec(specs, req->id) : NULL;
     const char *dir = json_string_value(json_object_get(spec, "resource_dir"));
     int dir_fd = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    int fd = dir_fd >= 0 && file[0] != '.' && !strchr(file, '/')
+    /* "logo.png/" (a trailing '/') names no file. */
+    int fd = dir_fd >= 0 && file[0] != '.' && file[len] == '\0'
                  ? openat(dir_fd, file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
                  : -1;
     struct stat st;
@@ -240,45 +244,25 @@ static void route_kernels_list(kb_http_req_t *req)
     kb_http_reply_json(req, MHD_HTTP_OK, list);
 }
 
-/*  Whether a variable a Jupyter client sends goes to the kernel: KERNEL_*
-    and JPY_* only, as Jupyter's kernel gateways take them. Jupyter
-    Server 1.x sends its whole environment for a session's kernel (PATH,
-    HOME, its own tokens), which is not the kernel's to have. */
-static bool s_kernel_variable(const char *name)
+json_t *kb_jupyter_start_kernel(kb_http_req_t *req, const kb_kernel_request_t *kernel,
+                                kb_error_t *err)
 {
-    return strncmp(name, "KERNEL_", 7) == 0 || strncmp(name, "JPY_", 4) == 0;
-}
-
-json_t *kb_jupyter_start_kernel(kb_http_req_t *req, json_t *body, kb_error_t *err)
-{
-    const char *name = NULL, *path = NULL;
-    if (kb_http_field_string(req, body, "name", &name) < 0
-        || kb_http_field_string(req, body, "path", &path) < 0)
-        return NULL;
-    json_t *given = json_object_get(body, "env");
-    if (given && !json_is_null(given) && !json_is_object(given)) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field env must be an object of strings");
-        return NULL;
-    }
-    json_t *env = json_object();
-    const char *key;
-    json_t *value;
-    json_object_foreach(json_is_object(given) ? given : NULL, key,
-                        value) if (s_kernel_variable(key)) json_object_set(env, key, value);
-    kb_context_opts_t opts = { .kernel_name = name, .env = json_object_size(env) ? env : NULL };
+    kb_context_opts_t opts = { .kernel_name = kernel->name, .env = kernel->env };
     /*  A notebook's path is relative to Jupyter Server's root, which is not
         ours to know: only an absolute dir becomes the kernel's cwd, as
         path or as the gateway client's KERNEL_WORKING_DIR. */
-    const char *dir = path ? path : json_string_value(json_object_get(env, "KERNEL_WORKING_DIR"));
+    const char *dir = kernel->path
+                          ? kernel->path
+                          : json_string_value(json_object_get(kernel->env, "KERNEL_WORKING_DIR"));
     struct stat st;
     if (dir && dir[0] == '/' && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))
         opts.cwd = dir;
-    if (!name || !*name) { /* the default kernelspec: Python's, after --kernel-map */
+    if (!kernel->name
+        || !*kernel->name) { /* the default kernelspec: Python's, after --kernel-map */
         opts.kernel_name = NULL;
         opts.language = "python";
     }
     json_t *context = kb_service_context_create(req->server->service, &opts, err);
-    json_decref(env);
     if (!context && err->code == KB_ERR_LANGUAGE_NOT_SUPPORTED)
         err->code = KB_ERR_NOT_FOUND;
     if (!context)
@@ -288,12 +272,14 @@ json_t *kb_jupyter_start_kernel(kb_http_req_t *req, json_t *body, kb_error_t *er
 
 static void route_kernels_start(kb_http_req_t *req)
 {
-    json_t *body = kb_http_body_object(req, true);
-    if (!body)
-        return;
     kb_error_t err = { KB_OK, "" };
-    json_t *context = kb_jupyter_start_kernel(req, body, &err);
-    json_decref(body);
+    kb_kernel_request_t kernel;
+    if (kb_kernel_request_parse(&kernel, req->body.data, req->body.len, &err) != 0) {
+        kb_http_reply_error(req, &err);
+        return;
+    }
+    json_t *context = kb_jupyter_start_kernel(req, &kernel, &err);
+    kb_kernel_request_clear(&kernel);
     if (context)
         s_reply_model(req, MHD_HTTP_CREATED, context, &err);
 }
@@ -330,93 +316,38 @@ static void route_kernel_restart(kb_http_req_t *req)
                   &err);
 }
 
-/* ---- Matching -------------------------------------------------------------- */
+/* ---- Routing ------------------------------------------------------------- */
 
-/*  A path pattern: segments, "*" one of any name (the first is req->id). */
-typedef struct {
-    const char *pattern;
-    const char *method;
-    kb_route_fn *handler;
-    bool body;
-} kb_jupyter_route_t;
-
-static const kb_jupyter_route_t s_routes[] = {
-    { "api", "GET", route_api, false },
-    { "api/kernelspecs", "GET", route_kernelspecs, false },
-    { "api/kernelspecs/*", "GET", route_kernelspec, false },
-    { "kernelspecs/*/*", "GET", route_kernelspec_file, false },
-    { "api/kernels", "GET", route_kernels_list, false },
-    { "api/kernels", "POST", route_kernels_start, true },
-    { "api/kernels/*", "GET", route_kernel_get, false },
-    { "api/kernels/*", "DELETE", route_kernel_delete, false },
-    { "api/kernels/*/interrupt", "POST", route_kernel_interrupt, false },
-    { "api/kernels/*/restart", "POST", route_kernel_restart, false },
-    { "api/kernels/*/channels", "GET", kb_jupyter_route_channels, false },
-    { "api/sessions", "GET", kb_jupyter_route_sessions_list, false },
-    { "api/sessions", "POST", kb_jupyter_route_session_create, true },
-    { "api/sessions/*", "GET", kb_jupyter_route_session_get, false },
-    { "api/sessions/*", "PATCH", kb_jupyter_route_session_patch, true },
-    { "api/sessions/*", "DELETE", kb_jupyter_route_session_delete, false },
+static const kb_route_t s_routes[] = {
+    { "GET", "/api", route_api, KB_ROUTE_TOKEN },
+    { "GET", "/api/kernelspecs", route_kernelspecs, KB_ROUTE_TOKEN },
+    { "GET", "/api/kernelspecs/{name}", route_kernelspec, KB_ROUTE_TOKEN },
+    { "GET", "/kernelspecs/{name}/{file}", route_kernelspec_file, KB_ROUTE_TOKEN },
+    { "GET", "/api/kernels", route_kernels_list, KB_ROUTE_TOKEN },
+    { "POST", "/api/kernels", route_kernels_start, KB_ROUTE_BODY },
+    { "GET", "/api/kernels/{id}", route_kernel_get, KB_ROUTE_TOKEN },
+    { "DELETE", "/api/kernels/{id}", route_kernel_delete, KB_ROUTE_TOKEN },
+    { "POST", "/api/kernels/{id}/interrupt", route_kernel_interrupt, KB_ROUTE_TOKEN },
+    { "POST", "/api/kernels/{id}/restart", route_kernel_restart, KB_ROUTE_TOKEN },
+    { "GET", "/api/kernels/{id}/channels", kb_jupyter_route_channels, KB_ROUTE_TOKEN },
+    { "GET", "/api/sessions", kb_jupyter_route_sessions_list, KB_ROUTE_TOKEN },
+    { "POST", "/api/sessions", kb_jupyter_route_session_create, KB_ROUTE_BODY },
+    { "GET", "/api/sessions/{id}", kb_jupyter_route_session_get, KB_ROUTE_TOKEN },
+    { "PATCH", "/api/sessions/{id}", kb_jupyter_route_session_patch, KB_ROUTE_BODY },
+    { "DELETE", "/api/sessions/{id}", kb_jupyter_route_session_delete, KB_ROUTE_TOKEN },
 };
 
-/*  Whether path (after its leading '/') fits pattern; the first "*"
-    segment is copied into id. A trailing '/' is allowed, as Jupyter
-    Server allows it. */
-static bool s_fits(const char *path, const char *pattern, char *id, bool *id_too_long)
-{
-    bool captured = false;
-    while (*pattern) {
-        size_t plen = strcspn(pattern, "/"), len = strcspn(path, "/");
-        if (len == 0)
-            return false;
-        if (plen == 1 && pattern[0] == '*') {
-            if (!captured) {
-                *id_too_long = len > KB_HTTP_ID_MAX;
-                size_t n = *id_too_long ? KB_HTTP_ID_MAX : len;
-                memcpy(id, path, n);
-                id[n] = 0;
-                captured = true;
-            }
-        } else if (plen != len || memcmp(path, pattern, len) != 0) {
-            return false;
-        }
-        pattern += plen;
-        path += len;
-        if (*pattern == '/')
-            pattern++;
-        if (*path == '/')
-            path++;
-        if (!*pattern)
-            break;
-    }
-    return *path == 0;
-}
+static const char *const s_claims[] = { "/api", "/api/*", "/kernelspecs/*", NULL };
 
-bool kb_jupyter_path(const char *path)
-{
-    return strcmp(path, "/api") == 0 || strncmp(path, "/api/", 5) == 0
-           || strncmp(path, "/kernelspecs/", 13) == 0;
-}
-
-kb_code_t kb_jupyter_match(kb_http_req_t *req)
-{
-    req->jupyter = true;
-    bool known = false;
-    for (size_t i = 0; i < sizeof s_routes / sizeof *s_routes; i++) {
-        const kb_jupyter_route_t *route = &s_routes[i];
-        if (!s_fits(req->path + 1, route->pattern, req->id, &req->id_too_long))
-            continue;
-        known = true;
-        if (strcmp(req->method, route->method) == 0) {
-            req->handler = route->handler;
-            req->wants_body = route->body;
-            return req->id_too_long ? KB_ERR_NOT_FOUND : KB_OK;
-        }
-    }
-    if (!known)
-        return KB_ERR_NOT_FOUND;
-    req->allow = strncmp(req->path, "/api/sessions/", 14) == 0  ? "GET, PATCH, DELETE"
-                 : strncmp(req->path, "/api/kernels/", 13) == 0 ? "GET, DELETE, POST"
-                                                                : "GET, POST";
-    return KB_ERR_METHOD_NOT_ALLOWED;
-}
+/*  Every path under /api and /kernelspecs/, with Jupyter Server's rules:
+    a trailing '/' allowed, errors as {message, reason}, and an id longer
+    than any we hand out not found. */
+const kb_route_table_t kb_jupyter_routes = {
+    .name = "jupyter",
+    .claims = s_claims,
+    .routes = s_routes,
+    .count = sizeof s_routes / sizeof s_routes[0],
+    .trailing_slash = true,
+    .jupyter = true,
+    .long_id_404 = true,
+};

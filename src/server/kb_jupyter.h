@@ -8,14 +8,7 @@
 #include <stdbool.h>
 
 #include "server/kb_http.h"
-
-/*  Whether path is one of Jupyter's (/api, /api/..., /kernelspecs/...). */
-bool kb_jupyter_path(const char *path);
-
-/*  Route a Jupyter request by method and path, as kb_routes_match does
-    (sets handler, wants_body, id, allow), and mark it jupyter so that its
-    errors are Jupyter's JSON. */
-kb_code_t kb_jupyter_match(kb_http_req_t *req);
+#include "service/engine/kb_request.h"
 
 /*  Jupyter's kernel model {id, name, last_activity, execution_state,
     connections} of a context's JSON (borrowed). Caller owns; NULL when
@@ -27,10 +20,11 @@ json_t *kb_jupyter_kernel_model(const json_t *context);
     went (culled, died, deleted); any other error as it is. */
 void kb_jupyter_reply_kernel_error(kb_http_req_t *req, const char *id, const kb_error_t *err);
 
-/*  Start a kernel for a body {name?, env?, path?} (borrowed): a new
-    context of kernelspec name (absent: the default one). Its context JSON
-    (caller owns), or NULL with the error reply queued and err set. */
-json_t *kb_jupyter_start_kernel(kb_http_req_t *req, json_t *body, kb_error_t *err);
+/*  Start a kernel as kernel (borrowed; kb_request.h) asks: a new context
+    of kernelspec name (absent: the default one). Its context JSON (caller
+    owns), or NULL with the error reply queued and err set. */
+json_t *kb_jupyter_start_kernel(kb_http_req_t *req, const kb_kernel_request_t *kernel,
+                                kb_error_t *err);
 
 /*  The sessions: {id, path, name, type, kernel} over kernels, kept by the
     server in memory (a daemon restart forgets them, as Jupyter Server's

@@ -163,43 +163,12 @@ static void s_reply_session(kb_http_req_t *req, unsigned status, kb_session_copy
         kb_http_reply_error(req, &err);
 }
 
-/* ---- Bodies ---------------------------------------------------------------- */
-
-typedef struct {
-    const char *path, *name, *type;
-    json_t *kernel; /* the body's kernel object, or NULL */
-    const char *kernel_id;
-} kb_session_body_t;
-
-/*  The fields of a session body; false with 400 queued. */
-static bool s_body(kb_http_req_t *req, json_t *body, kb_session_body_t *out)
-{
-    memset(out, 0, sizeof *out);
-    if (kb_http_field_string(req, body, "path", &out->path) < 0
-        || kb_http_field_string(req, body, "name", &out->name) < 0
-        || kb_http_field_string(req, body, "type", &out->type) < 0)
-        return false;
-    json_t *kernel = json_object_get(body, "kernel");
-    if (kernel && !json_is_null(kernel)) {
-        if (!json_is_object(kernel)) {
-            kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field kernel must be an object");
-            return false;
-        }
-        if (kb_http_field_string(req, kernel, "id", &out->kernel_id) < 0)
-            return false;
-        out->kernel = kernel;
-    }
-    if (!out->path) { /* older clients send {notebook: {path, name}} */
-        json_t *notebook = json_object_get(body, "notebook");
-        if (json_is_object(notebook) && kb_http_field_string(req, notebook, "path", &out->path) < 0)
-            return false;
-    }
-    return true;
-}
+/* ---- Kernels ---------------------------------------------------------------- */
 
 /*  The kernel a session body names: an existing one (its kernel_id into
-    kernel_id), else a new one of its name. false with the reply queued. */
-static bool s_kernel_for(kb_http_req_t *req, const kb_session_body_t *body, char *kernel_id,
+    kernel_id), else a new one as its kernel object asks. false with the
+    reply queued. */
+static bool s_kernel_for(kb_http_req_t *req, const kb_session_request_t *body, char *kernel_id,
                          bool *started)
 {
     kb_error_t err = { KB_OK, "" };
@@ -213,9 +182,13 @@ static bool s_kernel_for(kb_http_req_t *req, const kb_session_body_t *body, char
             return false;
         }
     } else {
-        json_t *empty = json_object();
-        context = kb_jupyter_start_kernel(req, body->kernel ? body->kernel : empty, &err);
-        json_decref(empty);
+        kb_kernel_request_t kernel;
+        if (kb_kernel_request_read(&kernel, body->kernel, &err) != 0) {
+            kb_http_reply_error(req, &err);
+            return false;
+        }
+        context = kb_jupyter_start_kernel(req, &kernel, &err);
+        kb_kernel_request_clear(&kernel);
         if (!context)
             return false;
         *started = true;
@@ -261,10 +234,12 @@ void kb_jupyter_route_sessions_list(kb_http_req_t *req)
 
 void kb_jupyter_route_session_create(kb_http_req_t *req)
 {
-    json_t *json = kb_http_body_object(req, false);
-    kb_session_body_t body;
-    if (!json || !s_body(req, json, &body))
-        goto done;
+    kb_error_t err = { KB_OK, "" };
+    kb_session_request_t body;
+    if (kb_session_request_parse(&body, req->body.data, req->body.len, &err) != 0) {
+        kb_http_reply_error(req, &err);
+        return;
+    }
     if (!body.path) {
         kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST, "field path is required");
         goto done;
@@ -299,7 +274,6 @@ void kb_jupyter_route_session_create(kb_http_req_t *req)
     pthread_mutex_unlock(&sessions->lock);
     if (kept != KB_BUF_OK) {
         s_session_free(&session);
-        kb_error_t err = { KB_OK, "" };
         if (started)
             kb_service_context_delete(req->server->service, session.kernel_id, &err);
         if (kept == KB_BUF_OVER_CAP)
@@ -311,7 +285,7 @@ void kb_jupyter_route_session_create(kb_http_req_t *req)
     }
     s_reply_session(req, MHD_HTTP_CREATED, &copy);
 done:
-    json_decref(json);
+    kb_session_request_clear(&body);
 }
 
 void kb_jupyter_route_session_get(kb_http_req_t *req)
@@ -326,10 +300,14 @@ void kb_jupyter_route_session_get(kb_http_req_t *req)
     Server does). */
 void kb_jupyter_route_session_patch(kb_http_req_t *req)
 {
-    json_t *json = kb_http_body_object(req, false);
-    kb_session_body_t body;
+    kb_error_t err = { KB_OK, "" };
+    kb_session_request_t body;
+    if (kb_session_request_parse(&body, req->body.data, req->body.len, &err) != 0) {
+        kb_http_reply_error(req, &err);
+        return;
+    }
     kb_session_copy_t copy;
-    if (!json || !s_body(req, json, &body) || !s_get_copy(req, &copy))
+    if (!s_get_copy(req, &copy))
         goto done;
     json_decref(copy.fields);
     char kernel_id[KB_HTTP_ID_MAX + 1] = "";
@@ -361,12 +339,11 @@ void kb_jupyter_route_session_patch(kb_http_req_t *req)
         kb_http_reply_errorf(req, KB_ERR_NOT_FOUND, "Session not found: %s", req->id);
         goto done;
     }
-    kb_error_t err = { KB_OK, "" };
     if (started && old_kernel[0] && strcmp(old_kernel, kernel_id) != 0)
         kb_service_context_delete(req->server->service, old_kernel, &err);
     s_reply_session(req, MHD_HTTP_OK, &copy);
 done:
-    json_decref(json);
+    kb_session_request_clear(&body);
 }
 
 /*  DELETE: the session and its kernel. */

@@ -20,6 +20,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "server/kb_router.h"
 #include "util/kb_prom.h"
 
 #define KB_CODE_FIRST 100
@@ -195,15 +196,15 @@ static void s_route_health(kb_http_req_t *req)
         kb_http_reply_errorf(req, KB_ERR_UNAVAILABLE, "the service is stopping");
 }
 
-kb_code_t kb_metrics_match(kb_http_req_t *req)
-{
-    bool metrics = strcmp(req->path, "/metrics") == 0;
-    if (!metrics && strcmp(req->path, "/health") != 0)
-        return KB_ERR_NOT_FOUND;
-    req->open = !metrics; /* /health for probes, as on the native listener */
-    req->allow = "GET";
-    if (strcmp(req->method, "GET") != 0)
-        return KB_ERR_METHOD_NOT_ALLOWED;
-    req->handler = metrics ? kb_metrics_route : s_route_health;
-    return KB_OK;
-}
+/*  A --metrics-listen server: /metrics (token) and /health (open, for
+    probes, as on the native listener); every other path our JSON 404. */
+static const kb_route_t s_routes[] = {
+    { "GET", "/metrics", kb_metrics_route, KB_ROUTE_TOKEN | KB_ROUTE_RESERVE },
+    { "GET", "/health", s_route_health, KB_ROUTE_OPEN | KB_ROUTE_RESERVE },
+};
+
+const kb_route_table_t kb_metrics_routes = {
+    .name = "metrics",
+    .routes = s_routes,
+    .count = sizeof s_routes / sizeof s_routes[0],
+};

@@ -2,7 +2,7 @@
     route (the service's families, then the server's HTTP request counts
     and the process' own process_* families), the counting of requests,
     and the routes of a server that serves metrics alone (--metrics-listen,
-    kb_metrics_match in kb_http.h). */
+    kb_metrics_routes in kb_router.h). */
 #ifndef KB_METRICS_HTTP_H_INCLUDED
 #define KB_METRICS_HTTP_H_INCLUDED
 

@@ -3,10 +3,9 @@
     one kb_service_* function and render what it returns. Every rule about
     contexts, runs and processes is the service's; nothing here keeps
     state between requests. */
-#include "server/kb_console.h"
 #include "server/kb_http.h"
-#include "server/kb_jupyter.h"
 #include "server/kb_metrics_http.h"
+#include "server/kb_router.h"
 #include "service/engine/kb_request.h"
 
 #include <errno.h>
@@ -358,137 +357,42 @@ static void route_process_signal(kb_http_req_t *req)
 {
     if (!path_id_ok(req, KB_ERR_PROCESS_NOT_FOUND))
         return;
-    json_t *body = kb_http_body_object(req, false);
-    if (!body)
-        return;
-    const char *signal = NULL;
-    int has_signal = kb_http_field_string(req, body, "signal", &signal);
-    if (has_signal < 0)
-        goto done;
-    if (has_signal == 0
-        || (strcmp(signal, "SIGINT") != 0 && strcmp(signal, "SIGTERM") != 0
-            && strcmp(signal, "SIGKILL") != 0)) {
-        kb_http_reply_errorf(req, KB_ERR_BAD_REQUEST,
-                             "field signal is required: one of SIGINT, SIGTERM, SIGKILL");
-        goto done;
-    }
     kb_error_t err = { KB_OK, "" };
+    const char *signal = kb_signal_request_parse(req->body.data, req->body.len, &err);
+    if (!signal) {
+        kb_http_reply_error(req, &err);
+        return;
+    }
     int rc = kb_service_process_signal(req->server->service, req->id, signal, &err);
     reply_rc(req, MHD_HTTP_ACCEPTED, rc, &err);
-done:
-    json_decref(body);
 }
 
 /* ---- Routing ------------------------------------------------------------- */
 
-typedef struct {
-    const char *method;
-    kb_route_fn *handler;
-    bool body;
-} kb_method_t;
-
-/*  /<collection>, /<collection>/{id} or /<collection>/{id}/<action>. */
-typedef struct {
-    const char *collection;
-    bool has_id;
-    const char *action;
-    bool open;
-    const char *allow;
-    kb_method_t methods[2];
-} kb_route_t;
-
-static const kb_route_t routes[] = {
-    { "health", false, NULL, true, "GET", { { "GET", route_health, false } } },
-    { "kernelspecs", false, NULL, false, "GET", { { "GET", route_kernelspecs, false } } },
-    { "metrics", false, NULL, false, "GET", { { "GET", kb_metrics_route, false } } },
-    { "contexts",
-      false,
-      NULL,
-      false,
-      "GET, POST",
-      { { "GET", route_contexts_list, false }, { "POST", route_contexts_create, true } } },
-    { "contexts",
-      true,
-      NULL,
-      false,
-      "GET, DELETE",
-      { { "GET", route_context_get, false }, { "DELETE", route_context_delete, false } } },
-    { "contexts", true, "restart", false, "POST", { { "POST", route_context_restart, false } } },
-    { "contexts",
-      true,
-      "interrupt",
-      false,
-      "POST",
-      { { "POST", route_context_interrupt, false } } },
-    { "run", false, NULL, false, "POST", { { "POST", route_run, true } } },
-    { "processes", false, NULL, false, "GET", { { "GET", route_processes_list, false } } },
-    { "processes",
-      true,
-      NULL,
-      false,
-      "GET, DELETE",
-      { { "GET", route_process_get, false }, { "DELETE", route_process_delete, false } } },
-    { "processes", true, "result", false, "GET", { { "GET", route_process_result, false } } },
-    { "processes", true, "logs", false, "GET", { { "GET", route_process_logs, false } } },
-    { "processes", true, "wait", false, "GET", { { "GET", route_process_wait, false } } },
-    { "processes", true, "signals", false, "POST", { { "POST", route_process_signal, true } } },
+static const kb_route_t s_routes[] = {
+    { "GET", "/health", route_health, KB_ROUTE_OPEN | KB_ROUTE_RESERVE },
+    { "GET", "/kernelspecs", route_kernelspecs, KB_ROUTE_TOKEN },
+    { "GET", "/metrics", kb_metrics_route, KB_ROUTE_TOKEN | KB_ROUTE_RESERVE },
+    { "GET", "/contexts", route_contexts_list, KB_ROUTE_TOKEN },
+    { "POST", "/contexts", route_contexts_create, KB_ROUTE_BODY },
+    { "GET", "/contexts/{id}", route_context_get, KB_ROUTE_TOKEN },
+    { "DELETE", "/contexts/{id}", route_context_delete, KB_ROUTE_TOKEN },
+    { "POST", "/contexts/{id}/restart", route_context_restart, KB_ROUTE_TOKEN },
+    { "POST", "/contexts/{id}/interrupt", route_context_interrupt, KB_ROUTE_TOKEN },
+    { "POST", "/run", route_run, KB_ROUTE_BODY },
+    { "GET", "/processes", route_processes_list, KB_ROUTE_TOKEN },
+    { "GET", "/processes/{id}", route_process_get, KB_ROUTE_TOKEN },
+    { "DELETE", "/processes/{id}", route_process_delete, KB_ROUTE_TOKEN },
+    { "GET", "/processes/{id}/result", route_process_result, KB_ROUTE_TOKEN },
+    { "GET", "/processes/{id}/logs", route_process_logs, KB_ROUTE_TOKEN },
+    { "GET", "/processes/{id}/wait", route_process_wait, KB_ROUTE_TOKEN },
+    { "POST", "/processes/{id}/signals", route_process_signal, KB_ROUTE_BODY },
 };
 
-static bool segment_is(const char *segment, size_t len, const char *name)
-{
-    return name && strlen(name) == len && memcmp(segment, name, len) == 0;
-}
-
-kb_code_t kb_routes_match(kb_http_req_t *req)
-{
-    if (kb_console_path(req->path))
-        return kb_console_match(req);
-    if (kb_jupyter_path(req->path))
-        return kb_jupyter_match(req);
-    /* Split "/a/b/c" into at most three non-empty segments. */
-    const char *path = req->path;
-    const char *seg[3];
-    size_t len[3];
-    int count = 0;
-    if (path[0] != '/')
-        return KB_ERR_NOT_FOUND;
-    for (const char *p = path + 1;; count++) {
-        if (count == 3)
-            return KB_ERR_NOT_FOUND;
-        const char *slash = strchr(p, '/');
-        seg[count] = p;
-        len[count] = slash ? (size_t)(slash - p) : strlen(p);
-        if (len[count] == 0)
-            return KB_ERR_NOT_FOUND;
-        if (!slash) {
-            count++;
-            break;
-        }
-        p = slash + 1;
-    }
-    bool has_id = count >= 2;
-    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-        const kb_route_t *route = &routes[i];
-        if (!segment_is(seg[0], len[0], route->collection) || route->has_id != has_id)
-            continue;
-        if (count == 3 ? !segment_is(seg[2], len[2], route->action) : route->action != NULL)
-            continue;
-        req->open = route->open;
-        req->allow = route->allow;
-        if (has_id) {
-            req->id_too_long = len[1] > KB_HTTP_ID_MAX;
-            size_t n = req->id_too_long ? KB_HTTP_ID_MAX : len[1];
-            memcpy(req->id, seg[1], n);
-            req->id[n] = '\0';
-        }
-        for (size_t m = 0; m < 2 && route->methods[m].method; m++) {
-            if (strcmp(req->method, route->methods[m].method) == 0) {
-                req->handler = route->methods[m].handler;
-                req->wants_body = route->methods[m].body;
-                return KB_OK;
-            }
-        }
-        return KB_ERR_METHOD_NOT_ALLOWED;
-    }
-    return KB_ERR_NOT_FOUND;
-}
+/*  SPEC section 5: every path the console and Jupyter's API leave. An id
+    over KB_HTTP_ID_MAX reaches the route, which answers its own 404. */
+const kb_route_table_t kb_native_routes = {
+    .name = "native",
+    .routes = s_routes,
+    .count = sizeof s_routes / sizeof s_routes[0],
+};

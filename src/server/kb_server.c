@@ -6,6 +6,7 @@
 #include "server/kb_http.h"
 #include "util/kb_clock.h"
 #include "server/kb_jupyter.h"
+#include "server/kb_router.h"
 
 #include <arpa/inet.h>
 #include <assert.h>
@@ -198,13 +199,6 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
     *con_cls = NULL;
 }
 
-/*  What a connection admitted into the reserve is served: the probes. */
-static bool reserve_route(const kb_http_req_t *req)
-{
-    return strcmp(req->method, "GET") == 0
-           && (strcmp(req->path, "/health") == 0 || strcmp(req->path, "/metrics") == 0);
-}
-
 /*  Headers are in: gate, route, authorize and bound the request before a
     byte of body is read, so that refusals cost no upload. */
 static void request_begin(kb_server_t *self, kb_http_req_t *req, const char *method,
@@ -212,14 +206,8 @@ static void request_begin(kb_server_t *self, kb_http_req_t *req, const char *met
 {
     req->method = method;
     req->path = url;
-    req->handler = NULL;
-    req->allow = NULL;
-    req->open = false;
-    req->jupyter = false;
-    req->wants_body = false;
+    kb_router_reset(req);
     req->counted = false;
-    req->id[0] = '\0';
-    req->id_too_long = false;
     kb_buf_reset(&req->body);
     req->body_status = KB_BUF_OK;
     req->received = 0;
@@ -239,9 +227,7 @@ static void request_begin(kb_server_t *self, kb_http_req_t *req, const char *met
         return;
     }
 
-    kb_code_t code = self->api == KB_API_E2B       ? kb_e2b_match(req)
-                     : self->api == KB_API_METRICS ? kb_metrics_match(req)
-                                                   : kb_routes_match(req);
+    kb_code_t code = kb_router_match(req, kb_router_tables(self->api));
     if (!req->open && !kb_http_authorized(req)) {
         req->handler = NULL;
         kb_http_reply_errorf(req, KB_ERR_UNAUTHORIZED,
@@ -250,7 +236,7 @@ static void request_begin(kb_server_t *self, kb_http_req_t *req, const char *met
                                  : "missing or wrong token: send Authorization: Bearer <token>");
         return;
     }
-    if (kb_conns_reserved(self->conns, &req->conn) && !reserve_route(req)) {
+    if (kb_conns_reserved(self->conns, &req->conn) && !req->reserve) {
         req->handler = NULL;
         kb_http_reply_errorf(req, KB_ERR_UNAVAILABLE,
                              "every connection slot is taken; this one is kept for GET /health "

@@ -1,7 +1,8 @@
 /*  kb_request.c - the front ends' requests (see kb_request.h): one parser
     from a JSON body to run or context options, driven by a table of field
-    names per front end, and the value checks of those options. Pure code:
-    no I/O, no service state. */
+    names per front end, the bodies of the other routes that take one (a
+    signal, Jupyter's kernels and sessions), and the value checks of those
+    options. Pure code: no I/O, no service state. */
 #include "service/engine/kb_request.h"
 #include "kernel/kb_kernel.h"
 #include "util/kb_utf8.h"
@@ -423,6 +424,134 @@ fail:
 }
 
 void kb_context_request_clear(kb_context_request_t *self)
+{
+    if (!self)
+        return;
+    json_decref(self->body);
+    memset(self, 0, sizeof *self);
+}
+
+/* ---- Signals (native POST /processes/{id}/signals) ------------------------- */
+
+const char *kb_signal_request_parse(const char *data, size_t len, kb_error_t *err)
+{
+    static const char *const names[] = { "SIGINT", "SIGTERM", "SIGKILL" };
+    json_t *body = kb_request_body(data, len, false, err);
+    if (!body)
+        return NULL;
+    const char *given = NULL, *signal = NULL;
+    int has = kb_request_string(body, "signal", &given, err);
+    for (size_t i = 0; has > 0 && i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(given, names[i]) == 0)
+            signal = names[i];
+    json_decref(body);
+    if (!signal && has >= 0)
+        kb_error_set(err, KB_ERR_BAD_REQUEST,
+                     "field signal is required: one of SIGINT, SIGTERM, SIGKILL");
+    return signal;
+}
+
+/* ---- Jupyter's kernels and sessions ------------------------------------------ */
+
+/*  Whether a variable a Jupyter client sends goes to the kernel: KERNEL_*
+    and JPY_* only, as Jupyter's kernel gateways take them. Jupyter
+    Server 1.x sends its whole environment for a session's kernel (PATH,
+    HOME, its own tokens), which is not the kernel's to have. */
+static bool s_kernel_variable(const char *name)
+{
+    return strncmp(name, "KERNEL_", 7) == 0 || strncmp(name, "JPY_", 4) == 0;
+}
+
+int kb_kernel_request_read(kb_kernel_request_t *self, const json_t *object, kb_error_t *err)
+{
+    assert(self);
+    memset(self, 0, sizeof *self);
+    if (kb_request_string(object, "name", &self->name, err) < 0
+        || kb_request_string(object, "path", &self->path, err) < 0)
+        return -1;
+    json_t *given = json_object_get(object, "env");
+    if (given && !json_is_null(given) && !json_is_object(given))
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "field env must be an object of strings");
+    const char *key;
+    json_t *value;
+    json_object_foreach(json_is_object(given) ? given : NULL, key, value)
+    {
+        if (!s_kernel_variable(key))
+            continue;
+        if (!self->env && !(self->env = json_object()))
+            return kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        if (json_object_set(self->env, key, value) != 0) {
+            kb_kernel_request_clear(self);
+            return kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        }
+    }
+    return 0;
+}
+
+int kb_kernel_request_parse(kb_kernel_request_t *self, const char *data, size_t len,
+                            kb_error_t *err)
+{
+    json_t *body = kb_request_body(data, len, true, err);
+    if (!body) {
+        memset(self, 0, sizeof *self);
+        return -1;
+    }
+    if (kb_kernel_request_read(self, body, err) != 0) {
+        json_decref(body);
+        return -1;
+    }
+    self->body = body;
+    return 0;
+}
+
+void kb_kernel_request_clear(kb_kernel_request_t *self)
+{
+    if (!self)
+        return;
+    json_decref(self->env);
+    json_decref(self->body);
+    memset(self, 0, sizeof *self);
+}
+
+static int s_session_fields(kb_session_request_t *self, kb_error_t *err)
+{
+    json_t *body = self->body;
+    if (kb_request_string(body, "path", &self->path, err) < 0
+        || kb_request_string(body, "name", &self->name, err) < 0
+        || kb_request_string(body, "type", &self->type, err) < 0)
+        return -1;
+    json_t *kernel = json_object_get(body, "kernel");
+    if (kernel && !json_is_null(kernel)) {
+        if (!json_is_object(kernel))
+            return kb_error_set(err, KB_ERR_BAD_REQUEST, "field kernel must be an object");
+        if (kb_request_string(kernel, "id", &self->kernel_id, err) < 0)
+            return -1;
+        self->kernel = kernel;
+    }
+    if (!self->path) { /* older clients send {notebook: {path, name}} */
+        json_t *notebook = json_object_get(body, "notebook");
+        if (json_is_object(notebook) && kb_request_string(notebook, "path", &self->path, err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int kb_session_request_parse(kb_session_request_t *self, const char *data, size_t len,
+                             kb_error_t *err)
+{
+    assert(self);
+    memset(self, 0, sizeof *self);
+    self->body = kb_request_body(data, len, false, err);
+    if (!self->body)
+        return -1;
+    if (s_session_fields(self, err) != 0) {
+        kb_session_request_clear(self);
+        return -1;
+    }
+    return 0;
+}
+
+void kb_session_request_clear(kb_session_request_t *self)
 {
     if (!self)
         return;

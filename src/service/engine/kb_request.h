@@ -2,7 +2,9 @@
     JSON body becomes the service's options, kb_run_opts_t for a run
     (native POST /run, also as an SSE stream, and E2B's POST /execute) and
     kb_context_opts_t for a context (POST /contexts of both), by one parser
-    that a small table of field names per front end drives; and the values
+    that a small table of field names per front end drives; the bodies of
+    the other routes that take one (a native signal, Jupyter's kernels and
+    sessions); and the values
     of those options are checked by one function each, kb_run_opts_validate
     (which kb_service_run_start applies to every run, whoever calls it) and
     kb_context_opts_validate.
@@ -89,6 +91,53 @@ int kb_context_request_parse(kb_context_request_t *self, kb_front_t front, const
 /*  Release what a parsed request holds. Safe on a zeroed or cleared one. */
 void kb_run_request_clear(kb_run_request_t *self);
 void kb_context_request_clear(kb_context_request_t *self);
+
+/*  The signal of a native POST /processes/{id}/signals body {signal}: one
+    of SIGINT, SIGTERM, SIGKILL (a constant string), or NULL with err set:
+    the body's errors (kb_request_body), BAD_REQUEST when signal is not a
+    string or not one of those. */
+const char *kb_signal_request_parse(const char *data, size_t len, kb_error_t *err);
+
+/*  A kernel to start, as Jupyter's POST /api/kernels body {name?, path?,
+    env?} gives it, or a session's kernel object. name and path borrow
+    from the object read. */
+typedef struct {
+    const char *name; /* NULL or "": the default kernelspec */
+    const char *path; /* the notebook's path, as given; NULL when absent */
+    json_t *env;      /* owned: the KERNEL_* and JPY_* variables given, NULL when none */
+    json_t *body;     /* owned when parsed from bytes, else NULL */
+} kb_kernel_request_t;
+
+/*  Read a kernel from object (borrowed, may be NULL: nothing given; self
+    borrows from it). Variables other than KERNEL_* and JPY_* are dropped
+    (Jupyter Server 1.x sends its whole environment); their values are
+    left to kb_context_opts_validate. 0, or -1 with BAD_REQUEST in err (a
+    field of the wrong type) and self holding nothing. */
+int kb_kernel_request_read(kb_kernel_request_t *self, const json_t *object, kb_error_t *err);
+
+/*  The same from a body (data[0..len), borrowed; empty is {}); also
+    kb_request_body's errors. Clear self after a success. */
+int kb_kernel_request_parse(kb_kernel_request_t *self, const char *data, size_t len,
+                            kb_error_t *err);
+void kb_kernel_request_clear(kb_kernel_request_t *self);
+
+/*  A Jupyter session body {path?, name?, type?, kernel?: {id?, name?,
+    env?, path?}} (older clients: {notebook: {path}}). The strings borrow
+    from body; kernel is the kernel object to start one from (read it with
+    kb_kernel_request_read) unless kernel_id names one. */
+typedef struct {
+    const char *path, *name, *type; /* NULL when absent */
+    const json_t *kernel;           /* borrowed from body; NULL when none */
+    const char *kernel_id;          /* kernel.id; NULL when absent */
+    json_t *body;                   /* owned */
+} kb_session_request_t;
+
+/*  Read a session body: kb_request_body's errors (an empty body is one),
+    BAD_REQUEST for a field of the wrong type. 0, or -1 with err set and
+    self holding nothing. Clear self after a success. */
+int kb_session_request_parse(kb_session_request_t *self, const char *data, size_t len,
+                             kb_error_t *err);
+void kb_session_request_clear(kb_session_request_t *self);
 
 /*  Check the values of a run's options (opts borrowed, may be NULL): code
     required, valid UTF-8 and at most max_code_bytes (PAYLOAD_TOO_LARGE
