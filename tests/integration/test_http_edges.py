@@ -99,8 +99,8 @@ HEADERS_MAX = 32 << 10  # KB_HTTP_HEADERS_MAX: "name: value\r\n" of each header 
 
 
 def head_with(uri=b"/health", big=0):
-    """A GET whose X-Big header makes the headers (Host included) count big
-    bytes more than Host alone."""
+    """A GET of uri with Host and, when big, an X-Big header line of big
+    bytes (name, ": ", value and CRLF: what the daemon counts)."""
     extra = b"X-Big: " + b"a" * (big - 9) + b"\r\n" if big else b""
     return b"GET " + uri + b" HTTP/1.1\r\nHost: kb\r\n" + extra + b"\r\n"
 
@@ -173,7 +173,7 @@ def test_a_request_over_our_limits_gets_our_error(edges, name, raw, status, code
 
 def test_a_request_at_our_limits_is_served(edges):
     close = b"Connection: close\r\n"
-    at_limit = head_with(big=HEADERS_MAX - HOST_BYTES - len(close) - 2)
+    at_limit = head_with(big=HEADERS_MAX - HOST_BYTES - len(close))  # "name: value\r\n" too
     got, _, body = exchange(edges.port, at_limit.replace(b"Host: kb\r\n", b"Host: kb\r\n" + close))
     assert got == 200 and json.loads(body)["status"] == "ok", body[:300]
     at_limit = head_with(uri=b"/" + b"a" * (URI_MAX - 1))
