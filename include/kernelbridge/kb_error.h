@@ -32,7 +32,6 @@ typedef enum {
     KB_ERR_INTERNAL,               /* 500, never for bad input */
     KB_ERR_URI_TOO_LONG,           /* 414 */
     KB_ERR_HEADERS_TOO_LARGE,      /* 431 */
-    KB_ERR_HTTP_VERSION,           /* 505, HTTP_VERSION_NOT_SUPPORTED */
 } kb_code_t;
 
 typedef struct {

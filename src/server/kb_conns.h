@@ -18,8 +18,8 @@
       is busy.
 
     What is not here: the idle limit between bytes (libmicrohttpd's
-    connection timeout) and the size limits of a request head (its memory
-    pool: the 414 and 431 it answers, in our JSON, see kb_mhd_errors.c).
+    connection timeout) and the size limits of a request head (kb_server.c
+    checks them, kb_http.h names them).
 
     Threads. kb_conns_admit runs on libmicrohttpd's listening thread (its
     accept policy callback), kb_conns_opened there too; kb_conns_closed on

@@ -140,6 +140,8 @@ static void queue_buffer(kb_http_req_t *req, unsigned status, kb_buf_t *buf, con
         return;
     }
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    if (req->close)
+        MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
     if (status == MHD_HTTP_UNAUTHORIZED)
         MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (status == MHD_HTTP_METHOD_NOT_ALLOWED && req->allow)
@@ -179,6 +181,27 @@ void kb_http_reply_response(kb_http_req_t *req, unsigned status, struct MHD_Resp
     queue(req, status, response);
 }
 
+/*  The native JSON error body into out (empty): {code, message,
+    status_code, path, method, timestamp}. Returns the HTTP status. */
+static unsigned error_body(kb_buf_t *out, kb_code_t code, const char *message, const char *path,
+                           const char *method)
+{
+    unsigned status = (unsigned)kb_code_http_status(code);
+    char stamp[40];
+    kb_http_timestamp(stamp, sizeof stamp);
+    json_t *body = json_pack("{s:s, s:s, s:i, s:s?, s:s?, s:s}", "code", kb_code_name(code),
+                             "message", message, "status_code", (int)status, "path", path, "method",
+                             method, "timestamp", stamp);
+    if (!body || kb_buf_append_json(out, body, JSON_COMPACT) != KB_BUF_OK) {
+        /* Out of memory: say so plainly. */
+        kb_buf_free(out);
+        kb_buf_puts(out, "{\"code\":\"INTERNAL_ERROR\",\"message\":\"out of memory\"}");
+        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+    }
+    json_decref(body);
+    return status;
+}
+
 void kb_http_reply_error(kb_http_req_t *req, const kb_error_t *err)
 {
     kb_code_t code = err->code == KB_OK ? KB_ERR_INTERNAL : err->code;
@@ -199,27 +222,8 @@ void kb_http_reply_error(kb_http_req_t *req, const kb_error_t *err)
         return;
     }
     kb_buf_t buf = KB_BUF_INIT;
-    status = kb_http_error_body(&buf, code, message, path, req->method);
+    status = error_body(&buf, code, message, path, req->method);
     queue_buffer(req, status, &buf, "application/json");
-}
-
-unsigned kb_http_error_body(kb_buf_t *out, kb_code_t code, const char *message, const char *path,
-                            const char *method)
-{
-    unsigned status = (unsigned)kb_code_http_status(code);
-    char stamp[40];
-    kb_http_timestamp(stamp, sizeof stamp);
-    json_t *body = json_pack("{s:s, s:s, s:i, s:s?, s:s?, s:s}", "code", kb_code_name(code),
-                             "message", message, "status_code", (int)status, "path", path, "method",
-                             method, "timestamp", stamp);
-    if (!body || kb_buf_append_json(out, body, JSON_COMPACT) != KB_BUF_OK) {
-        /* Out of memory: say so plainly. */
-        kb_buf_free(out);
-        kb_buf_puts(out, "{\"code\":\"INTERNAL_ERROR\",\"message\":\"out of memory\"}");
-        status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-    }
-    json_decref(body);
-    return status;
 }
 
 void kb_http_reply_errorf(kb_http_req_t *req, kb_code_t code, const char *fmt, ...)

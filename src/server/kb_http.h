@@ -21,6 +21,13 @@
     exist and are answered as not found. */
 #define KB_HTTP_ID_MAX 128
 
+/*  The daemon's limits on a request head (SPEC section 6), checked by
+    kb_server.c before any route: the request target as sent (path and
+    query) and the header lines (name, value, ": " and CRLF each). Over
+    them: 414 URI_TOO_LONG, 431 HEADERS_TOO_LARGE, with our error body. */
+#define KB_HTTP_URI_MAX (16u << 10)
+#define KB_HTTP_HEADERS_MAX (32u << 10)
+
 struct kb_server {
     kb_service_t *service; /* borrowed */
     struct MHD_Daemon *daemon;
@@ -80,6 +87,9 @@ struct kb_http_req {
     bool wants_body;              /* the route parses a JSON body */
     bool jupyter;                 /* one of Jupyter's paths: its errors are Jupyter's JSON */
     char id[KB_HTTP_ID_MAX + 1];  /* the path's first {param}, or "" */
+    bool begun;                   /* its headers reached us (else the library answers) */
+    bool close;                   /* answer with Connection: close */
+    size_t uri_len;               /* the request target's length as sent */
     bool id_too_long;
     kb_http_param_t params[KB_HTTP_PARAMS_MAX];
     unsigned param_count;
@@ -137,21 +147,6 @@ void kb_http_reply_response(kb_http_req_t *req, unsigned status, struct MHD_Resp
     plain text instead, as E2B's server does; a Jupyter request gets
     Jupyter Server's {message, reason}. err is borrowed. */
 void kb_http_reply_error(kb_http_req_t *req, const kb_error_t *err);
-
-/*  The native JSON error body into out (emptied first by the caller):
-    {code, message, status_code, path, method, timestamp}; path and method
-    may be NULL (null: not known, as for a request libmicrohttpd could not
-    parse). Returns the HTTP status. */
-unsigned kb_http_error_body(kb_buf_t *out, kb_code_t code, const char *message, const char *path,
-                            const char *method);
-
-/*  Our error body replaces libmicrohttpd's own error pages on the
-    connections of daemon (on: from now; !on: no longer). kb_mhd_errors.c. */
-void kb_mhd_errors_register(struct MHD_Daemon *daemon, bool on);
-
-/*  True once after this thread answered one of libmicrohttpd's errors
-    itself (its next log line, "failed to queue", is expected). */
-bool kb_mhd_errors_answered(void);
 
 /*  Shorthand: an error of code with a printf message. */
 void kb_http_reply_errorf(kb_http_req_t *req, kb_code_t code, const char *fmt, ...)

@@ -1,11 +1,12 @@
 /*  kb_server.c - the libmicrohttpd daemon of kernelbridge: binding, the
-    per-connection request record, the access callback that gates, routes,
-    authorizes and bounds each request before its body is read, and the
+    per-connection request record, the access callback that bounds, gates,
+    routes and authorizes each request before its body is read, and the
     drain / stop sequence. Routes are in kb_routes.c, responses in
     kb_http.c. */
 #include "server/kb_http.h"
 #include "util/kb_clock.h"
 #include "server/kb_jupyter.h"
+#include "server/kb_metrics_http.h"
 #include "server/kb_router.h"
 
 #include <arpa/inet.h>
@@ -35,6 +36,13 @@
 /*  An over-limit chunked body is read and dropped (to answer 413) for at
     least this many bytes past the limit, then the connection is cut. */
 #define KB_BODY_SLACK (1u << 20)
+/*  libmicrohttpd's memory per connection: it must hold a whole request
+    head (and 64 bytes per header field and query argument) before any
+    callback of ours runs, so it is well above our limits on a head
+    (kb_http.h): a head over them is ours to answer, not the library's.
+    The library zeroes all of it for each request of a kept-alive
+    connection, which a run pays for: no larger than that. */
+#define KB_CONNECTION_MEMORY (128u << 10)
 
 /* ---- Configuration ------------------------------------------------------- */
 
@@ -130,13 +138,11 @@ static void on_mhd_log(void *cls, const char *fmt, va_list args)
     size_t len = strlen(message);
     while (len > 0 && (message[len - 1] == '\n' || message[len - 1] == '\r'))
         message[--len] = '\0';
-    /* an error libmicrohttpd answers: its HTML page is not ours to show
-       (kb_mhd_errors.c answers it), and its closing words are expected */
+    /* an error libmicrohttpd answers itself (a request it cannot parse):
+       its HTML page is not worth a log line */
     char *page = strstr(message, " ('<html>");
     if (page)
         strcpy(page, ")");
-    if (strstr(message, "failed to queue error response") && kb_mhd_errors_answered())
-        return;
     if (suppressed)
         kb_server_log(self->log_format, "warn", "http: %s (and %llu lines like it left out)",
                       message, suppressed);
@@ -179,13 +185,44 @@ static void on_connection(void *cls, struct MHD_Connection *connection, void **s
     *socket_context = NULL;
 }
 
+/*  A request line is read (libmicrohttpd's URI log callback, before the
+    headers are): the connection's request record is the request's from
+    now on, and keeps the length of the target as sent for request_begin.
+    Returns the record (the request's con_cls), NULL when it has none. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info
+        = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    kb_http_req_t *req = info ? info->socket_context : NULL;
+    if (req) {
+        req->begun = false;
+        req->counted = false;
+        req->status = 0;
+        req->uri_len = uri ? strlen(uri) : 0;
+    }
+    return req;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     kb_server_t *self = cls;
     kb_http_req_t *req = *con_cls;
+    *con_cls = NULL;
     if (!req)
         return;
+    /* What libmicrohttpd answered itself (a request it cannot parse), if
+       it did: before the headers were whole, or in a chunked body. */
+    const union MHD_ConnectionInfo *info
+        = req->status ? NULL : MHD_get_connection_info(connection, MHD_CONNECTION_INFO_HTTP_STATUS);
+    if (!req->begun) {
+        /* counted with the status it was sent, its method unread ("other") */
+        if (info)
+            kb_metrics_count_request(NULL, info->http_status);
+        return;
+    }
+    if (info)
+        req->status = info->http_status;
     kb_http_log_request(req, toe);
     kb_ws_request_done(&req->ws);
     kb_buf_trim(&req->body, KB_BODY_KEEP);
@@ -196,10 +233,42 @@ static void on_completed(void *cls, struct MHD_Connection *connection, void **co
             pthread_cond_broadcast(&self->idle);
         pthread_mutex_unlock(&self->lock);
     }
-    *con_cls = NULL;
 }
 
-/*  Headers are in: gate, route, authorize and bound the request before a
+static enum MHD_Result add_header_size(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       size_t key_size, const char *value, size_t value_size)
+{
+    *(size_t *)cls += key_size + value_size + 4; /* "name: value\r\n" */
+    return MHD_YES;
+}
+
+/*  The daemon's own limits on a request head (kb_http.h), checked before
+    anything else. True when the request is within them; else its error is
+    queued, and the connection closes after it. */
+static bool request_within_limits(kb_http_req_t *req)
+{
+    size_t headers = 0;
+    MHD_get_connection_values_n(req->connection, MHD_HEADER_KIND, add_header_size, &headers);
+    if (req->uri_len > KB_HTTP_URI_MAX) {
+        req->close = true;
+        kb_http_reply_errorf(req, KB_ERR_URI_TOO_LONG,
+                             "the request's URI is longer than the server accepts (%zu bytes; "
+                             "the limit is %u)",
+                             req->uri_len, KB_HTTP_URI_MAX);
+        return false;
+    }
+    if (headers > KB_HTTP_HEADERS_MAX) {
+        req->close = true;
+        kb_http_reply_errorf(req, KB_ERR_HEADERS_TOO_LARGE,
+                             "the request's headers are larger than the server accepts (%zu "
+                             "bytes; the limit is %u)",
+                             headers, KB_HTTP_HEADERS_MAX);
+        return false;
+    }
+    return true;
+}
+
+/*  Headers are in: bound, gate, route and authorize the request before a
     byte of body is read, so that refusals cost no upload. */
 static void request_begin(kb_server_t *self, kb_http_req_t *req, const char *method,
                           const char *url)
@@ -208,12 +277,15 @@ static void request_begin(kb_server_t *self, kb_http_req_t *req, const char *met
     req->path = url;
     kb_router_reset(req);
     req->counted = false;
+    req->close = false;
     kb_buf_reset(&req->body);
     req->body_status = KB_BUF_OK;
     req->received = 0;
     req->status = 0;
     req->started = kb_http_now();
     kb_conns_busy(self->conns, &req->conn);
+    if (!request_within_limits(req))
+        return;
 
     pthread_mutex_lock(&self->lock);
     bool draining = self->draining;
@@ -229,7 +301,7 @@ static void request_begin(kb_server_t *self, kb_http_req_t *req, const char *met
 
     kb_code_t code = kb_router_match(req, kb_router_tables(self->api));
     if (!req->open && !kb_http_authorized(req)) {
-        req->handler = NULL;
+        kb_router_reset(req); /* refused: no route is served */
         kb_http_reply_errorf(req, KB_ERR_UNAUTHORIZED,
                              self->api == KB_API_E2B
                                  ? "missing or wrong token: send X-Access-Token: <token>"
@@ -237,7 +309,7 @@ static void request_begin(kb_server_t *self, kb_http_req_t *req, const char *met
         return;
     }
     if (kb_conns_reserved(self->conns, &req->conn) && !req->reserve) {
-        req->handler = NULL;
+        kb_router_reset(req); /* refused: no route is served */
         kb_http_reply_errorf(req, KB_ERR_UNAVAILABLE,
                              "every connection slot is taken; this one is kept for GET /health "
                              "and GET /metrics");
@@ -257,7 +329,7 @@ static void request_begin(kb_server_t *self, kb_http_req_t *req, const char *met
     if (length) {
         unsigned long long declared = strtoull(length, NULL, 10);
         if (declared > self->max_body) {
-            req->handler = NULL;
+            kb_router_reset(req); /* refused: no route is served */
             kb_http_reply_errorf(req, KB_ERR_PAYLOAD_TOO_LARGE,
                                  "the request body of %llu bytes is over the limit of %zu",
                                  declared, self->max_body);
@@ -295,14 +367,11 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *connection, c
                                  size_t *upload_data_size, void **con_cls)
 {
     kb_server_t *self = cls;
-    kb_http_req_t *req = *con_cls;
-    if (!req) {
-        const union MHD_ConnectionInfo *info
-            = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-        req = info ? info->socket_context : NULL;
-        if (!req)
-            return MHD_NO; /* no memory for the connection: close it */
-        *con_cls = req;
+    kb_http_req_t *req = *con_cls; /* on_request_line's */
+    if (!req)
+        return MHD_NO; /* no memory for the connection: close it */
+    if (!req->begun) {
+        req->begun = true;
         request_begin(self, req, method, url);
         return MHD_YES;
     }
@@ -410,14 +479,14 @@ kb_server_t *kb_server_new(kb_service_t *service, const kb_server_config_t *conf
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, self, MHD_OPTION_SOCK_ADDR,
         (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT, kb_conns_hard_limit(&admission),
         MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, self,
-        MHD_OPTION_NOTIFY_CONNECTION, on_connection, self, MHD_OPTION_END);
+        (size_t)KB_CONNECTION_MEMORY, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, self,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, self, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, self, MHD_OPTION_END);
     if (!self->daemon) {
         kb_error_set(err, KB_ERR_UNAVAILABLE, "cannot listen on %s port %u: %s", host, config->port,
                      errno ? strerror(errno) : "libmicrohttpd refused");
         goto fail;
     }
-    kb_mhd_errors_register(self->daemon, true);
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(self->daemon, MHD_DAEMON_INFO_BIND_PORT);
     self->port = info ? info->port : (int)config->port;
     bool v6 = addr.ss_family == AF_INET6;
@@ -474,7 +543,6 @@ void kb_server_destroy(kb_server_t **self_p)
         kb_ws_group_destroy(&self->websockets);
         atomic_store(&self->stopping, true);
         MHD_stop_daemon(self->daemon);
-        kb_mhd_errors_register(self->daemon, false);
         self->daemon = NULL;
     }
     /* MHD hands the quiesced socket back to us, to close after the stop. */

@@ -49,8 +49,6 @@ const char *kb_code_name(kb_code_t code)
             return "URI_TOO_LONG";
         case KB_ERR_HEADERS_TOO_LARGE:
             return "HEADERS_TOO_LARGE";
-        case KB_ERR_HTTP_VERSION:
-            return "HTTP_VERSION_NOT_SUPPORTED";
     }
     /* A value outside the enum is a bug of the caller; render it as an
        internal error rather than crash the HTTP layer that shows it. */
@@ -92,8 +90,6 @@ int kb_code_http_status(kb_code_t code)
             return 414;
         case KB_ERR_HEADERS_TOO_LARGE:
             return 431;
-        case KB_ERR_HTTP_VERSION:
-            return 505;
     }
     return 500;
 }
