@@ -1,35 +1,16 @@
 /*  kb_conns.h - private to src/server: who may hold a connection, and for
-    how long (SPEC section 6). libmicrohttpd runs a thread per connection
-    and counts them against one limit, so connections that send nothing,
-    or trickle a byte at a time, could hold every slot. This admission
-    table stops that:
+    how long (SPEC section 6), so that silent or trickling clients cannot
+    take every slot of libmicrohttpd's thread-per-connection limit.
 
-    - a header deadline: a connection must send a whole request head
-      within header_timeout of opening, or of its previous response, or it
-      is closed (slowloris, and idle kept-alive connections);
-    - a per-address limit: one client address holds at most per_address
-      connections;
-    - at a limit, a newcomer takes the place of the connection of that
-      address (or of anyone, at the total limit) that has waited longest
-      for a request head, rather than being refused;
-    - a reserve: past max connections, `reserve` more are admitted when no
-      connection can give way; they are served GET /health and /metrics
-      only (kb_conns_reserved), so a probe still answers when every slot
-      is busy.
-
-    What is not here: the idle limit between bytes (libmicrohttpd's
-    connection timeout) and the size limits of a request head (kb_server.c
-    checks them, kb_http.h names them).
-
-    Threads. kb_conns_admit runs on libmicrohttpd's listening thread (its
-    accept policy callback), kb_conns_opened there too; kb_conns_closed on
-    the thread that cleans up a connection; kb_conns_busy and kb_conns_idle
-    on the connection's own thread; a watchdog thread closes connections
-    past their deadline. All of them take the table's one lock. A
-    connection is closed from outside by shutdown(2) of its socket, under
-    the lock; libmicrohttpd says a connection closed (kb_conns_closed)
-    before it closes the descriptor, so a descriptor is never shut down
-    after it was reused. */
+    Rules:   a whole request head within header_timeout; at most
+             per_address connections per address; at a limit the
+             connection waiting longest for a head gives way; past the
+             limit a reserve serves only GET /health and /metrics.
+    Threads: one lock; admit/opened on the listening thread, busy/idle on
+             the connection's, closed on the cleaner's, and a watchdog that
+             shuts down (shutdown(2), under the lock) late connections.
+    Not for: the idle limit between bytes (libmicrohttpd's) and the size
+             limits of a head (kb_server.c, named in kb_http.h). */
 #ifndef KB_CONNS_H_INCLUDED
 #define KB_CONNS_H_INCLUDED
 
