@@ -3,12 +3,13 @@
     state ignores; the outcome table against SPEC section 2's rows; what a
     done step, a limit, a signal or the kernel's death leads to for every
     cause; when an interrupted request's signals go. Then real runs on a
-    real loop and process store, without a kernel: every event given to a
-    queued run and to an ended one, its record and its result, the call
-    held for a kernel that never starts, and the timeout timer. Runs on a
-    kernel: test_service.c and the Python integration suites. */
+    loop and a process store: every event given to a queued run and to an
+    ended one, the held call, the timeout timer; and on ipykernel each
+    step, the interrupts, HOLDING, the ends that kill or lose the kernel. */
 #include "kb_testutil.h"
 
+#include "kernel/kb_kernel.h"
+#include "kernel/kb_kernelspec.h"
 #include "kernel/kb_launch.h"
 #include "service/output/kb_procstore.h"
 #include "service/output/kb_stream.h"
@@ -17,6 +18,10 @@
 
 #include <jansson.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+extern char **environ;
 
 static const char *const s_state_names[KB_RUN_STATE_COUNT] = {
     "QUEUED", "APPLYING", "EXECUTING", "SETTLING", "RESTORING", "HOLDING", "ENDED",
@@ -299,7 +304,14 @@ typedef struct {
     kb_run_settings_t settings;
     int ended;
     long long count;
-    bool stop; /* stop the loop when a run ends */
+    bool stop;     /* stop the loop when a run ends */
+    kb_run_t *run; /* the run on the kernel, until it ends */
+    kb_kernel_t *kernel;
+    bool ready, exited;
+    kb_timer_t tick; /* run_until's */
+    double deadline;
+    bool (*done)(void *arg);
+    void *done_arg;
 } bench_t;
 
 static void on_ended(kb_run_t *run, long long count, void *arg)
@@ -308,6 +320,7 @@ static void on_ended(kb_run_t *run, long long count, void *arg)
     bench_t *b = arg;
     b->ended++;
     b->count = count;
+    b->run = NULL; /* freed at the end of the turn */
     if (b->stop)
         kb_loop_stop(b->loop);
 }
@@ -326,37 +339,80 @@ static void bench_fini(bench_t *b)
     kb_loop_destroy(&b->loop);
 }
 
-static kb_run_t *queued_run(bench_t *b, kb_stream_t *stream, double timeout, kb_proc_t **proc)
+/*  A run of code on context ctx-1 (with cwd: and the adapter), whose end
+    b hears of. */
+static kb_run_t *new_run(bench_t *b, const char *code, double timeout, const char *cwd,
+                         kb_stream_t *stream, kb_proc_t **proc)
 {
-    kb_run_opts_t opts = { .code = "print(1)" };
-    *proc = kb_procstore_add(b->store, "ctx-1", "python");
+    kb_run_opts_t opts = { .code = code, .cwd = cwd };
+    kb_proc_t *record = kb_procstore_add(b->store, "ctx-1", "python");
     json_t *identity = json_pack("{s:s, s:s, s:s, s:i}", "sandbox_id", "sbx", "context_id", "ctx-1",
                                  "language", "python", "generation", 1);
     kb_run_t *run
-        = kb_run_new(&b->settings, *proc, &opts, timeout, "python", identity, false, stream);
+        = kb_run_new(&b->settings, record, &opts, timeout, "python", identity, cwd != NULL, stream);
     kb_run_set_owner(run, on_ended, b);
+    if (proc)
+        *proc = record;
     return run;
 }
 
-/*  The end a queued run comes to, event by event (NULL: none). */
-static const struct {
+static kb_run_t *queued_run(bench_t *b, kb_stream_t *stream, double timeout, kb_proc_t **proc)
+{
+    return new_run(b, "print(1)", timeout, NULL, stream, proc);
+}
+
+/*  The run's result has that reason, signal (NULL: none) and error name
+    (NULL: none); the stream is released. */
+static kb_result_t *check_result(kb_stream_t **stream, kb_reason_t reason, const char *signal,
+                                 const char *error)
+{
+    kb_result_t *result = kb_stream_take_result(*stream);
+    kb_stream_unref(stream);
+    CHECK(result != NULL);
+    if (!result)
+        return NULL;
+    CHECK_STR(kb_reason_name(result->reason), kb_reason_name(reason));
+    if (signal)
+        CHECK_STR(result->signal, signal);
+    else
+        CHECK(result->signal == NULL);
+    if (error)
+        CHECK(result->error && strcmp(result->error->name, error) == 0);
+    else
+        CHECK(result->error == NULL);
+    if (result->error && (!error || strcmp(result->error->name, error) != 0))
+        fprintf(stderr, "  error %s: %s\n", result->error->name, result->error->value);
+    return result;
+}
+
+static void check_end(kb_stream_t **stream, kb_reason_t reason, const char *signal,
+                      const char *error)
+{
+    kb_result_t *result = check_result(stream, reason, signal, error);
+    kb_result_destroy(&result);
+}
+
+/*  The end a queued run comes to, event by event. */
+typedef struct {
     kb_run_event_type_t type;
-    const char *reason, *signal, *error;
-} s_queued_ends[] = {
-    { KB_RUN_EV_TIMEOUT, "timed_out", NULL, "TimeoutError" },
-    { KB_RUN_EV_SIGNAL, "signaled", "SIGINT", "KeyboardInterrupt" },
-    { KB_RUN_EV_START_FAILED, "failed", NULL, "KernelDied" },
-    { KB_RUN_EV_CONTEXT_GONE, "failed", NULL, "KernelDied" },
-    { KB_RUN_EV_SERVICE_STOPS, "sandbox_stopped", NULL, "SandboxStopped" },
+    kb_reason_t reason;
+    const char *signal, *error;
+} queued_end_t;
+
+static const queued_end_t s_queued_ends[] = {
+    { KB_RUN_EV_TIMEOUT, KB_REASON_TIMED_OUT, NULL, "TimeoutError" },
+    { KB_RUN_EV_SIGNAL, KB_REASON_SIGNALED, "SIGINT", "KeyboardInterrupt" },
+    { KB_RUN_EV_START_FAILED, KB_REASON_FAILED, NULL, "KernelDied" },
+    { KB_RUN_EV_CONTEXT_GONE, KB_REASON_FAILED, NULL, "KernelDied" },
+    { KB_RUN_EV_SERVICE_STOPS, KB_REASON_SANDBOX_STOPPED, NULL, "SandboxStopped" },
 };
 
-static const char *queued_end(kb_run_event_type_t type, int i)
+/*  NULL: the event is ignored. */
+static const queued_end_t *queued_end(kb_run_event_type_t type)
 {
     for (size_t k = 0; k < sizeof s_queued_ends / sizeof s_queued_ends[0]; k++)
         if (s_queued_ends[k].type == type)
-            return i == 0   ? s_queued_ends[k].reason
-                   : i == 1 ? s_queued_ends[k].signal
-                            : s_queued_ends[k].error;
+            return &s_queued_ends[k];
     return NULL;
 }
 
@@ -385,33 +441,25 @@ static void test_queued_run_takes_every_event(void)
         kb_run_t *run = queued_run(&b, stream, 0, &proc);
         kb_run_event_t event = event_of(e);
         kb_run_apply(run, &event);
-        const char *reason = queued_end(e, 0);
-        fprintf(stderr, "  %s: %s\n", s_event_names[e], reason ? reason : "ignored");
-        if (!reason) {
+        const queued_end_t *end = queued_end(e);
+        fprintf(stderr, "  %s: %s\n", s_event_names[e],
+                end ? kb_reason_name(end->reason) : "ignored");
+        if (!end) {
             CHECK(kb_run_state(run) == KB_RUN_QUEUED);
             CHECK(b.ended == 0);
             CHECK(kb_proc_running(proc));
             kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_SERVICE_STOPS });
+            end = queued_end(KB_RUN_EV_SERVICE_STOPS);
         }
         CHECK(kb_run_state(run) == KB_RUN_ENDED);
         CHECK(b.ended == 1);
         CHECK(b.count == -1);
         CHECK(!kb_proc_running(proc));
-        kb_result_t *result = kb_stream_take_result(stream);
-        CHECK(result != NULL);
-        if (result) {
-            CHECK_STR(kb_reason_name(result->reason), reason ? reason : "sandbox_stopped");
-            const char *signal = reason ? queued_end(e, 1) : NULL;
-            CHECK(signal ? result->signal && strcmp(result->signal, signal) == 0
-                         : result->signal == NULL);
-            CHECK(result->error != NULL);
-            if (result->error)
-                CHECK_STR(result->error->name, reason ? queued_end(e, 2) : "SandboxStopped");
-            CHECK(!result->has_exit_code);
-            CHECK(result->resources.wall_time_s == 0); /* never had the kernel */
-            CHECK_STR(result->context_id, "ctx-1");
-            kb_result_destroy(&result);
-        }
+        kb_result_t *result = check_result(&stream, end->reason, end->signal, end->error);
+        CHECK(result && !result->has_exit_code);
+        CHECK(result && result->resources.wall_time_s == 0); /* never had the kernel */
+        CHECK(result && strcmp(result->context_id, "ctx-1") == 0);
+        kb_result_destroy(&result);
         for (int again = 0; again < KB_RUN_EVENT_COUNT; again++) {
             kb_run_event_t late = event_of(again);
             kb_run_apply(run, &late);
@@ -419,7 +467,6 @@ static void test_queued_run_takes_every_event(void)
         }
         CHECK(b.ended == 1);
         CHECK(!kb_proc_running(proc));
-        kb_stream_unref(&stream);
         bench_fini(&b);
     }
 }
@@ -436,12 +483,7 @@ static void test_queued_cancel_gives_the_signal(void)
         kb_proc_t *proc;
         kb_run_t *run = queued_run(&b, stream, 0, &proc);
         kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_SIGNAL, .signal = sigs[i] });
-        kb_result_t *result = kb_stream_take_result(stream);
-        CHECK(result && result->reason == KB_REASON_SIGNALED);
-        CHECK(result && result->signal && strcmp(result->signal, kb_signal_name(sigs[i])) == 0);
-        CHECK(result && result->error && strcmp(result->error->name, "RunCancelled") == 0);
-        kb_result_destroy(&result);
-        kb_stream_unref(&stream);
+        check_end(&stream, KB_REASON_SIGNALED, kb_signal_name(sigs[i]), "RunCancelled");
         bench_fini(&b);
     }
 }
@@ -488,14 +530,235 @@ static void test_timeout_timer_ends_a_queued_run(void)
     CHECK(took >= 0.04 && took < 5);
     CHECK(b.ended == 1);
     CHECK(call.done && call.rc == 0); /* answered: the run is a record */
-    kb_result_t *result = kb_stream_take_result(stream);
-    CHECK(result && result->reason == KB_REASON_TIMED_OUT && result->signal == NULL);
-    CHECK(result && result->raw_reason
-          && strcmp(result->raw_reason, "timed out while queued") == 0);
+    kb_result_t *result = check_result(&stream, KB_REASON_TIMED_OUT, NULL, "TimeoutError");
+    CHECK(result && result->raw_reason && !strcmp(result->raw_reason, "timed out while queued"));
     kb_result_destroy(&result);
     kb_call_fini(&call);
-    kb_stream_unref(&stream);
     bench_fini(&b);
+}
+
+/* ---- real runs on a real kernel -------------------------------------------------- */
+
+static char *tmp, *ipc_dir;
+static kb_kernelspec_t *spec;
+
+static void k_ready(kb_kernel_t *kernel, void *arg)
+{
+    (void)kernel;
+    ((bench_t *)arg)->ready = true;
+}
+
+static void k_start_failed(kb_kernel_t *kernel, const char *why, void *arg)
+{
+    (void)kernel;
+    (void)arg;
+    fprintf(stderr, "  kernel start failed: %s\n", why);
+}
+
+/*  As the context does: the run's messages to the run. */
+static void k_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg)
+{
+    (void)kernel;
+    bench_t *b = arg;
+    if (b->run && kb_run_owns_message(b->run, msg))
+        kb_run_apply(
+            b->run, &(kb_run_event_t){ .type = KB_RUN_EV_MESSAGE, .channel = channel, .msg = msg });
+}
+
+static void k_exited(kb_kernel_t *kernel, void *arg)
+{
+    bench_t *b = arg;
+    b->exited = true;
+    if (b->run)
+        kb_run_apply(b->run,
+                     &(kb_run_event_t){ .type = KB_RUN_EV_KERNEL_EXITED, .kernel = kernel });
+}
+
+static const kb_kernel_callbacks_t s_kernel_callbacks
+    = { k_ready, k_start_failed, k_message, k_exited };
+
+static void on_tick(kb_timer_t *timer, void *arg)
+{
+    (void)timer;
+    bench_t *b = arg;
+    if (b->done(b->done_arg) || kb_test_now() > b->deadline)
+        kb_loop_stop(b->loop);
+}
+
+/*  Run the loop until done(arg) or seconds passed; returns done(arg). */
+static bool run_until(bench_t *b, bool (*done)(void *), void *arg, double seconds)
+{
+    b->done = done;
+    b->done_arg = arg;
+    b->deadline = kb_test_now() + seconds;
+    kb_timer_start(b->loop, &b->tick, 10, 10, on_tick, b);
+    kb_loop_run(b->loop);
+    kb_timer_stop(&b->tick);
+    return done(arg);
+}
+
+static bool is_true(void *arg)
+{
+    return *(bool *)arg;
+}
+
+static bool run_ended(void *arg)
+{
+    return ((bench_t *)arg)->run == NULL;
+}
+
+static bool run_holding(void *arg)
+{
+    bench_t *b = arg;
+    return b->run && kb_run_state(b->run) == KB_RUN_HOLDING;
+}
+
+/*  A bench with a ready ipykernel; false (and a failed check) if not. */
+static bool kernel_bench(bench_t *b)
+{
+    bench_init(b);
+    kb_timer_init(&b->tick);
+    kb_kernel_opts_t opts = { .runtime_dir = tmp,
+                              .ipc_dir = ipc_dir,
+                              .serial = 1,
+                              .transport = "ipc",
+                              .envp = environ,
+                              .system_python = "/usr/bin/python3",
+                              .start_timeout = 60 };
+    char err[512];
+    b->kernel = kb_kernel_new(b->loop, spec, &opts, &s_kernel_callbacks, b, err, sizeof err);
+    if (!b->kernel)
+        fprintf(stderr, "  launch: %s\n", err);
+    CHECK(b->kernel != NULL);
+    CHECK(b->kernel && run_until(b, is_true, &b->ready, 60));
+    return b->kernel && b->ready;
+}
+
+static void kernel_bench_fini(bench_t *b)
+{
+    kb_kernel_destroy(&b->kernel);
+    bench_fini(b);
+}
+
+/*  A run of code given its kernel (START), with its stream in *stream. */
+static kb_run_t *run_on_kernel(bench_t *b, const char *code, double timeout, const char *cwd,
+                               kb_stream_t **stream)
+{
+    *stream = kb_stream_new();
+    b->run = new_run(b, code, timeout, cwd, *stream, NULL);
+    kb_run_apply(b->run, &(kb_run_event_t){ .type = KB_RUN_EV_START, .kernel = b->kernel });
+    return b->run;
+}
+
+/*  On one kernel: the steps with and without cwd (APPLYING, EXECUTING,
+    RESTORING), events a started run ignores, a timeout, a client's SIGINT,
+    the memory limit (HOLDING until the tree is under) and the pids limit:
+    each interrupts, and the kernel runs the next. */
+static void test_runs_on_a_kernel(void)
+{
+    bench_t b;
+    if (!kernel_bench(&b))
+        goto done;
+    kb_stream_t *stream;
+
+    kb_run_t *run = run_on_kernel(&b, "print(6 * 7)", 0, NULL, &stream);
+    CHECK(kb_run_state(run) == KB_RUN_EXECUTING);
+    kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_START, .kernel = b.kernel });
+    kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_SETTLED });
+    CHECK(kb_run_state(run) == KB_RUN_EXECUTING); /* both ignored */
+    CHECK(run_until(&b, run_ended, &b, 30));
+    kb_result_t *result = check_result(&stream, KB_REASON_EXITED, NULL, NULL);
+    CHECK(result && result->has_exit_code && result->exit_code == 0);
+    CHECK(result && strcmp(result->stdout_text, "42\n") == 0);
+    CHECK(b.count > 0);
+    kb_result_destroy(&result);
+
+    run = run_on_kernel(&b, "import os; print(os.getcwd())", 0, "/", &stream);
+    CHECK(kb_run_state(run) == KB_RUN_APPLYING);
+    CHECK(run_until(&b, run_ended, &b, 30));
+    result = check_result(&stream, KB_REASON_EXITED, NULL, NULL);
+    CHECK(result && strcmp(result->stdout_text, "/\n") == 0);
+    kb_result_destroy(&result);
+
+    run = run_on_kernel(&b, "import time; time.sleep(30)", 0.5, NULL, &stream);
+    CHECK(run_until(&b, run_ended, &b, 30));
+    check_end(&stream, KB_REASON_TIMED_OUT, "SIGINT", "TimeoutError");
+
+    run = run_on_kernel(&b, "import time; time.sleep(30)", 0, NULL, &stream);
+    kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_SIGNAL, .signal = SIGINT });
+    CHECK(run_until(&b, run_ended, &b, 30));
+    check_end(&stream, KB_REASON_SIGNALED, "SIGINT", "KeyboardInterrupt");
+
+    run = run_on_kernel(&b, "import time; time.sleep(30)", 0, NULL, &stream);
+    kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_LIMIT,
+                                         .limit = KB_RUN_LIMIT_MEMORY,
+                                         .text = "over 1 MiB",
+                                         .note = "the tree is over its memory limit" });
+    CHECK(run_until(&b, run_holding, &b, 30));
+    kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_START, .kernel = b.kernel });
+    kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_SETTLED });
+    CHECK(kb_run_state(run) == KB_RUN_HOLDING);
+    kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_LIMIT, .limit = KB_RUN_LIMIT_UNDER });
+    CHECK(b.run == NULL);
+    result = check_result(&stream, KB_REASON_MEMORY_LIMIT, "SIGINT", "MemoryLimitExceeded");
+    CHECK(result && result->error && strcmp(result->error->value, "over 1 MiB") == 0);
+    kb_result_destroy(&result);
+
+    run = run_on_kernel(&b, "import time; time.sleep(30)", 0, NULL, &stream);
+    kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_LIMIT, .limit = KB_RUN_LIMIT_PIDS });
+    CHECK(run_until(&b, run_ended, &b, 30));
+    check_end(&stream, KB_REASON_PIDS_LIMIT, "SIGKILL", "PidsLimitExceeded");
+    CHECK(!b.exited);
+done:
+    kernel_bench_fini(&b);
+}
+
+/*  Ends that do not wait for the kernel (its context gone, the service
+    stopping), then a client's SIGKILL: the kernel's exit ends the run. */
+static void test_runs_that_end_the_kernel(void)
+{
+    bench_t b;
+    if (!kernel_bench(&b))
+        goto done;
+    kb_stream_t *stream;
+    kb_run_t *run = run_on_kernel(&b, "import time; time.sleep(0.2)", 0, NULL, &stream);
+    kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_CONTEXT_GONE,
+                                         .text = "the context was deleted",
+                                         .why = "deleted by a client" });
+    CHECK(b.run == NULL); /* at once */
+    kb_result_t *result = check_result(&stream, KB_REASON_SIGNALED, "SIGKILL", "KernelKilled");
+    CHECK(result && strcmp(result->error->value, "the context was deleted") == 0);
+    kb_result_destroy(&result);
+
+    run = run_on_kernel(&b, "import time; time.sleep(0.2)", 0, NULL, &stream);
+    kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_SERVICE_STOPS });
+    CHECK(b.run == NULL);
+    check_end(&stream, KB_REASON_SANDBOX_STOPPED, NULL, "SandboxStopped");
+
+    run = run_on_kernel(&b, "import time; time.sleep(30)", 0, NULL, &stream);
+    kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_SIGNAL, .signal = SIGKILL });
+    CHECK(kb_run_state(run) == KB_RUN_EXECUTING); /* until the kernel's exit */
+    CHECK(run_until(&b, run_ended, &b, 30));
+    CHECK(b.exited);
+    check_end(&stream, KB_REASON_SIGNALED, "SIGKILL", "KernelKilled");
+done:
+    kernel_bench_fini(&b);
+}
+
+/*  The kernel dies on its own: failed, with its exit status. */
+static void test_kernel_death_ends_the_run(void)
+{
+    bench_t b;
+    if (!kernel_bench(&b))
+        goto done;
+    kb_stream_t *stream;
+    run_on_kernel(&b, "import os; os._exit(3)", 0, NULL, &stream);
+    CHECK(run_until(&b, run_ended, &b, 30));
+    kb_result_t *result = check_result(&stream, KB_REASON_FAILED, NULL, "KernelDied");
+    CHECK(result && result->has_exit_code && result->exit_code == 3);
+    kb_result_destroy(&result);
+done:
+    kernel_bench_fini(&b);
 }
 
 int main(void)
@@ -513,5 +776,23 @@ int main(void)
     RUN_TEST(test_queued_cancel_gives_the_signal);
     RUN_TEST(test_start_failed_fails_the_held_call);
     RUN_TEST(test_timeout_timer_ends_a_queued_run);
+
+    signal(SIGPIPE, SIG_IGN);
+    tmp = kb_test_tmpdir();
+    ipc_dir = strdup("/tmp/kbrXXXXXX");
+    char err[512];
+    spec = kb_kernelspec_load("/usr/share/jupyter/kernels/python3", "python3", err, sizeof err);
+    if (!tmp || !mkdtemp(ipc_dir) || !spec) {
+        fprintf(stderr, "set-up: %s\n", spec ? "temp dirs" : err);
+        return 1;
+    }
+    RUN_TEST(test_runs_on_a_kernel);
+    RUN_TEST(test_runs_that_end_the_kernel);
+    RUN_TEST(test_kernel_death_ends_the_run);
+    kb_kernelspec_destroy(&spec);
+    kb_test_rmtree(tmp);
+    kb_test_rmtree(ipc_dir);
+    free(tmp);
+    free(ipc_dir);
     return kb_test_summary();
 }
