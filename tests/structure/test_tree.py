@@ -79,7 +79,6 @@ ALLOWED_PENDING = [
     "server/*",
     "service/engine/*",
     "service/durable/*",
-    "service/run/kb_run.c",
     "kernel/kb_kernel.c",
     "kernel/kb_kernel_adopt.c",
     "kernel/kb_kernel_io.c",

@@ -1,6 +1,8 @@
-/*  kb_run.c - the steps of one run on its kernel, its timers, and how it
-    ends: one transition function (kb_run_apply) and one outcome table.
-    Engine thread only.
+/*  kb_run.c - one run on its kernel: kb_run_apply performs what the
+    transition table (kb_run_table.c) says each event does, and this file
+    does the I/O: the steps sent to the kernel, their messages, the
+    timers, the interrupts and signals, and the end written to the record
+    and the stream. Engine thread only.
 */
 #include "service/run/kb_run.h"
 
@@ -15,80 +17,12 @@
 #include "service/run/kb_execution.h"
 #include "util/kb_clock.h"
 
-#define KB_APPLY_ATTEMPTS 3 /* sends of an apply snippet that the kernel aborted */
-#define KB_MAIN_ATTEMPTS 3  /* resends of the code when the kernel aborted it */
-
-/*  Interrupting a request (seconds; see s_interrupt_step). */
-#define KB_INTERRUPT_SETTLE 0.02 /* from the request's status: busy to the signal */
-#define KB_INTERRUPT_NO_BUSY 0.1 /* from the send, for kernels that send no busy */
-#define KB_INTERRUPT_EARLY 0.1   /* a first signal this soon may be missed */
 #define KB_INTERRUPTED_REPLY 0.2 /* after an interrupt, wait for the other of reply and idle */
-
-/*  Why a run is being stopped, once something outside it stepped in. */
-typedef enum {
-    KB_CAUSE_NONE,
-    KB_CAUSE_TIMEOUT,      /* interrupted at its timeout */
-    KB_CAUSE_TIMEOUT_KILL, /* ... and the interrupt was not heeded */
-    KB_CAUSE_SIGINT,       /* a client's signals */
-    KB_CAUSE_SIGTERM,
-    KB_CAUSE_SIGKILL,
-    KB_CAUSE_MEMORY,      /* interrupted over the memory limit */
-    KB_CAUSE_MEMORY_KILL, /* ... and its kernel is being killed */
-    KB_CAUSE_PIDS,        /* interrupted over the pids limit */
-} kb_cause_t;
-
-/*  How a run ended: one row each of SPEC section 2's table. */
-typedef enum {
-    KB_OUT_FINISHED,           /* the code ran to its end (with or without an error) */
-    KB_OUT_TIMED_OUT,          /* interrupted in time at its timeout */
-    KB_OUT_TIMED_OUT_KILLED,   /* the interrupt was ignored; the kernel was killed */
-    KB_OUT_TIMED_OUT_DIED,     /* the kernel died of the interrupt */
-    KB_OUT_TIMED_OUT_QUEUED,   /* its timeout ran out before it started */
-    KB_OUT_INTERRUPTED,        /* a client's SIGINT; the kernel's own error */
-    KB_OUT_INTERRUPTED_DIED,   /* a client's SIGINT, which the kernel died of */
-    KB_OUT_INTERRUPTED_QUEUED, /* a client's SIGINT before it started */
-    KB_OUT_CANCELLED_QUEUED,   /* a client's SIGTERM/SIGKILL before it started */
-    KB_OUT_KILLED,             /* a client's SIGTERM/SIGKILL, its context deleted or restarted */
-    KB_OUT_KERNEL_DIED,        /* the kernel died on its own */
-    KB_OUT_NOT_STARTED,        /* its kernel never started, or its context went away first */
-    KB_OUT_STOPPED,            /* the service stopped */
-    KB_OUT_MEMORY,             /* over the memory limit, interrupted; the context is kept */
-    KB_OUT_MEMORY_KILLED,      /* over the memory limit, the kernel killed */
-    KB_OUT_MEMORY_DIED,        /* over the memory limit, the kernel died when interrupted */
-    KB_OUT_PIDS,               /* over the pids limit, the processes over it killed */
-} kb_outcome_t;
-
-static const char s_signal_given[] = "given"; /* the row's signal comes with the end */
-#define KB_SIGNAL_GIVEN s_signal_given
-
-static const struct {
-    kb_reason_t reason;
-    const char *signal; /* static name, NULL, or KB_SIGNAL_GIVEN */
-    const char *error;  /* forced error name, or NULL for the kernel's own */
-} s_outcomes[] = {
-    [KB_OUT_FINISHED] = { KB_REASON_EXITED, NULL, NULL },
-    [KB_OUT_TIMED_OUT] = { KB_REASON_TIMED_OUT, "SIGINT", "TimeoutError" },
-    [KB_OUT_TIMED_OUT_KILLED] = { KB_REASON_TIMED_OUT, "SIGKILL", "TimeoutError" },
-    [KB_OUT_TIMED_OUT_DIED] = { KB_REASON_TIMED_OUT, "SIGINT", "TimeoutError" },
-    [KB_OUT_TIMED_OUT_QUEUED] = { KB_REASON_TIMED_OUT, NULL, "TimeoutError" },
-    [KB_OUT_INTERRUPTED] = { KB_REASON_SIGNALED, "SIGINT", NULL },
-    [KB_OUT_INTERRUPTED_DIED] = { KB_REASON_SIGNALED, "SIGINT", "KernelDied" },
-    [KB_OUT_INTERRUPTED_QUEUED] = { KB_REASON_SIGNALED, "SIGINT", "KeyboardInterrupt" },
-    [KB_OUT_CANCELLED_QUEUED] = { KB_REASON_SIGNALED, KB_SIGNAL_GIVEN, "RunCancelled" },
-    [KB_OUT_KILLED] = { KB_REASON_SIGNALED, KB_SIGNAL_GIVEN, "KernelKilled" },
-    [KB_OUT_KERNEL_DIED] = { KB_REASON_FAILED, KB_SIGNAL_GIVEN, "KernelDied" },
-    [KB_OUT_NOT_STARTED] = { KB_REASON_FAILED, NULL, "KernelDied" },
-    [KB_OUT_STOPPED] = { KB_REASON_SANDBOX_STOPPED, NULL, "SandboxStopped" },
-    [KB_OUT_MEMORY] = { KB_REASON_MEMORY_LIMIT, "SIGINT", "MemoryLimitExceeded" },
-    [KB_OUT_MEMORY_KILLED] = { KB_REASON_MEMORY_LIMIT, "SIGKILL", "OutOfMemory" },
-    [KB_OUT_MEMORY_DIED] = { KB_REASON_MEMORY_LIMIT, "SIGINT", "OutOfMemory" },
-    [KB_OUT_PIDS] = { KB_REASON_PIDS_LIMIT, "SIGKILL", "PidsLimitExceeded" },
-};
 
 struct kb_run {
     const kb_run_settings_t *settings;
     kb_run_state_t state;
-    kb_cause_t cause;
+    kb_run_cause_t cause;
     kb_proc_t *proc;
     json_t *identity; /* {sandbox_id, context_id, language} */
     char *language;
@@ -190,7 +124,11 @@ void kb_run_answer_call(kb_run_t *self)
     }
 }
 
-static double s_now(const kb_run_t *self);
+/*  The loop's monotonic clock, in seconds. */
+static double s_now(const kb_run_t *self)
+{
+    return (double)kb_loop_now_ms(self->settings->loop) / 1000;
+}
 
 /*  What the run cost: nothing when it never had the kernel. */
 static void s_measure(kb_run_t *self, kb_resources_t *out)
@@ -207,33 +145,31 @@ static void s_measure(kb_run_t *self, kb_resources_t *out)
 /*  End the run as the outcome's row says. value is the error's value for a
     row that forces its error; raw_reason and the given signal may be NULL;
     exit_code < 0 is null. The owner hears of it last. */
-static void s_end(kb_run_t *self, kb_outcome_t outcome, const char *value, const char *raw_reason,
-                  const char *given_signal, int exit_code)
+static void s_end(kb_run_t *self, kb_run_outcome_t outcome, const char *value,
+                  const char *raw_reason, const char *given_signal, int exit_code)
 {
     assert(self->state != KB_RUN_ENDED);
-    const char *signal = s_outcomes[outcome].signal;
-    if (signal == KB_SIGNAL_GIVEN)
-        signal = given_signal;
+    const kb_run_row_t *row = kb_run_row(outcome);
+    const char *signal = row->signal == kb_run_signal_given ? given_signal : row->signal;
     kb_timer_stop(&self->timeout_timer);
     kb_timer_stop(&self->grace_timer);
     kb_timer_stop(&self->completion_timer);
     kb_timer_stop(&self->settle_timer);
     kb_timer_stop(&self->interrupt_timer);
     kb_execution_t *exec = s_main_exec(self);
-    if (s_outcomes[outcome].error)
-        kb_execution_set_error(exec, s_outcomes[outcome].error, value ? value : "", true);
-    if (outcome == KB_OUT_FINISHED)
+    if (row->error)
+        kb_execution_set_error(exec, row->error, value ? value : "", true);
+    if (outcome == KB_RUN_OUT_FINISHED)
         exit_code = kb_execution_has_error(exec) ? 1 : 0;
     long long count = kb_execution_count(exec);
-    kb_result_t *result
-        = kb_execution_finish(exec, s_outcomes[outcome].reason, exit_code, signal, raw_reason);
+    kb_result_t *result = kb_execution_finish(exec, row->reason, exit_code, signal, raw_reason);
     result->process_id = strdup(kb_proc_id(self->proc));
     result->sandbox_id = strdup(json_string_value(json_object_get(self->identity, "sandbox_id")));
     result->context_id = strdup(json_string_value(json_object_get(self->identity, "context_id")));
     result->language = strdup(self->language);
     result->generation = json_integer_value(json_object_get(self->identity, "generation"));
     s_measure(self, &result->resources);
-    kb_metrics_run_ended(self->settings->metrics, self->language, s_outcomes[outcome].reason,
+    kb_metrics_run_ended(self->settings->metrics, self->language, row->reason,
                          result->resources.wall_time_s);
     /* The result without its logs' text, which stays in the record's
        output: the record, the stream's reader and the struct share it. */
@@ -246,7 +182,7 @@ static void s_end(kb_run_t *self, kb_outcome_t outcome, const char *value, const
         kb_stream_unref(&self->stream);
     } else
         kb_result_destroy(&result);
-    kb_proc_end(self->proc, json, s_outcomes[outcome].reason, exit_code, signal, raw_reason);
+    kb_proc_end(self->proc, json, row->reason, exit_code, signal, raw_reason);
     kb_run_answer_call(self); /* when it ended before its context was ready */
     kb_loop_defer(self->settings->loop, s_free, self);
     if (self->ended)
@@ -272,82 +208,91 @@ static void s_discard(kb_run_t *self, const char *why)
 /*  The steps are done: how did it end? */
 static void s_finish(kb_run_t *self)
 {
-    if (self->cause == KB_CAUSE_MEMORY && self->over_memory) {
+    kb_run_outcome_t outcome;
+    if (kb_run_finish(self->cause, self->over_memory, &outcome) == KB_RUN_HOLDING) {
         self->state = KB_RUN_HOLDING; /* ends as the watch says: under, or killed */
         return;
     }
     if (self->kernel)
         kb_kernel_apply(self->kernel, KB_KEV_DONE);
-    if (self->cause == KB_CAUSE_TIMEOUT) {
-        char value[120];
-        snprintf(value, sizeof value, "the run timed out after %g s and was interrupted",
-                 self->timeout);
-        s_end(self, KB_OUT_TIMED_OUT, value, "timeout; the kernel was interrupted", NULL, -1);
-    } else if (self->cause == KB_CAUSE_SIGINT)
-        s_end(self, KB_OUT_INTERRUPTED, NULL, "interrupted by a client", NULL, -1);
-    else if (self->cause == KB_CAUSE_MEMORY)
-        s_end(self, KB_OUT_MEMORY, self->limit_value,
-              "over the memory limit; the kernel was interrupted", NULL, -1);
-    else if (self->cause == KB_CAUSE_MEMORY_KILL)
-        s_end(self, KB_OUT_MEMORY_KILLED, self->limit_value,
-              "over the memory limit after the interrupt grace; the kernel is killed", NULL, -1);
-    else if (self->cause == KB_CAUSE_PIDS)
-        s_end(self, KB_OUT_PIDS, self->limit_value,
-              "over the pids limit; the processes over it were killed and the kernel interrupted",
-              NULL, -1);
-    else
-        s_end(self, KB_OUT_FINISHED, NULL, NULL, NULL, 0);
+    char value[120];
+    switch (outcome) {
+        case KB_RUN_OUT_TIMED_OUT:
+            snprintf(value, sizeof value, "the run timed out after %g s and was interrupted",
+                     self->timeout);
+            s_end(self, outcome, value, "timeout; the kernel was interrupted", NULL, -1);
+            return;
+        case KB_RUN_OUT_INTERRUPTED:
+            s_end(self, outcome, NULL, "interrupted by a client", NULL, -1);
+            return;
+        case KB_RUN_OUT_MEMORY:
+            s_end(self, outcome, self->limit_value,
+                  "over the memory limit; the kernel was interrupted", NULL, -1);
+            return;
+        case KB_RUN_OUT_MEMORY_KILLED:
+            s_end(self, outcome, self->limit_value,
+                  "over the memory limit after the interrupt grace; the kernel is killed", NULL,
+                  -1);
+            return;
+        case KB_RUN_OUT_PIDS:
+            s_end(self, outcome, self->limit_value,
+                  "over the pids limit; the processes over it were killed and the kernel "
+                  "interrupted",
+                  NULL, -1);
+            return;
+        default:
+            s_end(self, KB_RUN_OUT_FINISHED, NULL, NULL, NULL, 0);
+            return;
+    }
 }
 
 /*  The kernel died or was killed while the run had it. */
 static void s_kernel_exited(kb_run_t *self, kb_kernel_t *kernel)
 {
     const char *exit_text = kb_kernel_exit_text(kernel);
+    kb_run_outcome_t outcome = kb_run_exit_outcome(self->cause);
     char raw[240], value[160];
-    switch (self->cause) {
-        case KB_CAUSE_SIGKILL:
-        case KB_CAUSE_SIGTERM:
-            s_end(self, KB_OUT_KILLED, "the kernel was killed by a client", exit_text,
-                  self->cause == KB_CAUSE_SIGKILL ? "SIGKILL" : "SIGTERM", -1);
+    switch (outcome) {
+        case KB_RUN_OUT_KILLED:
+            s_end(self, outcome, "the kernel was killed by a client", exit_text,
+                  self->cause == KB_RUN_CAUSE_SIGKILL ? "SIGKILL" : "SIGTERM", -1);
             return;
-        case KB_CAUSE_TIMEOUT_KILL:
+        case KB_RUN_OUT_TIMED_OUT_KILLED:
             snprintf(raw, sizeof raw, "interrupt ignored for %.1f s; kernel killed",
                      self->settings->interrupt_grace);
             snprintf(value, sizeof value, "the run timed out after %g s; the kernel was killed",
                      self->timeout);
-            s_end(self, KB_OUT_TIMED_OUT_KILLED, value, raw, NULL, -1);
+            s_end(self, outcome, value, raw, NULL, -1);
             return;
-        case KB_CAUSE_TIMEOUT:
-            /*  The kernel died of the interrupt (Deno's kernel, xeus-python
-                0.14): the run still ended because of its timeout. */
+        case KB_RUN_OUT_TIMED_OUT_DIED:
             snprintf(raw, sizeof raw, "the kernel died when interrupted: %s", exit_text);
             snprintf(value, sizeof value,
                      "the run timed out after %g s; the kernel died when interrupted",
                      self->timeout);
-            s_end(self, KB_OUT_TIMED_OUT_DIED, value, raw, NULL, -1);
+            s_end(self, outcome, value, raw, NULL, -1);
             return;
-        case KB_CAUSE_SIGINT:
+        case KB_RUN_OUT_INTERRUPTED_DIED:
             snprintf(raw, sizeof raw, "the kernel died when interrupted: %s", exit_text);
-            s_end(self, KB_OUT_INTERRUPTED_DIED, "the kernel died when interrupted", raw, NULL, -1);
+            s_end(self, outcome, "the kernel died when interrupted", raw, NULL, -1);
             return;
-        case KB_CAUSE_MEMORY_KILL:
-            s_end(self, KB_OUT_MEMORY_KILLED, self->limit_value,
+        case KB_RUN_OUT_MEMORY_KILLED:
+            s_end(self, outcome, self->limit_value,
                   "over the memory limit after the interrupt grace; the kernel's tree was killed",
                   NULL, -1);
             return;
-        case KB_CAUSE_MEMORY:
+        case KB_RUN_OUT_MEMORY_DIED:
             snprintf(raw, sizeof raw, "over the memory limit, the kernel died when interrupted: %s",
                      exit_text);
-            s_end(self, KB_OUT_MEMORY_DIED, self->limit_value, raw, NULL, -1);
+            s_end(self, outcome, self->limit_value, raw, NULL, -1);
             return;
-        case KB_CAUSE_PIDS:
+        case KB_RUN_OUT_PIDS:
             snprintf(raw, sizeof raw, "over the pids limit, the kernel died: %s", exit_text);
-            s_end(self, KB_OUT_PIDS, self->limit_value, raw, NULL, -1);
+            s_end(self, outcome, self->limit_value, raw, NULL, -1);
             return;
-        case KB_CAUSE_NONE: {
+        default: { /* on its own */
             int sig = kb_kernel_term_signal(kernel);
-            s_end(self, KB_OUT_KERNEL_DIED, exit_text, exit_text, sig ? kb_signal_name(sig) : NULL,
-                  kb_kernel_exit_status(kernel));
+            s_end(self, KB_RUN_OUT_KERNEL_DIED, exit_text, exit_text,
+                  sig ? kb_signal_name(sig) : NULL, kb_kernel_exit_status(kernel));
             return;
         }
     }
@@ -364,12 +309,6 @@ static void s_on_timer(kb_timer_t *timer, void *arg)
                                : timer == &self->interrupt_timer ? KB_RUN_EV_INTERRUPT_DUE
                                                                  : KB_RUN_EV_STEP_OVERDUE;
     kb_run_apply(self, &(kb_run_event_t){ .type = type });
-}
-
-/*  The loop's monotonic clock, in seconds. */
-static double s_now(const kb_run_t *self)
-{
-    return (double)kb_loop_now_ms(self->settings->loop) / 1000;
 }
 
 static void s_send(kb_run_t *self, const char *code, bool silent)
@@ -397,8 +336,6 @@ static void s_send(kb_run_t *self, const char *code, bool silent)
         kb_execution_destroy(&before);
     }
 }
-
-static void s_finish(kb_run_t *self);
 
 static void s_send_apply(kb_run_t *self)
 {
@@ -441,32 +378,28 @@ static void s_step_done(kb_run_t *self)
 {
     kb_timer_stop(&self->completion_timer);
     kb_timer_stop(&self->settle_timer);
+    kb_run_step_t step
+        = { self->state, self->use_adapter, self->cause, false, false, self->apply_attempts };
     if (self->state == KB_RUN_APPLYING) {
         kb_result_t *applied
             = kb_execution_finish(self->step_exec, KB_REASON_EXITED, 0, NULL, NULL);
         kb_execution_destroy(&self->step_exec);
-        bool aborted = applied->error && strcmp(applied->error->name, "ExecutionAborted") == 0;
-        if (aborted && self->apply_attempts < KB_APPLY_ATTEMPTS && self->cause == KB_CAUSE_NONE) {
-            kb_result_destroy(&applied);
-            s_send_apply(self); /* the kernel was still aborting after an error */
-            return;
-        }
-        if (applied->error) {
+        step.failed = applied->error != NULL;
+        step.aborted = step.failed && strcmp(applied->error->name, "ExecutionAborted") == 0;
+        kb_run_state_t next = kb_run_after_step(&step);
+        if (next != KB_RUN_APPLYING && step.failed)
             kb_execution_set_error(s_main_exec(self), applied->error->name, applied->error->value,
                                    true);
-            kb_result_destroy(&applied);
-            s_send_restore(self);
-            return;
-        }
         kb_result_destroy(&applied);
-        if (self->cause != KB_CAUSE_NONE) {
-            s_send_restore(self); /* interrupted before the code went: it never runs */
-            return;
-        }
-        s_send_main(self);
+        if (next == KB_RUN_APPLYING)
+            s_send_apply(self);
+        else if (next == KB_RUN_RESTORING)
+            s_send_restore(self);
+        else
+            s_send_main(self);
         return;
     }
-    if ((self->state == KB_RUN_EXECUTING || self->state == KB_RUN_SETTLING) && self->use_adapter) {
+    if (kb_run_after_step(&step) == KB_RUN_RESTORING) {
         s_send_restore(self);
         return;
     }
@@ -480,14 +413,12 @@ static kb_execution_t *s_current(kb_run_t *self)
                                                                              : self->step_exec;
 }
 
-/*  ipykernel aborts requests that arrive just after a run failed (its
-    stop_on_error window), even when the failed run has completed. Runs are
-    sent one at a time, so an aborted request never ran: send it again. */
+/*  An execute_reply "aborted" for the code: sent again while
+    kb_run_resends_code says so. */
 static bool s_retry_aborted(kb_run_t *self, kb_channel_t channel, const kb_msg_t *msg)
 {
-    if (channel != KB_CHANNEL_SHELL || self->state != KB_RUN_EXECUTING
-        || strcmp(msg->msg_type, "execute_reply") != 0 || self->main_attempts >= KB_MAIN_ATTEMPTS
-        || self->cause != KB_CAUSE_NONE)
+    if (channel != KB_CHANNEL_SHELL || strcmp(msg->msg_type, "execute_reply") != 0
+        || !kb_run_resends_code(self->state, self->cause, self->main_attempts))
         return false;
     const char *status = json_string_value(json_object_get(msg->content, "status"));
     if (!status || (strcmp(status, "aborted") != 0 && strcmp(status, "abort") != 0))
@@ -499,24 +430,6 @@ static bool s_retry_aborted(kb_run_t *self, kb_channel_t channel, const kb_msg_t
 
 /* ---- interrupts ------------------------------------------------------------------ */
 
-/*  When an interrupted request gets its signal(s). A kernel takes SIGINT
-    well only once it runs the request's code: ipykernel ignores SIGINT
-    until its handler for the request is in place, exits (status 0) if
-    SIGINT lands while it installs that handler, drops the request (status:
-    idle, no execute_reply) if SIGINT lands in its own code around the
-    user's, and IPython swallows it in its pre-run hooks. So the first
-    signal waits until KB_INTERRUPT_SETTLE after the request's status: busy
-    (it goes at once when that is long past; KB_INTERRUPT_NO_BUSY after the
-    send for a kernel that sends no busy). A first signal that went early
-    (within KB_INTERRUPT_EARLY of that, or before the busy came) may still
-    be lost, or wait in a system call the code just entered: if the request
-    has not answered (error, reply or idle) by half the grace, it is sent
-    once more, not sooner, as IPython may take most of a second to format
-    the traceback of the first. Code that ran a while before the interrupt
-    gets one signal, so that code catching KeyboardInterrupt keeps the grace
-    to clean up. Nothing goes once the request has answered, or to a later
-    request (the restore step). */
-
 /*  The run was interrupted (timeout or a client's SIGINT) while the
     request out now was. */
 static bool s_current_interrupted(const kb_run_t *self)
@@ -524,13 +437,8 @@ static bool s_current_interrupted(const kb_run_t *self)
     return self->interrupted_send > 0 && self->interrupted_send == self->sends;
 }
 
-/*  The earliest time for the first signal to the request out now. */
-static double s_interrupt_ready_at(const kb_run_t *self)
-{
-    return self->busy_at > 0 ? self->busy_at + KB_INTERRUPT_SETTLE
-                             : self->sent_at + KB_INTERRUPT_NO_BUSY;
-}
-
+/*  The interrupted request's signal, when kb_run_signal_due says; none
+    once it has answered, or to a later request (the restore step). */
 static void s_interrupt_step(kb_run_t *self)
 {
     kb_timer_stop(&self->interrupt_timer);
@@ -538,14 +446,12 @@ static void s_interrupt_step(kb_run_t *self)
     if (!self->kernel || !s_current_interrupted(self) || !exec || kb_execution_has_reply(exec)
         || kb_execution_has_idle(exec) || kb_execution_has_error(exec))
         return;
-    double when = s_interrupt_ready_at(self);
-    if (self->signals > 0) {
-        if (self->signals > 1 || self->first_signal_at >= when + KB_INTERRUPT_EARLY)
-            return;
-        double again = self->signal_at + self->settings->interrupt_grace / 2;
-        if (when < again)
-            when = again;
-    }
+    kb_run_signals_t signals
+        = { self->sent_at,         self->busy_at,   self->signals,
+            self->first_signal_at, self->signal_at, self->settings->interrupt_grace };
+    double when = kb_run_signal_due(&signals);
+    if (when < 0)
+        return;
     double now = s_now(self);
     if (now < when) {
         kb_timer_start(self->settings->loop, &self->interrupt_timer, kb_loop_delay_ms(when - now),
@@ -655,7 +561,7 @@ static void s_grace_over(kb_run_t *self)
 {
     if (!self->kernel)
         return;
-    if (self->cause == KB_CAUSE_SIGTERM) {
+    if (self->cause == KB_RUN_CAUSE_SIGTERM) {
         kb_kernel_signal(self->kernel, SIGKILL);
         return;
     }
@@ -669,7 +575,7 @@ static void s_grace_over(kb_run_t *self)
         s_step_overdue(self);
         return;
     }
-    self->cause = KB_CAUSE_TIMEOUT_KILL;
+    self->cause = KB_RUN_CAUSE_TIMEOUT_KILL;
     char text[120];
     snprintf(text, sizeof text, "interrupt ignored for %.1f s; killing the kernel",
              self->settings->interrupt_grace);
@@ -678,32 +584,22 @@ static void s_grace_over(kb_run_t *self)
     kb_kernel_signal(self->kernel, SIGKILL); /* its exit ends the run */
 }
 
+/*  Its timeout ran out while it had the kernel (a queued run ends at
+    once: s_end_now). */
 static void s_timeout(kb_run_t *self)
 {
     char value[120];
-    if (self->state == KB_RUN_QUEUED) {
-        snprintf(value, sizeof value, "the run timed out after %g s before it started",
-                 self->timeout);
-        s_end(self, KB_OUT_TIMED_OUT_QUEUED, value, "timed out while queued", NULL, -1);
-        return;
-    }
-    self->cause = KB_CAUSE_TIMEOUT;
+    self->cause = KB_RUN_CAUSE_TIMEOUT;
     snprintf(value, sizeof value, "timeout after %g s; interrupting the kernel", self->timeout);
     s_system(self, value);
     s_interrupt(self);
     s_start_grace(self);
 }
 
+/*  A client's signal while it had the kernel (a queued run ends at once). */
 static void s_signal(kb_run_t *self, int sig)
 {
-    if (self->state == KB_RUN_QUEUED) {
-        s_end(self, sig == SIGINT ? KB_OUT_INTERRUPTED_QUEUED : KB_OUT_CANCELLED_QUEUED,
-              "signalled before it started", "signalled while queued", kb_signal_name(sig), -1);
-        return;
-    }
-    self->cause = sig == SIGINT    ? KB_CAUSE_SIGINT
-                  : sig == SIGTERM ? KB_CAUSE_SIGTERM
-                                   : KB_CAUSE_SIGKILL;
+    self->cause = kb_run_signal_cause(sig);
     if (sig == SIGINT) {
         s_interrupt(self);
         return;
@@ -729,17 +625,12 @@ static void s_limit(kb_run_t *self, const kb_run_event_t *event)
             s_finish(self);
         return;
     }
-    if (self->cause == KB_CAUSE_SIGTERM || self->cause == KB_CAUSE_SIGKILL
-        || self->cause == KB_CAUSE_MEMORY_KILL)
-        return; /* going already */
-    bool kill = limit == KB_RUN_LIMIT_MEMORY_KILL;
-    if (!kill && (self->cause == KB_CAUSE_MEMORY || self->cause == KB_CAUSE_PIDS))
-        return; /* interrupted already */
-    self->cause = kill                           ? KB_CAUSE_MEMORY_KILL
-                  : limit == KB_RUN_LIMIT_MEMORY ? KB_CAUSE_MEMORY
-                                                 : KB_CAUSE_PIDS;
+    kb_run_cause_t cause = kb_run_limit_cause(self->cause, limit);
+    if (cause == self->cause)
+        return; /* going already, or interrupted already */
+    self->cause = cause;
     snprintf(self->limit_value, sizeof self->limit_value, "%s", event->text ? event->text : "");
-    if (!kill)
+    if (cause != KB_RUN_CAUSE_MEMORY_KILL)
         s_interrupt(self); /* a kill is the owner's: the kernel's exit ends the run */
 }
 
@@ -748,75 +639,89 @@ static void s_start(kb_run_t *self, kb_kernel_t *kernel)
     self->kernel = kernel;
     self->started_at = s_now(self);
     self->late_output = kb_kernelspec_quirks(kb_kernel_spec(kernel)).late_output;
-    if (self->use_adapter)
+    if (kb_run_first_step(self->use_adapter) == KB_RUN_APPLYING)
         s_send_apply(self);
     else
         s_send_main(self);
     kb_run_answer_call(self); /* after the send: the kernel starts meanwhile */
 }
 
+/*  The END rows of the transition table: the run ends as it is, in
+    whatever step, without the kernel's say. */
+static void s_end_now(kb_run_t *self, kb_run_outcome_t outcome, const kb_run_event_t *event)
+{
+    char value[120];
+    switch (outcome) {
+        case KB_RUN_OUT_TIMED_OUT_QUEUED:
+            snprintf(value, sizeof value, "the run timed out after %g s before it started",
+                     self->timeout);
+            s_end(self, outcome, value, "timed out while queued", NULL, -1);
+            return;
+        case KB_RUN_OUT_NOT_STARTED:
+            s_end(self, outcome, "the context went away before the run started", event->why, NULL,
+                  -1);
+            return;
+        case KB_RUN_OUT_KILLED:
+            s_end(self, outcome, event->text, event->why, "SIGKILL", -1);
+            return;
+        default:
+            assert(outcome == KB_RUN_OUT_STOPPED);
+            s_end(self, outcome,
+                  self->state == KB_RUN_QUEUED ? "the service stopped before the run started"
+                                               : "the service stopped during the run",
+                  "the service stopped", NULL, -1);
+            return;
+    }
+}
+
 void kb_run_apply(kb_run_t *self, const kb_run_event_t *event)
 {
-    if (self->state == KB_RUN_ENDED)
-        return;
-    bool queued = self->state == KB_RUN_QUEUED;
-    switch (event->type) {
-        case KB_RUN_EV_START:
-            if (queued)
-                s_start(self, event->kernel);
+    kb_run_next_t next = kb_run_next(self->state, event->type);
+    switch (next.action) {
+        case KB_RUN_ACT_IGNORE:
             break;
-        case KB_RUN_EV_MESSAGE:
-            if (!queued)
-                s_on_message(self, event->channel, event->msg);
+        case KB_RUN_ACT_START:
+            s_start(self, event->kernel);
             break;
-        case KB_RUN_EV_SETTLED:
-            if (self->state == KB_RUN_SETTLING)
-                s_step_done(self);
+        case KB_RUN_ACT_MESSAGE:
+            s_on_message(self, event->channel, event->msg);
             break;
-        case KB_RUN_EV_STEP_OVERDUE:
-            if (!queued)
-                s_step_overdue(self);
+        case KB_RUN_ACT_STEP_DONE:
+            s_step_done(self);
             break;
-        case KB_RUN_EV_TIMEOUT:
+        case KB_RUN_ACT_STEP_OVERDUE:
+            s_step_overdue(self);
+            break;
+        case KB_RUN_ACT_TIMEOUT:
             s_timeout(self);
             break;
-        case KB_RUN_EV_GRACE_OVER:
-            if (!queued)
-                s_grace_over(self);
+        case KB_RUN_ACT_GRACE_OVER:
+            s_grace_over(self);
             break;
-        case KB_RUN_EV_INTERRUPT_DUE:
-            if (!queued)
-                s_interrupt_step(self);
+        case KB_RUN_ACT_INTERRUPT_STEP:
+            s_interrupt_step(self);
             break;
-        case KB_RUN_EV_SIGNAL:
+        case KB_RUN_ACT_SIGNAL:
             s_signal(self, event->signal);
             break;
-        case KB_RUN_EV_LIMIT:
-            if (!queued)
-                s_limit(self, event);
+        case KB_RUN_ACT_LIMIT:
+            s_limit(self, event);
             break;
-        case KB_RUN_EV_KERNEL_EXITED:
-            if (!queued)
-                s_kernel_exited(self, event->kernel);
+        case KB_RUN_ACT_KERNEL_EXITED:
+            s_kernel_exited(self, event->kernel);
             break;
-        case KB_RUN_EV_START_FAILED:
+        case KB_RUN_ACT_START_FAILED:
             if (self->held_call)
                 s_discard(self, event->why);
             else
-                s_end(self, KB_OUT_NOT_STARTED, "the kernel failed to start", event->why, NULL, -1);
+                s_end(self, next.outcome, "the kernel failed to start", event->why, NULL, -1);
             break;
-        case KB_RUN_EV_CONTEXT_GONE:
-            if (queued)
-                s_end(self, KB_OUT_NOT_STARTED, "the context went away before the run started",
-                      event->why, NULL, -1);
-            else
-                s_end(self, KB_OUT_KILLED, event->text, event->why, "SIGKILL", -1);
+        case KB_RUN_ACT_END:
+            s_end_now(self, next.outcome, event);
             break;
-        case KB_RUN_EV_SERVICE_STOPS:
-            s_end(self, KB_OUT_STOPPED,
-                  queued ? "the service stopped before the run started"
-                         : "the service stopped during the run",
-                  "the service stopped", NULL, -1);
+        case KB_RUN_ACT_END_SIGNALLED:
+            s_end(self, kb_run_queued_signal_outcome(event->signal), "signalled before it started",
+                  "signalled while queued", kb_signal_name(event->signal), -1);
             break;
     }
 }

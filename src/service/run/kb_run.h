@@ -6,8 +6,9 @@
     idle, and the snippet that restores cwd/env. Everything that happens to
     it (a kernel message, a timer, a client's signal, the kernel's death,
     its context going away, the service stopping) is one event given to
-    kb_run_apply, the only function that moves its state. How it ended maps
-    to one row of SPEC section 2's table (a static table in kb_run.c).
+    kb_run_apply, the only function that moves its state. Its states and
+    events, what each event does in each state, and the row of SPEC
+    section 2's table a run ends with are data (kb_run_table.h).
 
     The run writes its process record (kb_procstore.h) and its stream; it
     tells its owner (the context) that it ended through a callback, and the
@@ -26,42 +27,10 @@
 #include "service/ops/kb_metrics.h"
 #include "service/output/kb_procstore.h"
 #include "service/output/kb_stream.h"
+#include "service/run/kb_run_table.h"
 #include "util/kb_loop.h"
 
 typedef struct kb_run kb_run_t;
-
-typedef enum {
-    KB_RUN_QUEUED,    /* waiting for its context's kernel */
-    KB_RUN_APPLYING,  /* the silent snippet setting per-run cwd/env */
-    KB_RUN_EXECUTING, /* the caller's code */
-    KB_RUN_SETTLING,  /* complete; waiting for output sent after idle */
-    KB_RUN_RESTORING, /* the silent snippet restoring cwd/env */
-    KB_RUN_HOLDING,   /* done, interrupted over the memory limit: until the tree is under */
-    KB_RUN_ENDED,
-} kb_run_state_t;
-
-typedef enum {
-    KB_RUN_EV_START,         /* the kernel (event.kernel) is the run's now */
-    KB_RUN_EV_MESSAGE,       /* a kernel message of the run (event.channel, event.msg) */
-    KB_RUN_EV_TIMEOUT,       /* its timeout ran out */
-    KB_RUN_EV_SIGNAL,        /* a client's SIGINT, SIGTERM or SIGKILL (event.signal) */
-    KB_RUN_EV_KERNEL_EXITED, /* the kernel died or was killed (event.kernel) */
-    KB_RUN_EV_START_FAILED,  /* the kernel never became ready (event.why) */
-    KB_RUN_EV_CONTEXT_GONE,  /* deleted or restarted (event.text, event.why) */
-    KB_RUN_EV_SERVICE_STOPS, /* the daemon stops */
-    KB_RUN_EV_STEP_OVERDUE,  /* internal: reply or idle came, the other did not */
-    KB_RUN_EV_SETTLED,       /* internal: no more output came after idle */
-    KB_RUN_EV_GRACE_OVER,    /* internal: an interrupt or SIGTERM was not heeded */
-    KB_RUN_EV_INTERRUPT_DUE, /* internal: the time for an interrupt's (next) signal */
-    KB_RUN_EV_LIMIT,         /* the kernel's tree went over a limit (event.limit, .note, .text) */
-} kb_run_event_type_t;
-
-typedef enum {
-    KB_RUN_LIMIT_MEMORY,      /* over the memory limit: interrupt */
-    KB_RUN_LIMIT_MEMORY_KILL, /* still over: the owner kills the kernel */
-    KB_RUN_LIMIT_PIDS,        /* processes over the pids limit were killed: interrupt */
-    KB_RUN_LIMIT_UNDER,       /* back under the memory limit (or its descendants killed) */
-} kb_run_limit_t;
 
 typedef struct {
     kb_run_event_type_t type;
