@@ -11,6 +11,8 @@
       0x04  the rest is not the body but a recipe for one: fields named
             from the front ends' tables, with values of every JSON type,
             so that the value checks are reached without guessing names
+      0x08  Jupyter's bodies instead: a kernel to start (else, with 0x02,
+            a session; with 0x01, a native signal)
 
     Checks beyond "no crash, no leak": a failure always says why, with a
     code of the contract; a run that parses and validates has code within
@@ -31,6 +33,7 @@
 #define MODE_E2B 0x01
 #define MODE_CONTEXT 0x02
 #define MODE_RECIPE 0x04
+#define MODE_JUPYTER 0x08
 /*  Small, so that the size check is reached with small inputs. */
 #define FUZZ_MAX_CODE 256
 
@@ -107,6 +110,57 @@ static void fuzz_context(kb_front_t front, const char *body, size_t len)
     kb_context_request_clear(&request);
 }
 
+/*  A kernel's env keeps only KERNEL_* and JPY_* names (its values are
+    checked later, by kb_context_opts_validate). */
+static void check_kernel_env(const json_t *env)
+{
+    if (!env)
+        return;
+    const char *key;
+    json_t *value;
+    json_object_foreach((json_t *)env, key, value)
+    {
+        check(strncmp(key, "KERNEL_", 7) == 0 || strncmp(key, "JPY_", 4) == 0);
+    }
+}
+
+/*  Jupyter's kernel and session bodies and the native signal body: a
+    failure says why with a code of the contract; a success holds only
+    what the contract lets through. */
+static void fuzz_jupyter(uint8_t mode, const char *body, size_t len)
+{
+    kb_error_t err = { KB_OK, "" };
+    if (mode & MODE_E2B) {
+        const char *signal = kb_signal_request_parse(body, len, &err);
+        if (!signal)
+            check_failure(&err);
+        else
+            check(strcmp(signal, "SIGINT") == 0 || strcmp(signal, "SIGTERM") == 0
+                  || strcmp(signal, "SIGKILL") == 0);
+    } else if (mode & MODE_CONTEXT) {
+        kb_session_request_t session;
+        if (kb_session_request_parse(&session, body, len, &err) != 0) {
+            check_failure(&err);
+            return;
+        }
+        kb_kernel_request_t kernel;
+        if (kb_kernel_request_read(&kernel, session.kernel, &err) == 0) {
+            check_kernel_env(kernel.env);
+            kb_kernel_request_clear(&kernel);
+        } else
+            check_failure(&err);
+        kb_session_request_clear(&session);
+    } else {
+        kb_kernel_request_t kernel;
+        if (kb_kernel_request_parse(&kernel, body, len, &err) != 0) {
+            check_failure(&err);
+            return;
+        }
+        check_kernel_env(kernel.env);
+        kb_kernel_request_clear(&kernel);
+    }
+}
+
 /*  Reads the recipe byte by byte; 0 once it is used up. */
 typedef struct {
     const uint8_t *data;
@@ -167,7 +221,8 @@ static char *recipe_body(const uint8_t *data, size_t size)
 {
     static const char *const names[]
         = { "code", "language", "kernel_name", "context_id", "isolated", "timeout",
-            "cwd",  "env",      "strip_ansi",  "env_vars",   "other" };
+            "cwd",  "env",      "strip_ansi",  "env_vars",   "other",    "name",
+            "path", "kernel",   "type",        "signal",     "notebook", "id" };
     recipe_t r = { data, size, 0 };
     json_t *body = json_object();
     while (r.at < r.size) {
@@ -194,7 +249,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!body)
         return 0;
     kb_front_t front = (mode & MODE_E2B) ? KB_FRONT_E2B : KB_FRONT_NATIVE;
-    if (mode & MODE_CONTEXT)
+    if (mode & MODE_JUPYTER)
+        fuzz_jupyter(mode, body, len);
+    else if (mode & MODE_CONTEXT)
         fuzz_context(front, body, len);
     else
         fuzz_run(front, body, len);
