@@ -35,16 +35,20 @@ def number(value):
     return int(value) if value.is_integer() and abs(value) < 2**53 else value
 
 
+def _modules(obj):
+    """The modules of obj's class and its bases (pandas' date converters
+    derive from matplotlib's)."""
+    return {cls.__module__ for cls in type(obj).__mro__}
+
+
 def scale(axis):
     """The axis' scale: "datetime" and "categorical" from its converter."""
     converter = getattr(axis, "converter", None)
-    module = type(converter).__module__ if converter is not None else ""
-    if module == "matplotlib.dates":
+    modules = _modules(converter) if converter is not None else set()
+    if "matplotlib.dates" in modules or "matplotlib.dates" in _modules(axis.get_major_formatter()):
         return "datetime"
-    if module == "matplotlib.category":
+    if "matplotlib.category" in modules:
         return "categorical"
-    if type(axis.get_major_formatter()).__module__ == "matplotlib.dates":
-        return "datetime"
     return axis.get_scale()
 
 
@@ -56,11 +60,18 @@ class Axis:
         self.scale = scale(axis)
         formatter = axis.get_major_formatter()
         self.names = None
+        # pandas' DataFrame.plot() of a regular time series plots periods'
+        # ordinals, in the frequency its date formatter keeps
+        self.freq = None
+        if self.scale == "datetime" and type(formatter).__module__.startswith("pandas"):
+            self.freq = getattr(formatter, "freq", None)
         if self.scale == "categorical" and type(formatter).__module__ == "matplotlib.category":
             self.names = formatter  # maps a category's position to its name
 
     def value(self, coordinate):
         """A plotted coordinate as what was plotted."""
+        if self.scale == "datetime" and self.freq is not None:
+            return period_date(coordinate, self.freq)
         if self.scale == "datetime":
             return iso_date(coordinate)
         found = number(coordinate)
@@ -108,3 +119,15 @@ def iso_date(coordinate):
     if moment.utcoffset() is not None and not moment.utcoffset():
         moment = moment.replace(tzinfo=None)
     return moment.isoformat()
+
+
+def period_date(coordinate, freq):
+    """A pandas period ordinal (in freq) as the ISO 8601 of its start."""
+    if number(coordinate) is None:
+        return None
+    import pandas
+
+    ordinal = float(coordinate)
+    if not ordinal.is_integer():
+        return iso_date(coordinate)
+    return pandas.Period(ordinal=int(ordinal), freq=freq).to_timestamp().isoformat()

@@ -195,3 +195,18 @@ def test_figure_suptitle_names_a_single_chart():
     fig.suptitle("Only")
     ax.plot([0, 1], [0, 1])
     assert figure_to_chart(fig)["title"] == "Only"
+
+
+@pytest.mark.parametrize("freq,second", [("D", "2024-01-02T00:00:00"), ("MS", "2024-02-01T00:00:00"), (None, "2024-01-03T00:00:00")])
+def test_dataframe_plot_of_a_time_series(freq, second):
+    import pandas as pd
+
+    if freq:
+        index = pd.date_range("2024-01-01", periods=3, freq=freq)
+    else:
+        index = pd.to_datetime(["2024-01-01", "2024-01-03", "2024-01-10"])
+    ax = pd.DataFrame({"v": [1, 2, 3]}, index=index).plot()
+    chart = figure_to_chart(ax.figure)
+    assert chart["x_scale"] == "datetime"
+    assert chart["elements"][0]["label"] == "v"
+    assert chart["elements"][0]["points"][:2] == [["2024-01-01T00:00:00", 1], [second, 2]]
