@@ -197,7 +197,9 @@ def test_figure_suptitle_names_a_single_chart():
     assert figure_to_chart(fig)["title"] == "Only"
 
 
-@pytest.mark.parametrize("freq,second", [("D", "2024-01-02T00:00:00"), ("MS", "2024-02-01T00:00:00"), (None, "2024-01-03T00:00:00")])
+@pytest.mark.parametrize(
+    "freq,second", [("D", "2024-01-02T00:00:00"), ("MS", "2024-02-01T00:00:00"), (None, "2024-01-03T00:00:00")]
+)
 def test_dataframe_plot_of_a_time_series(freq, second):
     import pandas as pd
 
