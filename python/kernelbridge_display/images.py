@@ -3,7 +3,8 @@
 Pillow's Image.save(fp) is wrapped, once PIL.Image is imported, so that an
 image saved to a file name (a str or an os.PathLike) is then shown with
 IPython's display(), which sends its image/png; a save to a file object
-(BytesIO, an open file) is not shown. PIL is never imported for this: an
+(BytesIO, an open file) is not shown, nor one that matplotlib's savefig()
+or Pillow itself makes. PIL is never imported for this: an
 import hook on sys.meta_path wraps Image.save when the kernel's code first
 imports PIL.Image, or at once if it is already imported.
 """
@@ -15,6 +16,8 @@ import sys
 
 _MODULE = "PIL.Image"
 _MARK = "_kernelbridge_display_wrapped"
+# savefig() writes PNG and JPEG through Pillow: the figure is shown already
+_NOT_SHOWN = ("matplotlib.", "PIL.")
 
 
 def _wrap_save(module):
@@ -26,7 +29,8 @@ def _wrap_save(module):
     @functools.wraps(save)
     def save_and_display(self, fp, *args, **kwargs):
         result = save(self, fp, *args, **kwargs)
-        if isinstance(fp, (str, os.PathLike)):
+        caller = sys._getframe(1).f_globals.get("__name__") or ""
+        if isinstance(fp, (str, os.PathLike)) and not caller.startswith(_NOT_SHOWN):
             from IPython.display import display
 
             display(self)
@@ -49,6 +53,9 @@ class _Loader(importlib.abc.Loader):
 
     def __init__(self, loader):
         self.loader = loader
+
+    def __getattr__(self, name):  # get_source, get_filename, ... for tracebacks
+        return getattr(self.loader, name)
 
     def create_module(self, spec):
         return self.loader.create_module(spec)

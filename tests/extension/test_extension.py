@@ -62,6 +62,19 @@ def test_saved_image_is_displayed_a_buffer_is_not(shell, tmp_path):
     assert all("PIL.Image.Image image mode=RGB size=8x4" in output.data["text/plain"] for output in captured.outputs)
 
 
+def test_savefig_through_pillow_is_not_displayed_again(shell, tmp_path):
+    import PIL.Image  # noqa: F401  (savefig's PNG and JPEG writer)
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2])
+    with capture_output() as captured:
+        fig.savefig(tmp_path / "fig.png")
+        fig.savefig(tmp_path / "fig.jpg")
+    assert (tmp_path / "fig.png").exists() and (tmp_path / "fig.jpg").exists()
+    assert captured.outputs == []
+    plt.close("all")
+
+
 CHEAP = r"""
 import sys
 from IPython.core.interactiveshell import InteractiveShell
