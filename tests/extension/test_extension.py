@@ -63,8 +63,9 @@ def test_saved_image_is_displayed_a_buffer_is_not(shell, tmp_path):
 
 
 def test_savefig_through_pillow_is_not_displayed_again(shell, tmp_path):
-    import PIL.Image  # noqa: F401  (savefig's PNG and JPEG writer)
+    from PIL import Image  # savefig's PNG and JPEG writer
 
+    assert getattr(Image.Image.save, "_kernelbridge_display_wrapped", False)
     fig, ax = plt.subplots()
     ax.plot([1, 2])
     with capture_output() as captured:
