@@ -10,6 +10,8 @@ packages=(
   libzmq3-dev libczmq-dev libjansson-dev libssl-dev libmicrohttpd-dev libsqlite3-dev libwslay-dev
   # kernels the tests drive, and their rich-output libraries
   python3-ipykernel python3-jupyter-client python3-zmq python3-matplotlib xpython
+  # what python/kernelbridge_display reads as data: DataFrames, saved images
+  python3-pandas python3-pil
   r-cran-irkernel octave python3-octave-kernel
   # the bash kernel (kernelspecs/bash, installed below) drives bash through
   # metakernel's REPLWrapper, on pexpect
