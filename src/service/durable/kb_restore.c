@@ -253,6 +253,13 @@ static int s_on_context(const kb_db_context_t *row, void *arg)
                                .pid_start = row->pid_start,
                                .created_at = row->created_at,
                                .last_activity_at = row->last_activity_at };
+    if (!copy->id || !copy->kind || (row->language && !copy->language)
+        || (row->kernel_name && !copy->kernel_name) || (row->cwd && !copy->cwd)
+        || (row->connection && !copy->connection)
+        || (row->connection_file && !copy->connection_file) || (row->log_file && !copy->log_file)) {
+        s_row_free(&copy);
+        return -1; /* out of memory: the walk fails, and the start with it */
+    }
     json_t *extra = row->extra ? json_loads(row->extra, 0, NULL) : NULL;
     copy->memory_limit = json_integer_value(json_object_get(extra, "memory_limit"));
     copy->pids_limit = json_integer_value(json_object_get(extra, "pids_limit"));
@@ -289,7 +296,8 @@ static void s_give_up(kb_restore_t *self, const kb_kernel_row_t *row, const char
     bool lived = strcmp(row->kind, "context") == 0 || strcmp(row->kind, "default") == 0
                  || strcmp(row->kind, "attached") == 0;
     if (lived) {
-        json_array_append_new(self->found->vanished, json_pack("[ss]", row->id, why));
+        if (json_array_append_new(self->found->vanished, json_pack("[ss]", row->id, why)) != 0)
+            zsys_error("out of memory: context %s vanished: %s", row->id, why);
         zsys_info("context %s: %s", row->id, why);
     }
 }
@@ -432,11 +440,13 @@ static void s_sweep(zhashx_t *contexts, const char *dir, bool sockets)
         if (entry->d_name[0] == '.')
             continue;
         char *path = zsys_sprintf("%s/%s", dir, entry->d_name);
+        if (!path)
+            break; /* out of memory: the rest stays, to be swept next time */
         bool keep = zhashx_lookup(used, path) != NULL;
         if (sockets && !keep && entry->d_type == DT_DIR) {
             /* the socket dir of a kernel of another uid: <dir>/<hex>/k-<n> */
             char *base = zsys_sprintf("%s/k", path);
-            if (!zhashx_lookup(used, base))
+            if (base && !zhashx_lookup(used, base))
                 kb_work_dir_remove(path);
             free(base);
             free(path);

@@ -102,6 +102,15 @@ static void s_answer_json(kb_call_t *call, json_t *json)
     kb_call_answer(call);
 }
 
+/*  Answer with json, built for the answer: NULL is out of memory. */
+static void s_answer_built(kb_call_t *call, json_t *json)
+{
+    if (json)
+        s_answer_json(call, json);
+    else
+        kb_call_fail(call, KB_ERR_INTERNAL, "out of memory");
+}
+
 #define KB_ATTACH_TIMEOUT 5.0 /* seconds for an attached kernel to answer kernel_info */
 
 /*  A context on a kernel someone else started (connection_info): its
@@ -223,7 +232,7 @@ static void s_handle_list(kb_engine_t *self, kb_call_t *call)
     for (size_t i = 0; i < count; i++)
         json_array_append_new(list, kb_context_json(items[i]));
     free(items);
-    s_answer_json(call, json_pack("{s:o}", "contexts", list));
+    s_answer_built(call, json_pack("{s:o}", "contexts", list));
 }
 
 static void s_handle_delete(kb_engine_t *self, kb_call_t *call)
@@ -288,14 +297,14 @@ static void s_handle_health(kb_engine_t *self, kb_call_t *call)
                     "sampler_ticks", (json_int_t)cost.ticks, "accounting_start_s", cost.start_s,
                     "accounting_end_s", cost.end_s, "runs_metered", (json_int_t)cost.runs);
     json_t *dropped = s_dropped_json(self);
-    s_answer_json(call,
-                  json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o, s:o, s:o, s:O, s:O}", "status",
-                            "ok", "version", KB_VERSION, "sandbox_id", self->sandbox_id, "contexts",
-                            (json_int_t)count, "uptime_s", kb_now() - self->started_at, "pool",
-                            kb_pool_json(self->pool), "output_memory",
-                            kb_procstore_budget_json(self->procs), "state", state, "limits", limits,
-                            "dropped_messages", json_object_get(dropped, "total"),
-                            "dropped_messages_by_reason", json_object_get(dropped, "by_reason")));
+    s_answer_built(call,
+                   json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o, s:o, s:o, s:O, s:O}", "status",
+                             "ok", "version", KB_VERSION, "sandbox_id", self->sandbox_id,
+                             "contexts", (json_int_t)count, "uptime_s", kb_now() - self->started_at,
+                             "pool", kb_pool_json(self->pool), "output_memory",
+                             kb_procstore_budget_json(self->procs), "state", state, "limits",
+                             limits, "dropped_messages", json_object_get(dropped, "total"),
+                             "dropped_messages_by_reason", json_object_get(dropped, "by_reason")));
     json_decref(dropped);
 }
 
@@ -475,7 +484,7 @@ void kb_dispatch_handle(kb_engine_t *self, kb_call_t *call)
             s_handle_metrics(self, call);
             break;
         case KB_CALL_KERNELSPECS:
-            s_answer_json(call, s_kernelspecs_json(self));
+            s_answer_built(call, s_kernelspecs_json(self));
             break;
         case KB_CALL_CTX_CREATE:
             s_handle_create(self, call);
@@ -485,7 +494,7 @@ void kb_dispatch_handle(kb_engine_t *self, kb_call_t *call)
             break;
         case KB_CALL_CTX_GET:
             if ((ctx = s_lookup(self, call->id, call)))
-                s_answer_json(call, kb_context_json(ctx));
+                s_answer_built(call, kb_context_json(ctx));
             break;
         case KB_CALL_CTX_LIST:
             s_handle_list(self, call);
