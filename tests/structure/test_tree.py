@@ -167,10 +167,11 @@ def writers_declared():
 
 
 def writers_found(struct, typedef):
-    """{file: fields} of struct written (x->field =, +=, ++, ...) in each
-    .c file of src/service and src/kernel: x a parameter or a local of
-    type struct * (or typedef *) in that function, or a field of that type
-    of a struct of the file (a chain like self->engine->stopping)."""
+    """{file: fields} of struct written (x->field =, +=, ++, ..., or a czmq
+    container x->field changed in place) in each .c file of src/service and
+    src/kernel: x a parameter or a local of type struct * (or typedef *) in
+    that function, or a field of that type of a struct of the file (a
+    chain like self->engine->stopping)."""
     files = sorted((SRC / "service").rglob("*.c")) + sorted((SRC / "kernel").rglob("*.c"))
     decl = re.compile(rf"(?:struct\s+{struct}|\b{typedef})\s*\*\s*(\w+)")
     found = {}
@@ -185,6 +186,11 @@ def writers_found(struct, typedef):
                                rf"\s*(?:=(?!=)|[-+*/|&^]=|\+\+|--)|(?:\+\+|--){var}->(\w+)")
             for m in write.finditer(body):
                 found.setdefault(Path(file).name, set()).add(m.group(1) or m.group(2))
+            # a czmq container of the struct changed in place is written too
+            change = re.compile(rf"\b(?:zhashx|zlistx)_(?:insert|update|delete|purge|add_\w+|"
+                                rf"detach|move_\w+|set_\w+)\(\s*(?:\w+(?:->|\.))*{var}->(\w+)")
+            for m in change.finditer(body):
+                found.setdefault(Path(file).name, set()).add(m.group(1))
     return found
 
 
