@@ -6,6 +6,8 @@ set -euo pipefail
 packages=(
   # build
   build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
+  # tests/structure: which file defines each C function (the call graph)
+  universal-ctags
   # libraries (see README: dependencies)
   libzmq3-dev libczmq-dev libjansson-dev libssl-dev libmicrohttpd-dev libsqlite3-dev libwslay-dev
   # kernels the tests drive, and their rich-output libraries

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/pidfd.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -375,6 +376,63 @@ kb_kernel_t *kb_kernel_blank(kb_loop_t *loop, const kb_kernelspec_t *spec,
     return self;
 }
 
+/*  An adopted kernel's record taken over (kb_kernel_adopt.c): its pid
+    (0: attached), which is ours with its start time, and its connection
+    and files. 0, or -1 with err. */
+int kb_kernel_take_record(kb_kernel_t *self, const kb_adopt_opts_t *opts, char *err, size_t errlen)
+{
+    self->adopted = true;
+    self->pid = opts->pid;
+    if (opts->pid > 0) {
+        self->pgid = opts->pid; /* our kernels lead their own group */
+        self->pid_start = opts->pid_start;
+        self->remove_files = true; /* it is ours now */
+    }
+    self->started_ms = s_now_ms();
+    self->info = json_deep_copy(opts->connection);
+    self->conn.connection_file = opts->connection_file ? strdup(opts->connection_file) : NULL;
+    self->conn.log_file = opts->log_file ? strdup(opts->log_file) : NULL;
+    const char *transport = json_string_value(json_object_get(self->info, "transport"));
+    const char *ip = json_string_value(json_object_get(self->info, "ip"));
+    if (opts->pid > 0 && transport && strcmp(transport, "ipc") == 0 && ip) {
+        static const char *ports[]
+            = { "shell_port", "iopub_port", "stdin_port", "control_port", "hb_port" };
+        if (!(self->conn.ipc_base = strdup(ip)))
+            goto nomem;
+        for (int i = 0; i < 5; i++)
+            self->conn.ipc_ports[i]
+                = (int)json_integer_value(json_object_get(self->info, ports[i]));
+    }
+    if (!self->info || (opts->connection_file && !self->conn.connection_file)
+        || (opts->log_file && !self->conn.log_file))
+        goto nomem;
+    return 0;
+nomem:
+    snprintf(err, errlen, "out of memory");
+    return -1;
+}
+
+/*  An adopted kernel's log kept short, its uid (when it is one of users)
+    and its private dir (when it is still there) ours until it is
+    destroyed. */
+void kb_kernel_take_files(kb_kernel_t *self, const kb_adopt_opts_t *opts)
+{
+    if (self->conn.log_file)
+        self->log_fd = open(self->conn.log_file, O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    long long uid = self->pid > 0 && opts->users ? kb_proc_uid(self->pid) : -1;
+    if (uid >= 0 && kb_kernel_users_mark(opts->users, uid)) {
+        self->users = opts->users;
+        self->cred.uid = self->cred.gid = uid;
+    }
+    struct stat st;
+    if (self->pid > 0 && opts->work_root && opts->connection_file
+        && (self->work_dir = kb_work_dir_path(opts->work_root, opts->connection_file))
+        && (lstat(self->work_dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
+        free(self->work_dir);
+        self->work_dir = NULL;
+    }
+}
+
 /*  Connect shell and iopub to the endpoints of self->info (ZeroMQ queues
     what is sent until the kernel binds) and watch them. 0, or -1 with err. */
 int kb_kernel_connect_sockets(kb_kernel_t *self, char *err, size_t errlen)
@@ -686,36 +744,11 @@ void kb_kernel_shutdown(kb_kernel_t *self, double grace)
     }
 }
 
-pid_t kb_kernel_pid(const kb_kernel_t *self)
-{
-    return self->pid;
-}
-
-const kb_kernelspec_t *kb_kernel_spec(const kb_kernel_t *self)
-{
-    return self->spec;
-}
-
-int kb_kernel_exit_status(const kb_kernel_t *self)
-{
-    return self->exit_status;
-}
-
-int kb_kernel_term_signal(const kb_kernel_t *self)
-{
-    return self->term_signal;
-}
-
 const char *kb_kernel_exit_text(kb_kernel_t *self)
 {
     if (!self->exit_text[0])
         snprintf(self->exit_text, sizeof self->exit_text, "kernel gone");
     return self->exit_text;
-}
-
-size_t kb_kernel_dropped(const kb_kernel_t *self)
-{
-    return self->dropped;
 }
 
 const char *kb_drop_reason_name(kb_drop_reason_t reason)
@@ -751,9 +784,4 @@ void kb_kernel_count_drop(kb_kernel_t *self, kb_drop_reason_t reason)
     self->dropped++;
     if (self->observer)
         self->observer->dropped(self->observer, reason);
-}
-
-const char *kb_kernel_language_info(const kb_kernel_t *self)
-{
-    return self->language_info;
 }

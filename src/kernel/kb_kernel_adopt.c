@@ -3,7 +3,8 @@
     and start time), or by someone else (pid 0: attached). The pid is
     trusted only with its start time; readiness is asked on control, so
     that a kernel busy on shell answers at once. Not for: launching, the
-    lifecycle once started (kb_kernel.c).
+    lifecycle once started (kb_kernel.c), which also sets every field
+    of the kernel (kb_kernel_take_record, kb_kernel_take_files).
 */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,31 +47,8 @@ kb_kernel_t *kb_kernel_adopt(kb_loop_t *loop, const kb_kernelspec_t *spec,
     kb_kernel_t *self = kb_kernel_blank(loop, spec, callbacks, arg, err, errlen);
     if (!self)
         return NULL;
-    self->adopted = true;
-    self->pid = opts->pid;
-    if (opts->pid > 0) {
-        self->pgid = opts->pid; /* our kernels lead their own group */
-        self->pid_start = opts->pid_start;
-        self->remove_files = true; /* it is ours now */
-    }
-    self->started_ms = kb_launch_now_ms();
-    self->info = json_deep_copy(opts->connection);
-    self->conn.connection_file = opts->connection_file ? strdup(opts->connection_file) : NULL;
-    self->conn.log_file = opts->log_file ? strdup(opts->log_file) : NULL;
-    const char *transport = json_string_value(json_object_get(self->info, "transport"));
-    if (opts->pid > 0 && transport && strcmp(transport, "ipc") == 0) {
-        static const char *ports[]
-            = { "shell_port", "iopub_port", "stdin_port", "control_port", "hb_port" };
-        self->conn.ipc_base = strdup(json_string_value(json_object_get(self->info, "ip")));
-        for (int i = 0; i < 5; i++)
-            self->conn.ipc_ports[i]
-                = (int)json_integer_value(json_object_get(self->info, ports[i]));
-    }
-    if (!self->info || (opts->connection_file && !self->conn.connection_file)
-        || (opts->log_file && !self->conn.log_file)) {
-        snprintf(err, errlen, "out of memory");
+    if (kb_kernel_take_record(self, opts, err, errlen) != 0)
         goto fail;
-    }
     if (kb_connection_key(&self->conn, self->info, err, errlen) != 0
         || kb_kernel_connect_sockets(self, err, errlen) != 0)
         goto fail;
@@ -86,59 +64,11 @@ kb_kernel_t *kb_kernel_adopt(kb_loop_t *loop, const kb_kernelspec_t *spec,
         snprintf(err, errlen, "process %d is gone", (int)self->pid);
         goto fail;
     }
-    if (self->conn.log_file)
-        self->log_fd = open(self->conn.log_file, O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
     /*  Ours now: its uid is in use until it is destroyed, and so is its dir. */
-    long long uid = self->pid > 0 && opts->users ? kb_proc_uid(self->pid) : -1;
-    if (uid >= 0 && kb_kernel_users_mark(opts->users, uid)) {
-        self->users = opts->users;
-        self->cred.uid = self->cred.gid = uid;
-    }
-    struct stat st;
-    if (self->pid > 0 && opts->work_root && opts->connection_file
-        && (self->work_dir = kb_work_dir_path(opts->work_root, opts->connection_file))
-        && (lstat(self->work_dir, &st) != 0 || !S_ISDIR(st.st_mode))) {
-        free(self->work_dir);
-        self->work_dir = NULL;
-    }
+    kb_kernel_take_files(self, opts);
     kb_kernel_ask_ready(self, opts->timeout > 0 ? opts->timeout : 1.0);
     return self;
 fail:
     kb_kernel_release(&self); /* signals nothing, removes nothing */
     return NULL;
-}
-
-pid_t kb_kernel_pgid(const kb_kernel_t *self)
-{
-    return self->pgid;
-}
-
-unsigned long long kb_kernel_pid_start(const kb_kernel_t *self)
-{
-    return self->pid_start;
-}
-
-const json_t *kb_kernel_connection_info(const kb_kernel_t *self)
-{
-    return self->info;
-}
-
-const char *kb_kernel_connection_file(const kb_kernel_t *self)
-{
-    return self->conn.connection_file;
-}
-
-const char *kb_kernel_log_file(const kb_kernel_t *self)
-{
-    return self->conn.log_file;
-}
-
-const char *kb_kernel_work_dir(const kb_kernel_t *self)
-{
-    return self->work_dir;
-}
-
-bool kb_kernel_adopted(const kb_kernel_t *self)
-{
-    return self->adopted;
 }

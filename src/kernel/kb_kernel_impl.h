@@ -1,6 +1,9 @@
 /*  kb_kernel_impl.h - the kernel's struct and the steps of a start that
     kb_kernel.c (launch, lifecycle), kb_kernel_io.c (sockets, messages) and
-    kb_kernel_adopt.c (adoption) share. Private to those files.
+    kb_kernel_adopt.c (adoption) share. Private to those files. Fields are
+    set in kb_kernel.c, but the socket and readiness fields kb_kernel_io.c
+    sets as messages come; kb_kernel_adopt.c and kb_kernel_query.c only
+    read them.
 */
 #ifndef KB_KERNEL_IMPL_H_INCLUDED
 #define KB_KERNEL_IMPL_H_INCLUDED
@@ -76,6 +79,13 @@ struct kb_kernel {
 kb_kernel_t *kb_kernel_blank(kb_loop_t *loop, const kb_kernelspec_t *spec,
                              const kb_kernel_callbacks_t *callbacks, void *arg, char *err,
                              size_t errlen);
+
+/*  An adopted kernel's record taken over: pid, connection, files. 0, or
+    -1 with err (out of memory). */
+int kb_kernel_take_record(kb_kernel_t *self, const kb_adopt_opts_t *opts, char *err, size_t errlen);
+
+/*  An adopted kernel's log fd, uid (of opts->users) and private dir. */
+void kb_kernel_take_files(kb_kernel_t *self, const kb_adopt_opts_t *opts);
 
 /*  Connect shell and iopub to the endpoints of self->info (ZeroMQ queues
     what is sent until the kernel binds) and watch them. 0, or -1 with err. */

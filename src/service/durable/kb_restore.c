@@ -5,9 +5,10 @@
     contexts vanish with why; stale files are swept. Then every change is
     written back through kb_persist. Runs in kb_engine_new, before the
     engine's thread starts, on the engine's loop; the collector on the
-    engine thread.
+    engine thread. What it finds goes back to the engine as data
+    (kb_restore_found_t); it calls nothing of the engine's.
 */
-#include "service/engine/kb_engine.h"
+#include "service/durable/kb_restore.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -23,65 +24,92 @@
 #include "state/kb_statedir.h"
 #include "util/kb_clock.h"
 
-#define KB_ADOPT_DEADLINE_MS 3000 /* the whole adoption, however many kernels */
+struct kb_restore {
+    int lock_fd;                 /* holds <state_dir>/lock */
+    kb_db_t *db;                 /* state.db while restoring; then the writer's */
+    kb_persist_t *persist;       /* the writer, from kb_restore_finish */
+    char *kernel_dir;            /* <state_dir>/kernels: connection files, kernel logs */
+    zhashx_t *dirty_contexts;    /* id -> kb_context_t * whose row changed this turn */
+    const kb_restore_env_t *env; /* during kb_restore_run */
+    kb_restore_found_t *found;   /* idem */
+};
 
 /* ---- the state dir ------------------------------------------------------------------ */
 
-/*  The short ipc dir of the last daemon, when it is still ours: adopted
-    kernels listen there. Else a fresh one. */
-static char *s_ipc_dir(kb_db_t *db, kb_error_t *err)
+char *kb_restore_ipc_dir(kb_restore_t *self)
 {
-    char *recorded = kb_db_meta_get(db, "ipc_dir");
+    if (!self)
+        return NULL;
+    char *recorded = kb_db_meta_get(self->db, "ipc_dir");
     struct stat st;
     if (recorded && strncmp(recorded, "/tmp/kb", 7) == 0 && lstat(recorded, &st) == 0
         && S_ISDIR(st.st_mode) && st.st_uid == geteuid()
         && ((st.st_mode & 0777) == 0700 || (st.st_mode & 0777) == 0711))
         return recorded;
     free(recorded);
-    char *dir = strdup("/tmp/kbXXXXXX");
-    if (!dir || !mkdtemp(dir)) {
-        kb_error_set(err, KB_ERR_INTERNAL, "cannot create a socket dir in /tmp: %s",
-                     strerror(errno));
-        free(dir);
-        return NULL;
-    }
-    return dir;
+    return NULL;
 }
 
-int kb_restore_open(kb_engine_t *self, kb_error_t *err)
+void kb_restore_set_ipc_dir(kb_restore_t *self, const char *ipc_dir)
+{
+    if (self && self->db)
+        kb_db_meta_set(self->db, "ipc_dir", ipc_dir);
+}
+
+const char *kb_restore_kernel_dir(const kb_restore_t *self)
+{
+    return self ? self->kernel_dir : NULL;
+}
+
+kb_persist_t *kb_restore_persist(const kb_restore_t *self)
+{
+    return self ? self->persist : NULL;
+}
+
+kb_restore_t *kb_restore_open(const char *state_dir, kb_error_t *err)
 {
     char problem[600];
-    if (kb_statedir_prepare(self->state_dir, problem, sizeof problem) != 0
-        || kb_statedir_lock(self->state_dir, &self->lock_fd, problem, sizeof problem) != 0) {
-        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem);
-        return -1;
+    kb_restore_t *self = calloc(1, sizeof *self);
+    if (!self || !(self->dirty_contexts = zhashx_new())) {
+        free(self);
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        return NULL;
     }
-    self->kernel_dir = zsys_sprintf("%s/kernels", self->state_dir);
+    self->lock_fd = -1;
+    if (kb_statedir_prepare(state_dir, problem, sizeof problem) != 0
+        || kb_statedir_lock(state_dir, &self->lock_fd, problem, sizeof problem) != 0) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem);
+        goto fail;
+    }
+    self->kernel_dir = zsys_sprintf("%s/kernels", state_dir);
+    char *path = zsys_sprintf("%s/state.db", state_dir);
+    if (!self->kernel_dir || !path) {
+        free(path);
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        goto fail;
+    }
     if (mkdir(self->kernel_dir, 0700) != 0 && errno != EEXIST) {
+        free(path);
         kb_error_set(err, KB_ERR_BAD_REQUEST, "cannot create %s: %s", self->kernel_dir,
                      strerror(errno));
-        return -1;
+        goto fail;
     }
-    char *path = zsys_sprintf("%s/state.db", self->state_dir);
     self->db = kb_db_open(path, problem, sizeof problem);
     free(path);
     if (!self->db) {
         kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem);
-        return -1;
+        goto fail;
     }
-    if (strcmp(self->config.transport, "ipc") == 0) {
-        self->ipc_dir = s_ipc_dir(self->db, err);
-        if (!self->ipc_dir)
-            return -1;
-        kb_db_meta_set(self->db, "ipc_dir", self->ipc_dir);
-    }
-    return 0;
+    return self;
+fail:
+    kb_restore_close(&self);
+    return NULL;
 }
 
 /* ---- process records ------------------------------------------------------------- */
 
 typedef struct {
-    kb_engine_t *engine;
+    kb_procstore_t *store;
     zhashx_t *procs;   /* id -> kb_proc_t * restored */
     zlistx_t *views;   /* kb_proc_t *, in order, with their views below */
     zhashx_t *view_of; /* id -> long long[2] */
@@ -92,7 +120,7 @@ typedef struct {
 static int s_on_record(const kb_db_record_t *row, void *arg)
 {
     kb_records_load_t *load = arg;
-    kb_proc_t *proc = kb_procstore_restore(load->engine->procs, row);
+    kb_proc_t *proc = kb_procstore_restore(load->store, row);
     if (!proc)
         return 0; /* unusable: it stays out, and goes with the next write of its id */
     long long *view = malloc(2 * sizeof *view);
@@ -121,7 +149,7 @@ static int s_on_frame(const kb_db_frame_t *row, void *arg)
 
 /*  A run the last daemon did not finish: it ends now, as sandbox_stopped,
     with the output stored before. */
-static void s_end_unfinished(kb_engine_t *self, kb_proc_t *proc, const char *context_id,
+static void s_end_unfinished(kb_restore_t *self, kb_proc_t *proc, const char *context_id,
                              const char *language)
 {
     const char *why = "the daemon stopped during the run (it was killed or crashed); the output "
@@ -136,7 +164,7 @@ static void s_end_unfinished(kb_engine_t *self, kb_proc_t *proc, const char *con
         .stderr_text = "",
         .error = &error,
         .execution_count = -1,
-        .sandbox_id = self->sandbox_id,
+        .sandbox_id = (char *)self->env->sandbox_id,
         .context_id = (char *)context_id,
         .language = (char *)language,
     };
@@ -144,10 +172,12 @@ static void s_end_unfinished(kb_engine_t *self, kb_proc_t *proc, const char *con
     kb_proc_end(proc, json, KB_REASON_SANDBOX_STOPPED, -1, NULL, "the daemon stopped");
 }
 
-static int s_restore_records(kb_engine_t *self, kb_error_t *err)
+static int s_restore_records(kb_restore_t *self, kb_error_t *err)
 {
-    kb_records_load_t load
-        = { .engine = self, .procs = zhashx_new(), .views = zlistx_new(), .view_of = zhashx_new() };
+    kb_records_load_t load = { .store = self->env->procs,
+                               .procs = zhashx_new(),
+                               .views = zlistx_new(),
+                               .view_of = zhashx_new() };
     zhashx_set_destructor(load.view_of, (zhashx_destructor_fn *)zstr_free);
     int rc = kb_db_record_each(self->db, s_on_record, &load);
     if (rc == 0)
@@ -223,6 +253,13 @@ static int s_on_context(const kb_db_context_t *row, void *arg)
                                .pid_start = row->pid_start,
                                .created_at = row->created_at,
                                .last_activity_at = row->last_activity_at };
+    if (!copy->id || !copy->kind || (row->language && !copy->language)
+        || (row->kernel_name && !copy->kernel_name) || (row->cwd && !copy->cwd)
+        || (row->connection && !copy->connection)
+        || (row->connection_file && !copy->connection_file) || (row->log_file && !copy->log_file)) {
+        s_row_free(&copy);
+        return -1; /* out of memory: the walk fails, and the start with it */
+    }
     json_t *extra = row->extra ? json_loads(row->extra, 0, NULL) : NULL;
     copy->memory_limit = json_integer_value(json_object_get(extra, "memory_limit"));
     copy->pids_limit = json_integer_value(json_object_get(extra, "pids_limit"));
@@ -251,7 +288,7 @@ static void s_remove_files(const kb_kernel_row_t *row)
 
 /*  The kernel is not coming back: killed (when still ours), its files
     removed, its row deleted, and a context that lived vanishes with why. */
-static void s_give_up(kb_engine_t *self, const kb_kernel_row_t *row, const char *why)
+static void s_give_up(kb_restore_t *self, const kb_kernel_row_t *row, const char *why)
 {
     s_kill_recorded(row);
     s_remove_files(row);
@@ -259,7 +296,8 @@ static void s_give_up(kb_engine_t *self, const kb_kernel_row_t *row, const char 
     bool lived = strcmp(row->kind, "context") == 0 || strcmp(row->kind, "default") == 0
                  || strcmp(row->kind, "attached") == 0;
     if (lived) {
-        kb_dispatch_remember_vanished(self, row->id, why);
+        if (json_array_append_new(self->found->vanished, json_pack("[ss]", row->id, why)) != 0)
+            zsys_error("out of memory: context %s vanished: %s", row->id, why);
         zsys_info("context %s: %s", row->id, why);
     }
 }
@@ -267,14 +305,15 @@ static void s_give_up(kb_engine_t *self, const kb_kernel_row_t *row, const char 
 /*  The recorded kernel driven again (adoption begun: it answers later, or
     fails through start_failed), with its kernelspec; or NULL after giving
     it up. */
-static kb_kernel_t *s_adopt_kernel(kb_engine_t *self, const kb_kernel_row_t *row,
+static kb_kernel_t *s_adopt_kernel(kb_restore_t *self, const kb_kernel_row_t *row,
                                    kb_kernelspec_t **spec_out)
 {
+    const kb_restore_env_t *env = self->env;
     char why[1400];
     kb_error_t err;
     kb_error_clear(&err);
     kb_kernelspec_t *spec
-        = self->launcher.find_spec(self->launcher.impl, row->language, row->kernel_name, &err);
+        = env->launcher->find_spec(env->launcher->impl, row->language, row->kernel_name, &err);
     if (!spec) {
         snprintf(
             why, sizeof why,
@@ -291,13 +330,13 @@ static kb_kernel_t *s_adopt_kernel(kb_engine_t *self, const kb_kernel_row_t *row
                              .pid = attached ? 0 : (pid_t)row->pid,
                              .pid_start = row->pid_start,
                              .timeout = attached ? 2.0 : 1.0,
-                             .users = self->users,
-                             .work_root = self->work_root };
+                             .users = env->users,
+                             .work_root = env->work_root };
     char problem[512] = "";
     static const kb_kernel_callbacks_t none = { 0 };
-    kb_kernel_t *kernel = connection ? kb_kernel_adopt(self->loop, spec, &opts, &none, NULL,
-                                                       problem, sizeof problem)
-                                     : NULL;
+    kb_kernel_t *kernel
+        = connection ? kb_kernel_adopt(env->loop, spec, &opts, &none, NULL, problem, sizeof problem)
+                     : NULL;
     json_decref(connection);
     if (!kernel) {
         snprintf(why, sizeof why,
@@ -308,25 +347,25 @@ static kb_kernel_t *s_adopt_kernel(kb_engine_t *self, const kb_kernel_row_t *row
         kb_kernelspec_destroy(&spec);
         return NULL;
     }
-    kb_kernel_set_observer(kernel, kb_metrics_observer(self->metrics));
+    kb_kernel_set_observer(kernel, kb_metrics_observer(env->metrics));
     *spec_out = spec;
     return kernel;
 }
 
 /*  A warm kernel of the last daemon's pool goes back to the pool, when a
     slot wants it; else it is killed. */
-static void s_adopt_pooled(kb_engine_t *self, const kb_kernel_row_t *row)
+static void s_adopt_pooled(kb_restore_t *self, const kb_kernel_row_t *row)
 {
     kb_kernelspec_t *spec = NULL;
     kb_kernel_t *kernel = s_adopt_kernel(self, row, &spec);
     kb_kernelspec_destroy(&spec);
-    if (kernel && !kb_pool_adopt(self->pool, kernel)) {
+    if (kernel && !kb_pool_adopt(self->env->pool, kernel)) {
         kb_kernel_destroy(&kernel); /* killed, files removed */
         kb_db_context_delete(self->db, row->id);
     }
 }
 
-static void s_adopt(kb_engine_t *self, const kb_kernel_row_t *row)
+static void s_adopt(kb_restore_t *self, const kb_kernel_row_t *row)
 {
     kb_kernelspec_t *spec = NULL;
     kb_kernel_t *kernel = s_adopt_kernel(self, row, &spec);
@@ -345,36 +384,20 @@ static void s_adopt(kb_engine_t *self, const kb_kernel_row_t *row)
                                        .created_at = row->created_at,
                                        .last_activity_at = row->last_activity_at };
     kb_context_t *ctx
-        = kb_context_adopt(&self->context_env, spec, &ctx_opts, kernel, &restored, &err);
+        = kb_context_adopt(self->env->context_env, spec, &ctx_opts, kernel, &restored, &err);
     kb_kernelspec_destroy(&spec);
     if (!ctx) {
         kb_kernel_destroy(&kernel);
         kb_db_context_delete(self->db, row->id);
         return;
     }
-    kb_engine_context_add(self, ctx);
+    zlistx_add_end(self->found->contexts, ctx);
     if (ctx_opts.is_default)
-        zhashx_update(self->default_generations, row->id, (void *)(intptr_t)row->generation);
-}
-
-static void s_on_adopt_tick(kb_timer_t *timer, void *arg)
-{
-    kb_engine_t *self = arg;
-    bool settled = zclock_mono() >= self->adopt_deadline_ms;
-    if (!settled) {
-        settled = kb_pool_starting(self->pool) == 0;
-        for (kb_context_t *ctx = zhashx_first(self->contexts); ctx && settled;
-             ctx = zhashx_next(self->contexts))
-            settled = kb_context_settled(ctx);
-    }
-    if (settled) {
-        kb_timer_stop(timer);
-        kb_loop_stop(self->loop);
-    }
+        json_object_set_new(self->found->generations, row->id, json_integer(row->generation));
 }
 
 /*  The default contexts' generations, kept across restarts. */
-static void s_restore_generations(kb_engine_t *self)
+static void s_restore_generations(kb_restore_t *self)
 {
     char *text = kb_db_meta_get(self->db, "default_generations");
     json_t *gens = text ? json_loads(text, 0, NULL) : NULL;
@@ -383,8 +406,7 @@ static void s_restore_generations(kb_engine_t *self)
     json_object_foreach(gens, id, value)
     {
         if (json_integer_value(value) > 0)
-            zhashx_update(self->default_generations, id,
-                          (void *)(intptr_t)json_integer_value(value));
+            json_object_set(self->found->generations, id, value);
     }
     json_decref(gens);
     free(text);
@@ -392,13 +414,13 @@ static void s_restore_generations(kb_engine_t *self)
 
 /*  Remove what no kernel of ours uses: connection and log files in the
     kernels dir, sockets in the ipc dir. */
-static void s_sweep(kb_engine_t *self, const char *dir, bool sockets)
+static void s_sweep(zhashx_t *contexts, const char *dir, bool sockets)
 {
     DIR *d = dir ? opendir(dir) : NULL;
     if (!d)
         return;
     zhashx_t *used = zhashx_new();
-    for (kb_context_t *ctx = zhashx_first(self->contexts); ctx; ctx = zhashx_next(self->contexts)) {
+    for (kb_context_t *ctx = zhashx_first(contexts); ctx; ctx = zhashx_next(contexts)) {
         kb_db_context_t row;
         char *strings = kb_context_row(ctx, &row);
         const char *files[] = { row.connection_file, row.log_file };
@@ -418,11 +440,13 @@ static void s_sweep(kb_engine_t *self, const char *dir, bool sockets)
         if (entry->d_name[0] == '.')
             continue;
         char *path = zsys_sprintf("%s/%s", dir, entry->d_name);
+        if (!path)
+            break; /* out of memory: the rest stays, to be swept next time */
         bool keep = zhashx_lookup(used, path) != NULL;
         if (sockets && !keep && entry->d_type == DT_DIR) {
             /* the socket dir of a kernel of another uid: <dir>/<hex>/k-<n> */
             char *base = zsys_sprintf("%s/k", path);
-            if (!zhashx_lookup(used, base))
+            if (base && !zhashx_lookup(used, base))
                 kb_work_dir_remove(path);
             free(base);
             free(path);
@@ -444,7 +468,7 @@ static void s_sweep(kb_engine_t *self, const char *dir, bool sockets)
     zhashx_destroy(&used);
 }
 
-static int s_restore_kernels(kb_engine_t *self)
+static int s_restore_kernels(kb_restore_t *self)
 {
     zlistx_t *rows = zlistx_new();
     zlistx_set_destructor(rows, (zlistx_destructor_fn *)s_row_free);
@@ -456,11 +480,11 @@ static int s_restore_kernels(kb_engine_t *self)
         bool lived = strcmp(row->kind, "context") == 0 || strcmp(row->kind, "default") == 0
                      || strcmp(row->kind, "attached") == 0;
         bool pooled = strcmp(row->kind, "pool") == 0;
-        if (!lived && !(pooled && !self->config.no_adopt))
+        if (!lived && !(pooled && !self->env->no_adopt))
             s_give_up(self, row, "an isolated run's or the pool's kernel of the last daemon");
         else if (pooled)
             s_adopt_pooled(self, row);
-        else if (self->config.no_adopt) {
+        else if (self->env->no_adopt) {
             char why[200];
             snprintf(why, sizeof why,
                      "the daemon was started with --no-adopt; its kernel (pid "
@@ -471,51 +495,47 @@ static int s_restore_kernels(kb_engine_t *self)
             s_adopt(self, row);
     }
     zlistx_destroy(&rows);
-    if (zhashx_size(self->contexts) > 0 || kb_pool_starting(self->pool) > 0) {
-        kb_timer_t tick;
-        kb_timer_init(&tick);
-        self->adopt_deadline_ms = zclock_mono() + KB_ADOPT_DEADLINE_MS;
-        kb_timer_start(self->loop, &tick, 5, 5, s_on_adopt_tick, self);
-        kb_loop_run(self->loop);
-        kb_timer_stop(&tick);
-        kb_loop_flush(self->loop);
-    }
     return 0;
 }
 
 /* ---- writing back -------------------------------------------------------------------- */
 
-void kb_restore_mark(kb_engine_t *self, kb_context_t *ctx)
+void kb_restore_mark(kb_restore_t *self, kb_context_t *ctx)
 {
-    if (!self->persist)
+    if (!self || !self->persist)
         return;
     zhashx_update(self->dirty_contexts, kb_context_id(ctx), ctx);
     kb_persist_touch(self->persist);
 }
 
-void kb_restore_forget(kb_engine_t *self, kb_context_t *ctx)
+void kb_restore_forget(kb_restore_t *self, kb_context_t *ctx)
 {
-    if (!self->persist)
+    if (!self || !self->persist)
         return;
     if (zhashx_lookup(self->dirty_contexts, kb_context_id(ctx)) == ctx)
         zhashx_delete(self->dirty_contexts, kb_context_id(ctx));
     kb_persist_context_delete(self->persist, kb_context_id(ctx));
-    if (kb_context_is_default(ctx)) {
-        json_t *gens = json_object();
-        for (void *gen = zhashx_first(self->default_generations); gen;
-             gen = zhashx_next(self->default_generations))
-            json_object_set_new(gens, zhashx_cursor(self->default_generations),
-                                json_integer((intptr_t)gen));
-        char *text = json_dumps(gens, JSON_COMPACT);
-        kb_persist_meta(self->persist, "default_generations", text);
-        free(text);
-        json_decref(gens);
-    }
 }
 
-void kb_restore_keep(kb_engine_t *self, kb_context_t *ctx)
+void kb_restore_generations(kb_restore_t *self, zhashx_t *generations)
 {
-    if (!self->persist)
+    if (!self || !self->persist)
+        return;
+    json_t *gens = json_object();
+    for (void *gen = zhashx_first(generations); gen; gen = zhashx_next(generations))
+        json_object_set_new(gens, zhashx_cursor(generations), json_integer((intptr_t)gen));
+    char *text = json_dumps(gens, JSON_COMPACT);
+    if (text)
+        kb_persist_meta(self->persist, "default_generations", text);
+    else
+        zsys_error("out of memory: the default contexts' generations are not written");
+    free(text);
+    json_decref(gens);
+}
+
+void kb_restore_keep(kb_restore_t *self, kb_context_t *ctx)
+{
+    if (!self || !self->persist)
         return;
     if (zhashx_lookup(self->dirty_contexts, kb_context_id(ctx)) == ctx)
         zhashx_delete(self->dirty_contexts, kb_context_id(ctx));
@@ -527,7 +547,7 @@ void kb_restore_keep(kb_engine_t *self, kb_context_t *ctx)
 
 static void s_collect_contexts(kb_persist_t *persist, void *arg)
 {
-    kb_engine_t *self = arg;
+    kb_restore_t *self = arg;
     for (kb_context_t *ctx = zhashx_first(self->dirty_contexts); ctx;
          ctx = zhashx_next(self->dirty_contexts)) {
         kb_db_context_t row;
@@ -538,40 +558,72 @@ static void s_collect_contexts(kb_persist_t *persist, void *arg)
     zhashx_purge(self->dirty_contexts);
 }
 
-int kb_restore_run(kb_engine_t *self, kb_error_t *err)
+void kb_restore_found_fini(kb_restore_found_t *found)
 {
-    s_restore_generations(self);
-    if (s_restore_records(self, err) != 0)
-        return -1;
-    if (s_restore_kernels(self) != 0) {
-        kb_error_set(err, KB_ERR_BAD_REQUEST, "cannot read the kernels recorded in %s: %s",
-                     kb_db_path(self->db), kb_db_error(self->db));
+    json_decref(found->generations);
+    json_decref(found->vanished);
+    zlistx_destroy(&found->contexts);
+    found->generations = found->vanished = NULL;
+}
+
+int kb_restore_run(kb_restore_t *self, const kb_restore_env_t *env, kb_restore_found_t *found,
+                   kb_error_t *err)
+{
+    found->generations = json_object();
+    found->vanished = json_array();
+    found->contexts = zlistx_new();
+    if (!found->generations || !found->vanished || !found->contexts) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         return -1;
     }
-    s_sweep(self, self->kernel_dir, false);
-    s_sweep(self, self->ipc_dir, true);
+    self->env = env;
+    self->found = found;
+    s_restore_generations(self);
+    int rc = s_restore_records(self, err);
+    if (rc == 0 && s_restore_kernels(self) != 0) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "cannot read the kernels recorded in %s: %s",
+                     kb_db_path(self->db), kb_db_error(self->db));
+        rc = -1;
+    }
+    self->env = NULL;
+    self->found = NULL;
+    return rc;
+}
+
+int kb_restore_finish(kb_restore_t *self, const kb_restore_env_t *env, zhashx_t *contexts,
+                      const char *ipc_dir, kb_error_t *err)
+{
+    s_sweep(contexts, self->kernel_dir, false);
+    s_sweep(contexts, ipc_dir, true);
     kb_db_t *db = self->db;
     self->db = NULL;
-    self->persist = kb_persist_new(db, self->loop);
+    self->persist = kb_persist_new(db, env->loop);
     if (!self->persist) {
         kb_error_set(err, KB_ERR_INTERNAL, "cannot start the state writer");
         return -1;
     }
     kb_persist_add_collector(self->persist, s_collect_contexts, self);
-    kb_procstore_set_persist(self->procs, self->persist);
+    kb_procstore_set_persist(env->procs, self->persist);
     /* what the restore changed (records ended, contexts adopted) is written now */
-    for (kb_context_t *ctx = zhashx_first(self->contexts); ctx; ctx = zhashx_next(self->contexts))
+    for (kb_context_t *ctx = zhashx_first(contexts); ctx; ctx = zhashx_next(contexts))
         zhashx_update(self->dirty_contexts, kb_context_id(ctx), ctx);
     kb_persist_touch(self->persist);
     return 0;
 }
 
-void kb_restore_close(kb_engine_t *self)
+void kb_restore_close(kb_restore_t **self_p)
 {
+    if (!self_p || !*self_p)
+        return;
+    kb_restore_t *self = *self_p;
+    *self_p = NULL;
     if (self->persist) {
         kb_persist_sync(self->persist);
         kb_persist_destroy(&self->persist);
     }
     kb_db_close(&self->db);
     kb_statedir_unlock(&self->lock_fd);
+    zhashx_destroy(&self->dirty_contexts);
+    free(self->kernel_dir);
+    free(self);
 }

@@ -1,7 +1,9 @@
 /*  kb_dispatch.c - what each call of the public API does on the engine
     thread: contexts by id (default, isolated, named), the ids of vanished
     ones, runs handed to their context, signals handed to their run, and
-    the calls on records handed to the process store. Engine thread only.
+    the calls on records handed to the process store. It reads the engine
+    and changes it only through kb_engine.h's functions. Engine thread
+    only.
 */
 #include <ctype.h>
 #include <signal.h>
@@ -9,93 +11,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/run/kb_adapter.h"
+#include "service/engine/kb_dispatch.h"
 #include "service/jupyter/kb_hub.h"
-#include "service/engine/kb_engine.h"
+#include "service/run/kb_adapter.h"
 #include "util/kb_clock.h"
-
-#define KB_VANISHED_KEPT 1000
-
-const kb_kernelspecs_t *kb_engine_specs(kb_engine_t *self, bool fresh);
-size_t kb_engine_kernel_count(kb_engine_t *self);
-
-/* ---- vanished contexts ---------------------------------------------------- */
-
-/*  Its kernel_id, under which it is looked up in Jupyter's API, goes
-    with it (vanished_kernels). */
-void kb_dispatch_remember_vanished(kb_engine_t *self, const char *id, const char *why)
-{
-    char when[40], kernel_id[KB_UUID_LEN + 1];
-    kb_iso_time(kb_now(), when, sizeof when);
-    char *message = zsys_sprintf("context %s vanished at %s: %s", id, when, why);
-    if (!zhashx_lookup(self->vanished, id))
-        zlistx_add_end(self->vanished_order, (void *)id);
-    zhashx_update(self->vanished, id, message);
-    zstr_free(&message);
-    kb_context_kernel_id_of(self->sandbox_id, id, kernel_id);
-    if (kernel_id[0])
-        zhashx_update(self->vanished_kernels, kernel_id, (void *)id);
-    while (zlistx_size(self->vanished_order) > KB_VANISHED_KEPT) {
-        char *oldest = zlistx_first(self->vanished_order);
-        kb_context_kernel_id_of(self->sandbox_id, oldest, kernel_id);
-        zhashx_delete(self->vanished_kernels, kernel_id);
-        zhashx_delete(self->vanished, oldest);
-        zlistx_delete(self->vanished_order, zlistx_cursor(self->vanished_order));
-    }
-}
-
-/*  Why context (or kernel) id vanished, or NULL. Borrowed. */
-static const char *s_vanished_why(kb_engine_t *self, const char *id)
-{
-    const char *message = zhashx_lookup(self->vanished, id);
-    const char *context_id = message ? NULL : zhashx_lookup(self->vanished_kernels, id);
-    return context_id ? zhashx_lookup(self->vanished, context_id) : message;
-}
-
-static void s_forget_vanished(kb_engine_t *self, const char *id)
-{
-    if (!zhashx_lookup(self->vanished, id))
-        return;
-    char kernel_id[KB_UUID_LEN + 1];
-    kb_context_kernel_id_of(self->sandbox_id, id, kernel_id);
-    zhashx_delete(self->vanished_kernels, kernel_id);
-    zhashx_delete(self->vanished, id);
-    void *handle = zlistx_find(self->vanished_order, (void *)id);
-    if (handle)
-        zlistx_delete(self->vanished_order, handle);
-}
-
-static void s_free_gone(void *arg)
-{
-    kb_engine_t *self = arg;
-    kb_context_t *ctx;
-    while ((ctx = zlistx_detach(self->gone, NULL)))
-        kb_context_destroy(&ctx);
-}
-
-/*  A context is over: out of the table now, freed at the end of the turn. */
-void kb_dispatch_context_gone(kb_context_t *ctx, const char *why, bool vanished, void *arg)
-{
-    kb_engine_t *self = arg;
-    if (vanished && !kb_context_isolated(ctx))
-        kb_dispatch_remember_vanished(self, kb_context_id(ctx), why);
-    if (kb_context_is_default(ctx))
-        zhashx_update(self->default_generations, kb_context_id(ctx),
-                      (void *)(intptr_t)kb_context_generation(ctx));
-    kb_restore_forget(self, ctx);
-    kb_engine_context_remove(self, ctx);
-    if (zlistx_size(self->gone) == 0)
-        kb_loop_defer(self->loop, s_free_gone, self);
-    zlistx_add_end(self->gone, ctx);
-    kb_pool_poke(self->pool);
-}
 
 static kb_context_t *s_lookup(kb_engine_t *self, const char *id, kb_call_t *call)
 {
     kb_context_t *ctx = id ? kb_engine_context_find(self, id) : NULL;
     if (ctx && !kb_context_isolated(ctx))
         return ctx;
-    const char *message = id ? s_vanished_why(self, id) : NULL;
+    const char *message = id ? kb_vanished_why(self->vanished, id) : NULL;
     if (message)
         kb_call_fail(call, KB_ERR_SESSION_NOT_FOUND, "%s", message);
     else
@@ -108,7 +34,7 @@ static kb_context_t *s_lookup(kb_engine_t *self, const char *id, kb_call_t *call
 static char *s_lower(const char *text)
 {
     char *copy = strdup(text);
-    for (char *p = copy; *p; p++)
+    for (char *p = copy; p && *p; p++)
         *p = (char)tolower((unsigned char)*p);
     return copy;
 }
@@ -140,13 +66,13 @@ static kb_context_t *s_context_new(kb_engine_t *self, const char *kernel_name,
         opts->pids_limit = self->config.pids_limit;
     /*  A default context started afresh is the next generation of its id. */
     if (opts->is_default)
-        opts->generation = (intptr_t)zhashx_lookup(self->default_generations, opts->id) + 1;
+        opts->generation = kb_engine_next_generation(self, opts->id);
     kb_context_t *ctx = kb_context_new(&self->context_env, spec, opts, err);
     kb_kernelspec_destroy(&spec);
     if (!ctx)
         return NULL;
     kb_engine_context_add(self, ctx);
-    s_forget_vanished(self, kb_context_id(ctx));
+    kb_vanished_forget(self->vanished, kb_context_id(ctx));
     return ctx;
 }
 
@@ -156,9 +82,11 @@ static kb_context_t *s_default_context(kb_engine_t *self, const char *language,
                                        const char *kernel_name, kb_error_t *err)
 {
     char *lower = s_lower(kernel_name ? kernel_name : language);
-    char *id = zsys_sprintf("default-%s", lower);
-    kb_context_t *ctx = zhashx_lookup(self->contexts, id);
-    if (!ctx) {
+    char *id = lower ? zsys_sprintf("default-%s", lower) : NULL;
+    kb_context_t *ctx = id ? zhashx_lookup(self->contexts, id) : NULL;
+    if (!id)
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+    else if (!ctx) {
         kb_context_opts_int_t opts = { .id = id, .language = lower, .is_default = true };
         ctx = s_context_new(self, kernel_name, &opts, err);
     }
@@ -172,6 +100,15 @@ static void s_answer_json(kb_call_t *call, json_t *json)
     call->result = json;
     call->rc = 0;
     kb_call_answer(call);
+}
+
+/*  Answer with json, built for the answer: NULL is out of memory. */
+static void s_answer_built(kb_call_t *call, json_t *json)
+{
+    if (json)
+        s_answer_json(call, json);
+    else
+        kb_call_fail(call, KB_ERR_INTERNAL, "out of memory");
 }
 
 #define KB_ATTACH_TIMEOUT 5.0 /* seconds for an attached kernel to answer kernel_info */
@@ -212,7 +149,7 @@ static kb_context_t *s_context_attach(kb_engine_t *self, const char *id,
         return NULL;
     }
     kb_engine_context_add(self, ctx);
-    s_forget_vanished(self, kb_context_id(ctx));
+    kb_vanished_forget(self->vanished, kb_context_id(ctx));
     return ctx;
 }
 
@@ -220,6 +157,10 @@ static void s_handle_create(kb_engine_t *self, kb_call_t *call)
 {
     const kb_context_opts_t *opts = call->context_opts; /* checked: kb_context_opts_validate */
     char *id = opts->context_id ? strdup(opts->context_id) : kb_random_id("ctx_");
+    if (!id) {
+        kb_call_fail(call, KB_ERR_INTERNAL, "out of memory");
+        return;
+    }
     if (kb_engine_context_find(self, id)) {
         kb_call_fail(call, KB_ERR_CONTEXT_EXISTS, "context %s already exists", id);
         free(id);
@@ -279,6 +220,10 @@ static void s_handle_list(kb_engine_t *self, kb_call_t *call)
 {
     size_t n = zhashx_size(self->contexts), count = 0;
     kb_context_t **items = calloc(n + 1, sizeof *items);
+    if (!items) {
+        kb_call_fail(call, KB_ERR_INTERNAL, "out of memory");
+        return;
+    }
     for (kb_context_t *ctx = zhashx_first(self->contexts); ctx; ctx = zhashx_next(self->contexts))
         if (!kb_context_isolated(ctx) && (!kb_context_is_default(ctx) || call->all))
             items[count++] = ctx;
@@ -287,7 +232,7 @@ static void s_handle_list(kb_engine_t *self, kb_call_t *call)
     for (size_t i = 0; i < count; i++)
         json_array_append_new(list, kb_context_json(items[i]));
     free(items);
-    s_answer_json(call, json_pack("{s:o}", "contexts", list));
+    s_answer_built(call, json_pack("{s:o}", "contexts", list));
 }
 
 static void s_handle_delete(kb_engine_t *self, kb_call_t *call)
@@ -337,8 +282,9 @@ static void s_handle_health(kb_engine_t *self, kb_call_t *call)
         if (!kb_context_isolated(ctx))
             count++;
     /* the state dir: durable (state.db and its writer) or ephemeral */
-    json_t *state = self->persist ? kb_persist_json(self->persist) : json_object();
-    json_object_set_new(state, "durable", json_boolean(self->persist != NULL));
+    kb_persist_t *persist = kb_restore_persist(self->durable);
+    json_t *state = persist ? kb_persist_json(persist) : json_object();
+    json_object_set_new(state, "durable", json_boolean(persist != NULL));
     json_object_set_new(state, "dir", json_string(self->state_dir));
     kb_limits_cost_t cost;
     kb_limits_cost(self->limits, &cost);
@@ -351,14 +297,14 @@ static void s_handle_health(kb_engine_t *self, kb_call_t *call)
                     "sampler_ticks", (json_int_t)cost.ticks, "accounting_start_s", cost.start_s,
                     "accounting_end_s", cost.end_s, "runs_metered", (json_int_t)cost.runs);
     json_t *dropped = s_dropped_json(self);
-    s_answer_json(call,
-                  json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o, s:o, s:o, s:O, s:O}", "status",
-                            "ok", "version", KB_VERSION, "sandbox_id", self->sandbox_id, "contexts",
-                            (json_int_t)count, "uptime_s", kb_now() - self->started_at, "pool",
-                            kb_pool_json(self->pool), "output_memory",
-                            kb_procstore_budget_json(self->procs), "state", state, "limits", limits,
-                            "dropped_messages", json_object_get(dropped, "total"),
-                            "dropped_messages_by_reason", json_object_get(dropped, "by_reason")));
+    s_answer_built(call,
+                   json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o, s:o, s:o, s:O, s:O}", "status",
+                             "ok", "version", KB_VERSION, "sandbox_id", self->sandbox_id,
+                             "contexts", (json_int_t)count, "uptime_s", kb_now() - self->started_at,
+                             "pool", kb_pool_json(self->pool), "output_memory",
+                             kb_procstore_budget_json(self->procs), "state", state, "limits",
+                             limits, "dropped_messages", json_object_get(dropped, "total"),
+                             "dropped_messages_by_reason", json_object_get(dropped, "by_reason")));
     json_decref(dropped);
 }
 
@@ -405,6 +351,10 @@ static kb_context_t *s_context_for_run(kb_engine_t *self, kb_call_t *call)
     kb_context_t *ctx;
     if (opts->isolated) {
         char *id = kb_random_id("iso_");
+        if (!id) {
+            kb_call_fail(call, KB_ERR_INTERNAL, "out of memory");
+            return NULL;
+        }
         kb_context_opts_int_t ctx_opts = { .id = id,
                                            .language = language,
                                            .cwd = opts->cwd,
@@ -440,6 +390,11 @@ static void s_handle_run(kb_engine_t *self, kb_call_t *call)
     double timeout = opts->timeout > 0 ? opts->timeout : self->config.default_timeout;
     kb_run_t *run = kb_run_new(&self->run_settings, proc, opts, timeout, kb_context_language(ctx),
                                kb_context_identity(ctx), use_adapter, call->stream);
+    if (!run) {
+        kb_proc_forget(proc);
+        kb_call_fail(call, KB_ERR_INTERNAL, "out of memory");
+        return;
+    }
     /*  Answered once the code is with the kernel (or at once, queued
         behind another run on a ready context). */
     kb_run_hold_call(run, call);
@@ -518,7 +473,7 @@ static void s_handle_channels(kb_engine_t *self, kb_call_t *call)
 
 /* ---- dispatch ------------------------------------------------------------------ */
 
-void kb_engine_handle(kb_engine_t *self, kb_call_t *call)
+void kb_dispatch_handle(kb_engine_t *self, kb_call_t *call)
 {
     kb_context_t *ctx;
     switch (call->type) {
@@ -529,7 +484,7 @@ void kb_engine_handle(kb_engine_t *self, kb_call_t *call)
             s_handle_metrics(self, call);
             break;
         case KB_CALL_KERNELSPECS:
-            s_answer_json(call, s_kernelspecs_json(self));
+            s_answer_built(call, s_kernelspecs_json(self));
             break;
         case KB_CALL_CTX_CREATE:
             s_handle_create(self, call);
@@ -539,7 +494,7 @@ void kb_engine_handle(kb_engine_t *self, kb_call_t *call)
             break;
         case KB_CALL_CTX_GET:
             if ((ctx = s_lookup(self, call->id, call)))
-                s_answer_json(call, kb_context_json(ctx));
+                s_answer_built(call, kb_context_json(ctx));
             break;
         case KB_CALL_CTX_LIST:
             s_handle_list(self, call);

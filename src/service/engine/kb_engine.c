@@ -1,8 +1,11 @@
 /*  kb_engine.c - the engine's making and unmaking: its settings, state dir
     and sandbox id; the launcher of kernels for contexts and the pool; the
     kernels being shut down and those freed at the end of a loop turn;
-    stopping. What each call does is in kb_dispatch.c. Engine thread only,
-    but for kb_engine_new and kb_engine_destroy.
+    contexts in and out of its tables; the durable state dir opened,
+    restored and written through kb_restore.c; stopping. The one writer of
+    struct kb_engine. What each call does is in kb_dispatch.c, which calls
+    here and never the reverse. Engine thread only, but for kb_engine_new
+    and kb_engine_destroy.
 */
 #include "service/engine/kb_engine.h"
 
@@ -15,12 +18,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "service/engine/kb_engine_dirs.h"
 #include "service/engine/kb_request.h"
 #include "util/kb_clock.h"
 
-extern char **environ;
+#define KB_ADOPT_DEADLINE_MS 3000 /* the whole adoption, however many kernels */
 
-void kb_dispatch_context_gone(kb_context_t *ctx, const char *why, bool vanished, void *arg);
+extern char **environ;
 
 /* ---- kernels: the launcher -------------------------------------------------- */
 
@@ -126,7 +130,8 @@ static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char
     /* Deno's kernel, for one, cannot use ipc endpoints */
     kb_kernelspec_quirks_t quirks = kb_kernelspec_quirks(spec);
     kb_kernel_opts_t opts = {
-        .runtime_dir = self->kernel_dir ? self->kernel_dir : self->state_dir,
+        .runtime_dir = kb_restore_kernel_dir(self->durable) ? kb_restore_kernel_dir(self->durable)
+                                                            : self->state_dir,
         .ipc_dir = self->ipc_dir,
         .serial = ++self->kernel_serial,
         .transport = quirks.transport ? quirks.transport : self->config.transport,
@@ -155,16 +160,21 @@ static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char
     when this one is killed. */
 static void s_pool_row(kb_engine_t *self, kb_kernel_t *kernel, bool present)
 {
-    if (!self->persist)
+    kb_persist_t *persist = kb_restore_persist(self->durable);
+    if (!persist)
         return;
     char id[40];
     snprintf(id, sizeof id, "pool-%d", (int)kb_kernel_pid(kernel));
     if (!present) {
-        kb_persist_context_delete(self->persist, id);
+        kb_persist_context_delete(persist, id);
         return;
     }
     const kb_kernelspec_t *spec = kb_kernel_spec(kernel);
     char *connection = json_dumps(kb_kernel_connection_info(kernel), JSON_COMPACT);
+    if (!connection) {
+        zsys_error("out of memory: the row of pool kernel %s is not written", id);
+        return;
+    }
     kb_db_context_t row = { .id = id,
                             .kind = "pool",
                             .language = spec->language,
@@ -177,7 +187,7 @@ static void s_pool_row(kb_engine_t *self, kb_kernel_t *kernel, bool present)
                             .pgid = kb_kernel_pgid(kernel),
                             .created_at = kb_now(),
                             .last_activity_at = kb_now() };
-    kb_persist_context_put(self->persist, &row);
+    kb_persist_context_put(persist, &row);
     free(connection);
 }
 
@@ -263,80 +273,47 @@ size_t kb_engine_dying(const kb_engine_t *self)
 
 static void s_context_changed(kb_context_t *ctx, void *arg)
 {
-    kb_restore_mark(arg, ctx);
+    kb_engine_t *self = arg;
+    kb_restore_mark(self->durable, ctx);
 }
 
-static char *s_make_state_dir(const char *given, bool *own, kb_error_t *err)
+/*  ctx's row is deleted; a default context's generation is kept. */
+static void s_forget_row(kb_engine_t *self, kb_context_t *ctx)
 {
-    if (given) {
-        *own = false;
-        return strdup(given); /* made private and locked by kb_restore_open */
-    }
-    const char *base = getenv("XDG_RUNTIME_DIR");
-    if (!base || access(base, W_OK) != 0)
-        base = getenv("TMPDIR");
-    if (!base || !*base)
-        base = "/tmp";
-    char *path = zsys_sprintf("%s/kernelbridge-XXXXXX", base);
-    if (!mkdtemp(path)) {
-        kb_error_set(err, KB_ERR_INTERNAL, "cannot create a state dir under %s: %s", base,
-                     strerror(errno));
-        free(path);
-        return NULL;
-    }
-    *own = true;
-    return path;
+    kb_restore_forget(self->durable, ctx);
+    if (kb_context_is_default(ctx))
+        kb_restore_generations(self->durable, self->default_generations);
 }
 
-/*  sandbox id: configured, else KB_SANDBOX_ID, else kept in the state dir. */
-static char *s_sandbox_id(const char *configured, const char *state_dir, bool own)
+static void s_free_gone(void *arg)
 {
-    if (configured && *configured)
-        return strdup(configured);
-    const char *env = getenv("KB_SANDBOX_ID");
-    if (env && *env)
-        return strdup(env);
-    char *path = zsys_sprintf("%s/sandbox_id", state_dir);
-    char line[128] = "";
-    FILE *file = own ? NULL : fopen(path, "r");
-    if (file) {
-        if (!fgets(line, sizeof line, file))
-            line[0] = 0;
-        fclose(file);
-        line[strcspn(line, "\r\n")] = 0;
-    }
-    char *id = line[0] ? strdup(line) : kb_random_id("sb_");
-    if (!line[0] && !own && (file = fopen(path, "w"))) {
-        fprintf(file, "%s\n", id);
-        fclose(file);
-    }
-    free(path);
-    return id;
+    kb_engine_t *self = arg;
+    kb_context_t *ctx;
+    while ((ctx = zlistx_detach(self->gone, NULL)))
+        kb_context_destroy(&ctx);
 }
 
-/*  Whether every dir above path lets others through (o+x): a kernel of
-    another uid must reach its connection file and its dir. 0, or -1
-    with err naming the first that does not. */
-static int s_check_reachable(const char *path, kb_error_t *err)
+void kb_engine_context_gone(kb_context_t *ctx, const char *why, bool vanished, void *arg)
 {
-    char *copy = strdup(path);
-    for (char *slash = copy ? strrchr(copy, '/') : NULL; slash; slash = strrchr(copy, '/')) {
-        *slash = 0;
-        struct stat st;
-        const char *dir = slash == copy ? "/" : copy;
-        if (stat(dir, &st) == 0 && !(st.st_mode & S_IXOTH)) {
-            kb_error_set(err, KB_ERR_BAD_REQUEST,
-                         "kernels that run as other users cannot reach the state dir %s: %s is "
-                         "not searchable by others (chmod o+x, or choose another --state-dir)",
-                         path, dir);
-            free(copy);
-            return -1;
-        }
-        if (slash == copy)
-            break;
+    kb_engine_t *self = arg;
+    if (vanished && !kb_context_isolated(ctx)
+        && kb_vanished_remember(self->vanished, kb_context_id(ctx), why) != 0)
+        zsys_error("out of memory: context %s vanished: %s", kb_context_id(ctx), why);
+    if (kb_context_is_default(ctx)) {
+        zhashx_update(self->default_generations, kb_context_id(ctx),
+                      (void *)(intptr_t)kb_context_generation(ctx));
     }
-    free(copy);
-    return 0;
+    s_forget_row(self, ctx);
+    kb_engine_context_remove(self, ctx);
+    if (zlistx_size(self->gone) == 0)
+        kb_loop_defer(self->loop, s_free_gone, self);
+    zlistx_add_end(self->gone, ctx);
+    kb_pool_poke(self->pool);
+}
+
+intptr_t kb_engine_next_generation(kb_engine_t *self, const char *id)
+{
+    return (intptr_t)zhashx_lookup(self->default_generations, id) + 1;
 }
 
 /*  Kernels as other users: who they run as, and their way to their own
@@ -349,7 +326,7 @@ static int s_kernel_users(kb_engine_t *self, const kb_service_config_t *config, 
 {
     char problem[300];
     bool range = config->kernel_uid_min || config->kernel_uid_max;
-    const char *dirs[] = { self->state_dir, self->kernel_dir, self->ipc_dir };
+    const char *dirs[] = { self->state_dir, kb_restore_kernel_dir(self->durable), self->ipc_dir };
     if (config->kernel_user && range) {
         kb_error_set(err, KB_ERR_BAD_REQUEST,
                      "a kernel user and a kernel uid range exclude "
@@ -370,10 +347,14 @@ static int s_kernel_users(kb_engine_t *self, const kb_service_config_t *config, 
         kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem);
         return -1;
     }
-    if (s_check_reachable(self->state_dir, err) != 0
-        || (self->ipc_dir && s_check_reachable(self->ipc_dir, err) != 0))
+    if (kb_engine_check_reachable(self->state_dir, err) != 0
+        || (self->ipc_dir && kb_engine_check_reachable(self->ipc_dir, err) != 0))
         return -1;
     self->work_root = zsys_sprintf("%s/work", self->state_dir);
+    if (!self->work_root) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        return -1;
+    }
     struct stat st;
     if (mkdir(self->work_root, 0711) != 0 && errno != EEXIST) {
         kb_error_set(err, KB_ERR_BAD_REQUEST, "cannot create %s: %s", self->work_root,
@@ -397,102 +378,63 @@ static int s_kernel_users(kb_engine_t *self, const kb_service_config_t *config, 
     return 0;
 }
 
-static void s_default_config(kb_service_config_t *c)
+/*  The state dir (locked and opened when it is durable) and the ipc dir:
+    the last daemon's, when it is still ours (adopted kernels listen
+    there), else a fresh one. 0, or -1 with err. */
+static int s_open_dirs(kb_engine_t *self, const char *given, kb_error_t *err)
 {
-    c->state_dir = c->sandbox_id = c->transport = c->system_python = NULL;
-    c->kernel_map = c->pool = NULL;
-    c->kernel_user = NULL;
-    if (c->interrupt_grace <= 0)
-        c->interrupt_grace = 2.0;
-    if (c->start_timeout <= 0)
-        c->start_timeout = 60;
-    if (c->completion_grace <= 0)
-        c->completion_grace = 3.0;
-    if (!c->max_contexts)
-        c->max_contexts = 64;
-    if (!c->max_code_bytes)
-        c->max_code_bytes = 8 << 20;
-    if (!c->max_output_bytes)
-        c->max_output_bytes = 64 << 20;
-    if (!c->max_processes)
-        c->max_processes = 1000;
-    if (!c->max_process_bytes)
-        c->max_process_bytes = (size_t)256 << 20;
-    if (!c->max_output_memory)
-        c->max_output_memory = (size_t)256 << 20;
+    self->state_dir = kb_engine_make_state_dir(given, &self->own_state_dir, err);
+    if (!self->state_dir)
+        return -1;
+    if (!self->own_state_dir && !(self->durable = kb_restore_open(self->state_dir, err)))
+        return -1;
+    if (strcmp(self->config.transport, "ipc") != 0)
+        return 0;
+    self->ipc_dir = kb_restore_ipc_dir(self->durable);
+    if (!self->ipc_dir && !(self->ipc_dir = kb_engine_make_ipc_dir(err)))
+        return -1;
+    kb_restore_set_ipc_dir(self->durable, self->ipc_dir);
+    return 0;
 }
 
-kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
+/*  The tables and lists, empty. czmq's constructors abort inside czmq
+    when memory runs out; what is ours is checked. 0, or -1 with err. */
+static int s_make_tables(kb_engine_t *self, const kb_service_config_t *config, kb_error_t *err)
 {
-    kb_engine_t *self = calloc(1, sizeof *self);
-    if (!self) {
-        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
-        return NULL;
-    }
-    self->config = *config;
-    s_default_config(&self->config);
-    self->config.transport
-        = config->transport && strcmp(config->transport, "tcp") == 0 ? "tcp" : "ipc";
     self->system_python = strdup(config->system_python ? config->system_python : KB_SYSTEM_PYTHON);
     size_t maps = 0;
     while (config->kernel_map && config->kernel_map[maps])
         maps++;
     self->kernel_map = calloc(maps + 1, sizeof(char *));
-    for (size_t i = 0; i < maps; i++)
-        self->kernel_map[i] = strdup(config->kernel_map[i]);
-    kb_timer_init(&self->stop_timer);
-    kb_timer_init(&self->cull_timer);
+    for (size_t i = 0; self->kernel_map && i < maps; i++)
+        if (!(self->kernel_map[i] = strdup(config->kernel_map[i])))
+            goto nomem;
     self->contexts = zhashx_new();
     self->kernel_ids = zhashx_new();
     self->gone = zlistx_new();
-    self->vanished = zhashx_new();
-    zhashx_set_destructor(self->vanished, (zhashx_destructor_fn *)zstr_free);
-    zhashx_set_duplicator(self->vanished, (zhashx_duplicator_fn *)strdup);
-    self->vanished_order = zlistx_new();
-    self->vanished_kernels = zhashx_new();
-    zhashx_set_destructor(self->vanished_kernels, (zhashx_destructor_fn *)zstr_free);
-    zhashx_set_duplicator(self->vanished_kernels, (zhashx_duplicator_fn *)strdup);
     self->default_generations = zhashx_new();
-    zlistx_set_destructor(self->vanished_order, (zlistx_destructor_fn *)zstr_free);
-    zlistx_set_duplicator(self->vanished_order, (zlistx_duplicator_fn *)strdup);
     self->dying = zlistx_new();
     self->reap = zlistx_new();
-    self->lock_fd = -1;
-    self->dirty_contexts = zhashx_new();
+    if (!self->system_python || !self->kernel_map || !self->contexts || !self->kernel_ids
+        || !self->gone || !self->default_generations || !self->dying || !self->reap)
+        goto nomem;
     self->loop = kb_loop_new();
-    self->metrics = kb_metrics_new();
-    if (!self->metrics) {
-        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
-        goto fail;
-    }
     if (!self->loop) {
         kb_error_set(err, KB_ERR_INTERNAL, "cannot create an epoll set: %s", strerror(errno));
-        goto fail;
+        return -1;
     }
+    if (!(self->metrics = kb_metrics_new()))
+        goto nomem;
+    return 0;
+nomem:
+    kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+    return -1;
+}
 
-    self->state_dir = s_make_state_dir(config->state_dir, &self->own_state_dir, err);
-    if (!self->state_dir)
-        goto fail;
-    if (!self->own_state_dir) {
-        if (kb_restore_open(self, err) != 0)
-            goto fail;
-    } else if (strcmp(self->config.transport, "ipc") == 0) {
-        /*  Short on purpose: xeus-based kernels refuse ipc endpoints longer
-            than 31 characters, and a state dir can be any length. */
-        self->ipc_dir = strdup("/tmp/kbXXXXXX");
-        if (!mkdtemp(self->ipc_dir)) {
-            kb_error_set(err, KB_ERR_INTERNAL, "cannot create a socket dir in /tmp: %s",
-                         strerror(errno));
-            free(self->ipc_dir);
-            self->ipc_dir = NULL;
-            goto fail;
-        }
-    }
-    if (s_kernel_users(self, config, err) != 0)
-        goto fail;
-    self->sandbox_id = s_sandbox_id(config->sandbox_id, self->state_dir, self->own_state_dir);
-    self->started_at = kb_now();
-
+/*  The kernel sources of contexts and of the pool, the run settings and
+    the contexts' environment: tables of what the engine lends. */
+static void s_fill_sources(kb_engine_t *self)
+{
     self->launcher = (kb_kernel_source_t){ .impl = self,
                                            .launch = s_launch,
                                            .retire = s_retire,
@@ -503,13 +445,6 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
     self->pool_launcher.launch = s_pool_launch;
     self->pool_launcher.retire = s_pool_retire;
     self->pool_launcher.take_pooled = NULL;
-    if (kb_limits_validate(config->memory_limit, config->pids_limit, err) != 0)
-        goto fail; /* BAD_REQUEST: a refused configuration */
-    self->limits = kb_limits_new(self->loop, self->config.interrupt_grace);
-    if (!self->limits) {
-        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
-        goto fail;
-    }
     self->run_settings = (kb_run_settings_t){
         .loop = self->loop,
         .sandbox_id = self->sandbox_id,
@@ -522,15 +457,123 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
                                             .run_settings = &self->run_settings,
                                             .limits = self->limits,
                                             .sandbox_id = self->sandbox_id,
-                                            .gone = kb_dispatch_context_gone,
+                                            .gone = kb_engine_context_gone,
                                             .changed = s_context_changed,
                                             .gone_arg = self };
+}
+
+static void s_on_adopt_tick(kb_timer_t *timer, void *arg)
+{
+    kb_engine_t *self = arg;
+    bool settled = zclock_mono() >= self->adopt_deadline_ms;
+    if (!settled) {
+        settled = kb_pool_starting(self->pool) == 0;
+        for (kb_context_t *ctx = zhashx_first(self->contexts); ctx && settled;
+             ctx = zhashx_next(self->contexts))
+            settled = kb_context_settled(ctx);
+    }
+    if (settled) {
+        kb_timer_stop(timer);
+        kb_loop_stop(self->loop);
+    }
+}
+
+/*  What the restore found, in the tables: the default contexts'
+    generations, the ids that vanished, the adopted contexts. */
+static void s_apply_found(kb_engine_t *self, const kb_restore_found_t *found)
+{
+    const char *id;
+    json_t *value;
+    json_object_foreach(found->generations, id, value)
+    {
+        zhashx_update(self->default_generations, id, (void *)(intptr_t)json_integer_value(value));
+    }
+    size_t i;
+    json_array_foreach(found->vanished, i, value)
+    {
+        const char *why = json_string_value(json_array_get(value, 1));
+        id = json_string_value(json_array_get(value, 0));
+        if (id && why && kb_vanished_remember(self->vanished, id, why) != 0)
+            zsys_error("out of memory: context %s vanished: %s", id, why);
+    }
+    for (kb_context_t *ctx = zlistx_first(found->contexts); ctx; ctx = zlistx_next(found->contexts))
+        kb_engine_context_add(self, ctx);
+}
+
+/*  Bring back what state.db holds: records, then kernels, adopted on the
+    loop (3 s at most) before it returns; then changes are written. 0, or
+    -1 with err. */
+static int s_restore(kb_engine_t *self, kb_error_t *err)
+{
+    kb_restore_env_t env = { .loop = self->loop,
+                             .launcher = &self->launcher,
+                             .context_env = &self->context_env,
+                             .pool = self->pool,
+                             .procs = self->procs,
+                             .metrics = self->metrics,
+                             .users = self->users,
+                             .work_root = self->work_root,
+                             .sandbox_id = self->sandbox_id,
+                             .no_adopt = self->config.no_adopt };
+    kb_restore_found_t found = { 0 };
+    int rc = kb_restore_run(self->durable, &env, &found, err);
+    if (rc == 0)
+        s_apply_found(self, &found);
+    kb_restore_found_fini(&found);
+    if (rc != 0)
+        return -1;
+    if (zhashx_size(self->contexts) > 0 || kb_pool_starting(self->pool) > 0) {
+        kb_timer_t tick;
+        kb_timer_init(&tick);
+        self->adopt_deadline_ms = zclock_mono() + KB_ADOPT_DEADLINE_MS;
+        kb_timer_start(self->loop, &tick, 5, 5, s_on_adopt_tick, self);
+        kb_loop_run(self->loop);
+        kb_timer_stop(&tick);
+        kb_loop_flush(self->loop);
+    }
+    return kb_restore_finish(self->durable, &env, self->contexts, self->ipc_dir, err);
+}
+
+kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
+{
+    kb_engine_t *self = calloc(1, sizeof *self);
+    if (!self) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
+    self->config = *config;
+    kb_engine_default_config(&self->config);
+    self->config.transport
+        = config->transport && strcmp(config->transport, "tcp") == 0 ? "tcp" : "ipc";
+    kb_timer_init(&self->stop_timer);
+    kb_timer_init(&self->cull_timer);
+    if (s_make_tables(self, config, err) != 0 || s_open_dirs(self, config->state_dir, err) != 0
+        || s_kernel_users(self, config, err) != 0)
+        goto fail;
+    self->sandbox_id
+        = kb_engine_sandbox_id(config->sandbox_id, self->state_dir, self->own_state_dir);
+    self->vanished = self->sandbox_id ? kb_vanished_new(self->sandbox_id) : NULL;
+    if (!self->vanished) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        goto fail;
+    }
+    self->started_at = kb_now();
+    if (kb_limits_validate(config->memory_limit, config->pids_limit, err) != 0)
+        goto fail; /* BAD_REQUEST: a refused configuration */
+    self->limits = kb_limits_new(self->loop, self->config.interrupt_grace);
+    if (!self->limits) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        goto fail;
+    }
+    s_fill_sources(self);
     self->procs = kb_procstore_new(self->loop, self->config.max_processes,
                                    self->config.max_process_bytes, self->config.max_output_memory);
-    self->pool = kb_pool_new(config->pool, &self->pool_launcher, self->loop, err);
-    if (!self->procs || !self->pool)
+    if (!self->procs) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         goto fail;
-    if (!self->own_state_dir && kb_restore_run(self, err) != 0)
+    }
+    self->pool = kb_pool_new(config->pool, &self->pool_launcher, self->loop, err);
+    if (!self->pool || (self->durable && s_restore(self, err) != 0))
         goto fail;
     return self;
 fail:
@@ -545,14 +588,11 @@ void kb_engine_destroy(kb_engine_t **self_p)
     kb_engine_t *self = *self_p;
     *self_p = NULL;
     assert(!self->contexts || zhashx_size(self->contexts) == 0);
-    kb_restore_close(self);
+    kb_restore_close(&self->durable);
     zhashx_destroy(&self->contexts);
     zhashx_destroy(&self->kernel_ids);
-    zhashx_destroy(&self->dirty_contexts);
     zlistx_destroy(&self->gone);
-    zhashx_destroy(&self->vanished);
-    zlistx_destroy(&self->vanished_order);
-    zhashx_destroy(&self->vanished_kernels);
+    kb_vanished_destroy(&self->vanished);
     zhashx_destroy(&self->default_generations);
     zlistx_destroy(&self->dying);
     zlistx_destroy(&self->reap);
@@ -569,7 +609,6 @@ void kb_engine_destroy(kb_engine_t **self_p)
     if (self->ipc_dir)
         rmdir(self->ipc_dir); /* fails, as it should, while kept kernels listen there */
     free(self->ipc_dir);
-    free(self->kernel_dir);
     free(self->work_root);
     free(self->state_dir);
     free(self->sandbox_id);
@@ -624,11 +663,12 @@ void kb_engine_stop_begin(kb_engine_t *self)
     zlistx_t *all = zhashx_values(self->contexts);
     for (kb_context_t *ctx = zlistx_first(all); ctx; ctx = zlistx_next(all)) {
         /* kept kernels keep their rows, written as they are now */
-        if (self->config.keep_kernels && self->persist && !kb_context_isolated(ctx)) {
-            kb_restore_keep(self, ctx);
+        if (self->config.keep_kernels && kb_restore_persist(self->durable)
+            && !kb_context_isolated(ctx)) {
+            kb_restore_keep(self->durable, ctx);
             kb_context_release(ctx);
         } else {
-            kb_restore_forget(self, ctx);
+            s_forget_row(self, ctx);
             kb_context_stop(ctx);
         }
         kb_engine_context_remove(self, ctx);
@@ -637,10 +677,31 @@ void kb_engine_stop_begin(kb_engine_t *self)
     zlistx_destroy(&all);
 }
 
+static void s_on_stop_tick(kb_timer_t *timer, void *arg)
+{
+    (void)timer;
+    kb_engine_t *self = arg;
+    if (kb_engine_dying(self) == 0 || zclock_mono() >= self->stop_deadline_ms)
+        kb_loop_stop(self->loop); /* the rest is killed on the way out */
+}
+
+void kb_engine_stop(kb_engine_t *self)
+{
+    if (self->stopping)
+        return;
+    kb_engine_stop_begin(self);
+    self->stop_deadline_ms = zclock_mono() + 5000;
+    if (kb_engine_dying(self) == 0)
+        kb_loop_stop(self->loop);
+    else
+        kb_timer_start(self->loop, &self->stop_timer, 20, 20, s_on_stop_tick, self);
+}
+
 void kb_engine_destroy_all(kb_engine_t *self)
 {
     if (!self->stopping)
         kb_engine_stop_begin(self);
+    kb_timer_stop(&self->stop_timer);
     kb_kernel_t *kernel;
     while ((kernel = zlistx_detach(self->dying, NULL)))
         kb_kernel_destroy(&kernel);

@@ -6,6 +6,11 @@
     launcher of kernels for contexts and the pool (kb_kernel_source.h).
     Everything here is touched by the engine thread alone, once started;
     kb_service.c creates it and runs its loop on the actor's thread.
+
+    Only kb_engine.c writes these fields; kb_dispatch.c (what each call
+    does) and kb_service.c read them and change the engine through the
+    functions below. The engine calls down (kb_restore, kb_vanished, the
+    run and ops folders), never up into kb_dispatch.c or kb_service.c.
 */
 #ifndef KB_ENGINE_H_INCLUDED
 #define KB_ENGINE_H_INCLUDED
@@ -22,6 +27,8 @@
 #include "service/ops/kb_limits.h"
 #include "service/ops/kb_metrics.h"
 #include "service/durable/kb_persist.h"
+#include "service/durable/kb_restore.h"
+#include "service/engine/kb_vanished.h"
 #include "service/ops/kb_pool.h"
 #include "service/output/kb_procstore.h"
 #include "service/run/kb_run.h"
@@ -46,9 +53,7 @@ struct kb_engine {
     zhashx_t *contexts;            /* id -> kb_context_t * (kb_engine_context_add) */
     zhashx_t *kernel_ids;          /* kb_context_kernel_id -> the same kb_context_t * */
     zlistx_t *gone;                /* kb_context_t * over, freed at the end of the loop turn */
-    zhashx_t *vanished;            /* context id -> message */
-    zlistx_t *vanished_order;      /* ids, oldest first */
-    zhashx_t *vanished_kernels;    /* kernel_id -> context id, of those in vanished */
+    kb_vanished_t *vanished;       /* ids of vanished contexts, and why */
     zhashx_t *default_generations; /* default context id -> (intptr_t) its last generation */
     kb_procstore_t *procs;
     kb_pool_t *pool;
@@ -68,16 +73,11 @@ struct kb_engine {
     kb_run_settings_t run_settings;
     kb_context_env_t context_env;
 
-    /* durable state (kb_restore.c); all NULL / -1 with an ephemeral state dir */
-    int lock_fd;           /* holds <state_dir>/lock */
-    kb_db_t *db;           /* state.db while restoring; then the writer's */
-    kb_persist_t *persist; /* the writer */
-    char *kernel_dir;      /* <state_dir>/kernels: connection files, kernel logs */
+    kb_restore_t *durable; /* the state dir's lock, state.db, its writer; NULL: ephemeral */
 
     /* kernels run as other users (kb_kernel_user.h); both NULL: as the daemon's */
     kb_kernel_users_t *users;
-    char *work_root;          /* <state_dir>/work: the kernels' private dirs */
-    zhashx_t *dirty_contexts; /* id -> kb_context_t * whose row changed this turn */
+    char *work_root; /* <state_dir>/work: the kernels' private dirs */
     int64_t adopt_deadline_ms;
 };
 
@@ -89,35 +89,29 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err);
     loop's thread, if the loop ran). Safe on NULL. */
 void kb_engine_destroy(kb_engine_t **self_p);
 
-/*  Answer one call. */
-void kb_engine_handle(kb_engine_t *self, kb_call_t *call);
-
 /*  Start the pool (on the loop's thread, once it runs). */
 void kb_engine_start(kb_engine_t *self);
 
 /*  Runs end as sandbox_stopped; kernels are asked to shut down. */
 void kb_engine_stop_begin(kb_engine_t *self);
 
-/*  The state dir (kb_restore.c): take the lock, open state.db, choose
-    the kernels' dirs. 0, or -1 with err. */
-int kb_restore_open(kb_engine_t *self, kb_error_t *err);
+/*  Stop: kb_engine_stop_begin, then the loop ends once the kernels are
+    gone (5 s at most). */
+void kb_engine_stop(kb_engine_t *self);
 
-/*  Bring back what state.db holds (records, then kernels, adopted on the
-    loop before it returns) and start writing changes. 0, or -1 with err. */
-int kb_restore_run(kb_engine_t *self, kb_error_t *err);
+/*  A context is over: out of the tables now, freed at the end of the
+    turn; with vanished, its id is remembered with why. */
+void kb_engine_context_gone(kb_context_t *ctx, const char *why, bool vanished, void *arg);
 
-/*  The row of ctx changed / ctx is over: written at the end of the turn. */
-void kb_restore_mark(kb_engine_t *self, kb_context_t *ctx);
-void kb_restore_forget(kb_engine_t *self, kb_context_t *ctx);
+/*  The generation a default context of id starts with: one more than its
+    last. */
+intptr_t kb_engine_next_generation(kb_engine_t *self, const char *id);
 
-/*  The service stops and keeps ctx's kernel: its row is written now. */
-void kb_restore_keep(kb_engine_t *self, kb_context_t *ctx);
+/*  Kernelspecs as discovered at most 2 s ago (fresh: now). Borrowed. */
+const kb_kernelspecs_t *kb_engine_specs(kb_engine_t *self, bool fresh);
 
-/*  Write what is queued, close state.db, let the lock go. */
-void kb_restore_close(kb_engine_t *self);
-
-/*  Remember that context id vanished, and why (SESSION_NOT_FOUND says it). */
-void kb_dispatch_remember_vanished(kb_engine_t *self, const char *id, const char *why);
+/*  Kernels of contexts and of the pool. */
+size_t kb_engine_kernel_count(kb_engine_t *self);
 
 /*  Kernels still shutting down. */
 size_t kb_engine_dying(const kb_engine_t *self);

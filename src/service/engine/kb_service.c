@@ -8,6 +8,7 @@
     the requests (while their caller waits) and event streams.
 */
 #include "service/jupyter/kb_hub.h"
+#include "service/engine/kb_dispatch.h"
 #include "service/engine/kb_engine.h"
 #include "service/engine/kb_request.h"
 #include "wire/kb_wsmsg.h"
@@ -35,7 +36,8 @@ struct kb_service {
     kb_io_t pipe_io;
     pthread_mutex_t mailbox_lock;
     kb_call_t *head, *tail;
-    bool closed; /* no more requests accepted */
+    bool closed;       /* no more requests accepted */
+    bool start_failed; /* the engine thread could not watch its mailbox */
 };
 
 /*  Post a request and wait for its answer. Returns request->rc. */
@@ -92,16 +94,9 @@ static void s_on_mailbox(kb_io_t *io, void *arg)
         if (self->engine->stopping)
             kb_call_fail(request, KB_ERR_UNAVAILABLE, "the service is stopping");
         else
-            kb_engine_handle(self->engine, request);
+            kb_dispatch_handle(self->engine, request);
         request = next;
     }
-}
-
-static void s_on_stop_tick(kb_timer_t *timer, void *arg)
-{
-    kb_engine_t *engine = arg;
-    if (kb_engine_dying(engine) == 0 || zclock_mono() >= engine->stop_deadline_ms)
-        kb_loop_stop(engine->loop); /* the rest is killed on the way out */
 }
 
 /*  $TERM from the actor's owner: answer what is queued, end every run,
@@ -123,12 +118,7 @@ static void s_on_pipe(kb_io_t *io, void *arg)
     self->closed = true;
     pthread_mutex_unlock(&self->mailbox_lock);
     s_on_mailbox(&self->mailbox_io, self); /* answer whatever is still queued */
-    kb_engine_stop_begin(engine);
-    engine->stop_deadline_ms = zclock_mono() + 5000;
-    if (kb_engine_dying(engine) == 0)
-        kb_loop_stop(engine->loop);
-    else
-        kb_timer_start(engine->loop, &engine->stop_timer, 20, 20, s_on_stop_tick, engine);
+    kb_engine_stop(engine);
 }
 
 static void s_engine_actor(zsock_t *pipe, void *arg)
@@ -138,12 +128,13 @@ static void s_engine_actor(zsock_t *pipe, void *arg)
     self->pipe = pipe;
     if (kb_io_start(engine->loop, &self->mailbox_io, self->eventfd, s_on_mailbox, self) != 0
         || kb_io_start_zmq(engine->loop, &self->pipe_io, zsock_resolve(pipe), s_on_pipe, self) != 0)
-        abort(); /* no epoll set or no memory for it: nothing can run */
+        self->start_failed = true; /* no memory for the watches: kb_service_new fails */
     zsock_signal(pipe, 0);
-    kb_engine_start(engine);
-    kb_loop_run(engine->loop);
+    if (!self->start_failed) {
+        kb_engine_start(engine);
+        kb_loop_run(engine->loop);
+    }
     kb_engine_destroy_all(engine);
-    kb_timer_stop(&engine->stop_timer);
     kb_io_stop(&self->mailbox_io);
     kb_io_stop(&self->pipe_io);
     OPENSSL_thread_stop(); /* this thread's random-generator state */
@@ -184,14 +175,19 @@ kb_service_t *kb_service_new(const kb_service_config_t *config, kb_error_t *err)
     if (!self->engine)
         goto fail;
     self->sandbox_id = strdup(self->engine->sandbox_id);
+    if (!self->sandbox_id) {
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        goto fail;
+    }
     self->eventfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (self->eventfd < 0) {
         kb_error_set(err, KB_ERR_INTERNAL, "eventfd: %s", strerror(errno));
         goto fail;
     }
     self->actor = zactor_new(s_engine_actor, self);
-    if (!self->actor) {
-        kb_error_set(err, KB_ERR_INTERNAL, "cannot start the engine thread");
+    if (!self->actor || self->start_failed) {
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot start the engine thread: %s",
+                     self->actor ? "out of memory for its watches" : "zactor_new failed");
         goto fail;
     }
     return self;

@@ -1,0 +1,70 @@
+/*  kb_kernel_query.c - what a kernel says of itself: its process, its
+    kernelspec, how it ended, its connection and files. Read-only: every
+    field is set in kb_kernel.c.
+*/
+#include "kernel/kb_kernel_impl.h"
+
+pid_t kb_kernel_pid(const kb_kernel_t *self)
+{
+    return self->pid;
+}
+
+const kb_kernelspec_t *kb_kernel_spec(const kb_kernel_t *self)
+{
+    return self->spec;
+}
+
+int kb_kernel_exit_status(const kb_kernel_t *self)
+{
+    return self->exit_status;
+}
+
+int kb_kernel_term_signal(const kb_kernel_t *self)
+{
+    return self->term_signal;
+}
+
+size_t kb_kernel_dropped(const kb_kernel_t *self)
+{
+    return self->dropped;
+}
+
+const char *kb_kernel_language_info(const kb_kernel_t *self)
+{
+    return self->language_info;
+}
+
+pid_t kb_kernel_pgid(const kb_kernel_t *self)
+{
+    return self->pgid;
+}
+
+unsigned long long kb_kernel_pid_start(const kb_kernel_t *self)
+{
+    return self->pid_start;
+}
+
+const json_t *kb_kernel_connection_info(const kb_kernel_t *self)
+{
+    return self->info;
+}
+
+const char *kb_kernel_connection_file(const kb_kernel_t *self)
+{
+    return self->conn.connection_file;
+}
+
+const char *kb_kernel_log_file(const kb_kernel_t *self)
+{
+    return self->conn.log_file;
+}
+
+const char *kb_kernel_work_dir(const kb_kernel_t *self)
+{
+    return self->work_dir;
+}
+
+bool kb_kernel_adopted(const kb_kernel_t *self)
+{
+    return self->adopted;
+}
