@@ -39,6 +39,7 @@ kb_vanished_t *kb_vanished_new(const char *sandbox_id)
     zhashx_set_duplicator(self->kernels, (zhashx_duplicator_fn *)strdup);
     zlistx_set_destructor(self->order, (zlistx_destructor_fn *)zstr_free);
     zlistx_set_duplicator(self->order, (zlistx_duplicator_fn *)strdup);
+    zlistx_set_comparator(self->order, (zlistx_comparator_fn *)strcmp); /* find by text */
     return self;
 }
 
