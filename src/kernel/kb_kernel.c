@@ -465,25 +465,26 @@ kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,
                            void *arg, char *err, size_t errlen)
 {
     int child_log = -1;
+    kb_error_t e = { 0 };
     kb_kernel_t *self = kb_kernel_blank(loop, spec, callbacks, arg, err, errlen);
     if (!self)
         return NULL;
     self->remove_files = true;
     if (opts->users) {
-        if (kb_kernel_users_take(opts->users, &self->cred, err, errlen) != 0)
-            goto fail;
+        if (kb_kernel_users_take(opts->users, &self->cred, &e) != 0)
+            goto fail_e;
         self->users = opts->users;
     }
-    self->info = kb_connection_write(&self->conn, self->spec, opts,
-                                     self->users ? &self->cred : NULL, err, errlen);
+    self->info
+        = kb_connection_write(&self->conn, self->spec, opts, self->users ? &self->cred : NULL, &e);
     if (!self->info)
-        goto fail;
+        goto fail_e;
     if (self->users
         && (!(self->work_dir = kb_work_dir_path(opts->work_root, self->conn.connection_file))
-            || kb_work_dir_make(self->work_dir, &self->cred, err, errlen) != 0)) {
+            || kb_work_dir_make(self->work_dir, &self->cred, &e) != 0)) {
         free(self->work_dir);
         self->work_dir = NULL; /* not ours to remove */
-        goto fail;
+        goto fail_e;
     }
     /*  Connect first: ZeroMQ queues the first kernel_info_request until the
         kernel binds, so no time is lost polling for the sockets. */
@@ -497,9 +498,9 @@ kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,
     }
     if (kb_launch_spawn(self->spec, self->conn.connection_file, opts,
                         self->users ? &self->cred : NULL, opts->cwd ? opts->cwd : self->work_dir,
-                        self->work_dir, &self->pid, child_log, &self->started_ms, err, errlen)
+                        self->work_dir, &self->pid, child_log, &self->started_ms, &e)
         != 0)
-        goto fail;
+        goto fail_e;
     close(child_log);
     child_log = -1;
     self->own_child = true;
@@ -509,6 +510,8 @@ kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,
         goto fail;
     kb_kernel_ask_ready(self, opts->start_timeout > 0 ? opts->start_timeout : 60);
     return self;
+fail_e:
+    snprintf(err, errlen, "%s", e.message);
 fail:
     if (child_log >= 0)
         close(child_log);

@@ -19,9 +19,9 @@ kb_kernel_t *kb_kernel_adopt(kb_loop_t *loop, const kb_kernelspec_t *spec,
                              const kb_adopt_opts_t *opts, const kb_kernel_callbacks_t *callbacks,
                              void *arg, char *err, size_t errlen)
 {
-    char why[256];
-    if (kb_connection_check(opts->connection, why, sizeof why) != 0) {
-        snprintf(err, errlen, "bad connection: %s", why);
+    kb_error_t why;
+    if (kb_connection_check(opts->connection, &why) != 0) {
+        snprintf(err, errlen, "bad connection: %s", why.message);
         return NULL;
     }
     if (opts->pid < 0) {
@@ -71,8 +71,11 @@ kb_kernel_t *kb_kernel_adopt(kb_loop_t *loop, const kb_kernelspec_t *spec,
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    if (kb_connection_key(&self->conn, self->info, err, errlen) != 0
-        || kb_kernel_connect_sockets(self, err, errlen) != 0)
+    if (kb_connection_key(&self->conn, self->info, &why) != 0) {
+        snprintf(err, errlen, "%s", why.message);
+        goto fail;
+    }
+    if (kb_kernel_connect_sockets(self, err, errlen) != 0)
         goto fail;
     if (!kb_kernel_control(self)) {
         snprintf(err, errlen, "cannot connect the control socket: %s", zmq_strerror(zmq_errno()));

@@ -50,10 +50,10 @@ static char *s_ipc_dir(kb_db_t *db, kb_error_t *err)
 
 int kb_restore_open(kb_engine_t *self, kb_error_t *err)
 {
-    char problem[600];
-    if (kb_statedir_prepare(self->state_dir, problem, sizeof problem) != 0
-        || kb_statedir_lock(self->state_dir, &self->lock_fd, problem, sizeof problem) != 0) {
-        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem);
+    kb_error_t problem;
+    if (kb_statedir_prepare(self->state_dir, &problem) != 0
+        || kb_statedir_lock(self->state_dir, &self->lock_fd, &problem) != 0) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem.message);
         return -1;
     }
     self->kernel_dir = zsys_sprintf("%s/kernels", self->state_dir);
@@ -63,10 +63,10 @@ int kb_restore_open(kb_engine_t *self, kb_error_t *err)
         return -1;
     }
     char *path = zsys_sprintf("%s/state.db", self->state_dir);
-    self->db = kb_db_open(path, problem, sizeof problem);
+    self->db = kb_db_open(path, &problem);
     free(path);
     if (!self->db) {
-        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem);
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem.message);
         return -1;
     }
     if (strcmp(self->config.transport, "ipc") == 0) {

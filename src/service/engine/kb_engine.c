@@ -347,7 +347,7 @@ static int s_check_reachable(const char *path, kb_error_t *err)
     default mode the dirs are 0700. 0, or -1 with err (BAD_REQUEST). */
 static int s_kernel_users(kb_engine_t *self, const kb_service_config_t *config, kb_error_t *err)
 {
-    char problem[300];
+    kb_error_t problem;
     bool range = config->kernel_uid_min || config->kernel_uid_max;
     const char *dirs[] = { self->state_dir, self->kernel_dir, self->ipc_dir };
     if (config->kernel_user && range) {
@@ -362,12 +362,11 @@ static int s_kernel_users(kb_engine_t *self, const kb_service_config_t *config, 
                 chmod(dirs[i], 0700);
         return 0;
     }
-    self->users = config->kernel_user
-                      ? kb_kernel_users_new_user(config->kernel_user, problem, sizeof problem)
-                      : kb_kernel_users_new_range(config->kernel_uid_min, config->kernel_uid_max,
-                                                  problem, sizeof problem);
+    self->users = config->kernel_user ? kb_kernel_users_new_user(config->kernel_user, &problem)
+                                      : kb_kernel_users_new_range(config->kernel_uid_min,
+                                                                  config->kernel_uid_max, &problem);
     if (!self->users) {
-        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem);
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem.message);
         return -1;
     }
     if (s_check_reachable(self->state_dir, err) != 0
