@@ -1,12 +1,12 @@
 /*  kb_wire.c - the Jupyter messaging wire codec (see kb_wire.h).
 
-    Sections: frames and messages; the codec object; HMAC; UTF-8 repair;
-    decode; encode. The replay history it consults is kb_replay.c.
+    Sections: frames and messages; the codec object; HMAC; decode;
+    encode. The replay history it consults is kb_replay.c; the loading of
+    a part as a JSON object, kb_wire_json.c.
 
     Not for: sockets, clocks, randomness or globals. Everything lives in
     one kb_wire_t. */
 #include "wire/kb_wire.h"
-#include "util/kb_utf8.h"
 
 #include <assert.h>
 #include <stdarg.h>
@@ -337,44 +337,6 @@ static int hex_value(unsigned char c)
 }
 
 /*  ---------------------------------------------------------------------
-    UTF-8 repair. jupyter_client decodes frames with errors="replace", and
-    Python kernels can emit invalid UTF-8 (strings holding surrogateescape
-    bytes are encoded back to raw bytes). Rather than drop such output, the
-    decoder replaces each maximal ill-formed subsequence by U+FFFD, exactly
-    as Python does, and parses again. Only runs when jansson reports invalid
-    UTF-8, and only on signed-and-verified bytes when a key is set. */
-
-/*  A copy of s with ill-formed sequences replaced; caller frees. */
-static unsigned char *utf8_repair(const unsigned char *s, size_t n, size_t *out_n)
-{
-    static const unsigned char replacement[3] = { 0xEF, 0xBF, 0xBD };
-    size_t size = 0, bad = 0;
-    for (size_t i = 0; i < n;) {
-        size_t good = kb_utf8_sequence(s + i, n - i, &bad);
-        size += good ? good : sizeof replacement;
-        i += good ? good : bad;
-    }
-    unsigned char *out = malloc(size ? size : 1);
-    if (!out)
-        return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < n;) {
-        size_t good = kb_utf8_sequence(s + i, n - i, &bad);
-        if (good) {
-            memcpy(out + o, s + i, good);
-            o += good;
-            i += good;
-        } else {
-            memcpy(out + o, replacement, sizeof replacement);
-            o += sizeof replacement;
-            i += bad;
-        }
-    }
-    *out_n = o;
-    return out;
-}
-
-/*  ---------------------------------------------------------------------
     Decode */
 
 /*  Record a rejection: count it, keep the reason, and copy it to err. */
@@ -391,38 +353,6 @@ static kb_wire_status_t reject(kb_wire_t *self, kb_wire_status_t status, kb_erro
     copy_error(err, self->errstr);
     self->rejected[-status]++;
     return status;
-}
-
-json_t *kb_wire_load_object(const void *data, size_t size, const char *name, kb_error_t *err)
-{
-    assert(data || size == 0);
-    assert(name);
-    json_error_t error;
-    const char *text = size ? (const char *)data : "";
-    json_t *value = json_loadb(text, size, JSON_DECODE_ANY | JSON_ALLOW_NUL, &error);
-    if (!value && json_error_code(&error) == json_error_invalid_utf8) {
-        size_t repaired_size = 0;
-        unsigned char *repaired = utf8_repair(data, size, &repaired_size);
-        if (repaired)
-            value = json_loadb((const char *)repaired, repaired_size,
-                               JSON_DECODE_ANY | JSON_ALLOW_NUL, &error);
-        free(repaired);
-    }
-    if (!value) {
-        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s is not a JSON object: %s at byte %d", name,
-                     error.text, error.position);
-        return NULL;
-    }
-    if (!json_is_object(value)) {
-        static const char *const kinds[] = { "an object", "an array", "a string", "an integer",
-                                             "a real",    "true",     "false",    "null" };
-        int kind = json_typeof(value);
-        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s is not a JSON object: it is %s", name,
-                     kind >= 0 && kind < 8 ? kinds[kind] : "something else");
-        json_decref(value);
-        return NULL;
-    }
-    return value;
 }
 
 static json_t *parse_object(const kb_frame_t *frame, const char *name, kb_error_t *why)
@@ -510,17 +440,12 @@ fail:
     return KB_WIRE_MALFORMED;
 }
 
-kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_t count,
-                                kb_msg_t **msg_out, kb_error_t *err)
+/*  The limits, checked first: nothing else is looked at in an oversized
+    message. KB_WIRE_OK, or the rejection. */
+static kb_wire_status_t check_limits(kb_wire_t *self, const kb_frame_t *frames, size_t count,
+                                     kb_error_t *err)
 {
-    assert(self);
-    assert(msg_out);
-    assert(frames || count == 0);
-    *msg_out = NULL;
     const kb_wire_limits_t *limits = &self->limits;
-    kb_error_t why = { 0 };
-
-    /* Limits first: nothing else is looked at in an oversized message. */
     if (count > limits->max_frames)
         return reject(self, KB_WIRE_TOO_LARGE, err, "message has %zu frames, limit %zu", count,
                       limits->max_frames);
@@ -536,6 +461,53 @@ kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_
                           limits->max_total_bytes, i);
         total += frames[i].size;
     }
+    return KB_WIRE_OK;
+}
+
+/*  Check the message's signature against its parts, and that it is not a
+    replay: KB_WIRE_OK with its fingerprint, or the rejection. */
+static kb_wire_status_t authenticate(kb_wire_t *self, const kb_frame_t *signature,
+                                     const kb_frame_t parts[4],
+                                     unsigned char fingerprint[KB_REPLAY_FINGERPRINT_SIZE],
+                                     kb_error_t *err)
+{
+    unsigned char claimed[EVP_MAX_MD_SIZE], expected[EVP_MAX_MD_SIZE];
+    if (signature->size == 0)
+        return reject(self, KB_WIRE_BAD_SIGNATURE, err, "unsigned message");
+    if (signature->size != 2 * self->digest_size)
+        return reject(self, KB_WIRE_BAD_SIGNATURE, err,
+                      "signature is %zu bytes, %s needs %zu hex digits", signature->size,
+                      self->scheme, 2 * self->digest_size);
+    for (size_t i = 0; i < self->digest_size; i++) {
+        int high = hex_value(signature->data[2 * i]), low = hex_value(signature->data[2 * i + 1]);
+        if (high < 0 || low < 0)
+            return reject(self, KB_WIRE_BAD_SIGNATURE, err, "signature is not hexadecimal");
+        claimed[i] = (unsigned char)(high << 4 | low);
+    }
+    if (sign_parts(self, parts, expected) != 0)
+        return reject(self, KB_WIRE_MALFORMED, err, "HMAC computation failed");
+    if (CRYPTO_memcmp(claimed, expected, self->digest_size) != 0)
+        return reject(self, KB_WIRE_BAD_SIGNATURE, err, "signature mismatch");
+    memcpy(fingerprint, expected,
+           self->digest_size < KB_REPLAY_FINGERPRINT_SIZE ? self->digest_size
+                                                          : KB_REPLAY_FINGERPRINT_SIZE);
+    if (kb_replay_contains(&self->replay, fingerprint))
+        return reject(self, KB_WIRE_REPLAYED, err, "replayed signature");
+    return KB_WIRE_OK;
+}
+
+kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_t count,
+                                kb_msg_t **msg_out, kb_error_t *err)
+{
+    assert(self);
+    assert(msg_out);
+    assert(frames || count == 0);
+    *msg_out = NULL;
+    kb_error_t why; /* set on every way to malformed */
+
+    kb_wire_status_t status = check_limits(self, frames, count, err);
+    if (status != KB_WIRE_OK)
+        return status;
 
     size_t delimiter = 0;
     while (delimiter < count
@@ -554,30 +526,9 @@ kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_
 
     /* Authenticate before parsing anything an unauthenticated peer sent. */
     unsigned char fingerprint[KB_REPLAY_FINGERPRINT_SIZE] = { 0 };
-    if (self->mac) {
-        unsigned char claimed[EVP_MAX_MD_SIZE], expected[EVP_MAX_MD_SIZE];
-        if (signature->size == 0)
-            return reject(self, KB_WIRE_BAD_SIGNATURE, err, "unsigned message");
-        if (signature->size != 2 * self->digest_size)
-            return reject(self, KB_WIRE_BAD_SIGNATURE, err,
-                          "signature is %zu bytes, %s needs %zu hex digits", signature->size,
-                          self->scheme, 2 * self->digest_size);
-        for (size_t i = 0; i < self->digest_size; i++) {
-            int high = hex_value(signature->data[2 * i]),
-                low = hex_value(signature->data[2 * i + 1]);
-            if (high < 0 || low < 0)
-                return reject(self, KB_WIRE_BAD_SIGNATURE, err, "signature is not hexadecimal");
-            claimed[i] = (unsigned char)(high << 4 | low);
-        }
-        if (sign_parts(self, parts, expected) != 0)
-            return reject(self, KB_WIRE_MALFORMED, err, "HMAC computation failed");
-        if (CRYPTO_memcmp(claimed, expected, self->digest_size) != 0)
-            return reject(self, KB_WIRE_BAD_SIGNATURE, err, "signature mismatch");
-        memcpy(fingerprint, expected,
-               self->digest_size < sizeof fingerprint ? self->digest_size : sizeof fingerprint);
-        if (kb_replay_contains(&self->replay, fingerprint))
-            return reject(self, KB_WIRE_REPLAYED, err, "replayed signature");
-    }
+    if (self->mac
+        && (status = authenticate(self, signature, parts, fingerprint, err)) != KB_WIRE_OK)
+        return status;
 
     kb_msg_t *msg = calloc(1, sizeof *msg);
     if (!msg)
