@@ -16,12 +16,12 @@
 #include <string.h>
 
 typedef struct {
-    bool ok;       /* kb_wire_decode accepted the frame as content */
-    char name[8];  /* "stdout", "stderr" or "" */
-    bool present;  /* text is a string or an array of strings */
-    char *text;    /* the text, joined; owned, NULL when absent */
-    size_t len;    /* its bytes */
-    char why[256]; /* kb_wire's reason when !ok */
+    bool ok;        /* kb_wire_decode accepted the frame as content */
+    char name[8];   /* "stdout", "stderr" or "" */
+    bool present;   /* text is a string or an array of strings */
+    char *text;     /* the text, joined; owned, NULL when absent */
+    size_t len;     /* its bytes */
+    kb_error_t why; /* kb_wire's reason when !ok */
 } scan_reference_t;
 
 static inline void scan_reference_free(scan_reference_t *ref)
@@ -49,7 +49,7 @@ static inline void scan_reference(kb_wire_t *wire, const void *frame, size_t len
         { (unsigned char *)(len ? frame : nothing), len },
     };
     kb_msg_t *msg = NULL;
-    if (kb_wire_decode(wire, frames, 6, &msg, ref->why, sizeof ref->why) != KB_WIRE_OK)
+    if (kb_wire_decode(wire, frames, 6, &msg, &ref->why) != KB_WIRE_OK)
         return;
     ref->ok = true;
     const json_t *name = json_object_get(msg->content, "name");
@@ -101,15 +101,15 @@ static inline const char *scan_compare(const void *frame, size_t len, size_t max
     kb_buf_puts(&out, prefix);
     kb_scan_stream_t res;
     memset(&res, 0x5A, sizeof res);
-    char why[256] = "untouched";
-    int rc = kb_scan_stream(frame, len, max, &out, &res, why, sizeof why);
+    kb_error_t why = { KB_OK, "untouched" };
+    int rc = kb_scan_stream(frame, len, max, &out, &res, &why);
     diff[0] = '\0';
     size_t cut = ref->present ? kb_utf8_prefix(ref->text, ref->len, max) : 0;
     if ((rc == 0) != ref->ok)
         snprintf(diff, sizeof diff, "scan %s (%.200s), jansson %s (%.200s)",
-                 rc == 0 ? "accepts" : "refuses", rc == 0 ? "" : why,
-                 ref->ok ? "accepts" : "refuses", ref->why);
-    else if (rc != 0 && (!why[0] || strcmp(why, "untouched") == 0))
+                 rc == 0 ? "accepts" : "refuses", rc == 0 ? "" : why.message,
+                 ref->ok ? "accepts" : "refuses", ref->why.message);
+    else if (rc != 0 && (!why.message[0] || strcmp(why.message, "untouched") == 0))
         snprintf(diff, sizeof diff, "refused without a reason");
     else if (rc != 0 && (res.text_bytes || res.kept_bytes || res.text_present || res.name[0]))
         snprintf(diff, sizeof diff, "refused but the result is not zeroed");
@@ -128,8 +128,8 @@ static inline const char *scan_compare(const void *frame, size_t len, size_t max
                  res.kept_bytes, out.len - prefix_len, cut, ref->len, max);
     else if (rc == 0 && cut && memcmp(kb_buf_cstr(&out) + prefix_len, ref->text, cut) != 0)
         snprintf(diff, sizeof diff, "the kept %zu bytes differ from jansson's text", cut);
-    else if (rc == 0 && why[0])
-        snprintf(diff, sizeof diff, "accepted with a reason: %s", why);
+    else if (rc == 0 && why.message[0])
+        snprintf(diff, sizeof diff, "accepted with a reason: %.400s", why.message);
     kb_buf_free(&out);
     return diff[0] ? diff : NULL;
 }

@@ -47,121 +47,119 @@ static const char V2_MOUNTS[]
 
 static void test_proc_cgroup(void)
 {
-    char path[256], why[256];
-    CHECK(kb_cgroup_parse_proc(HYBRID_PROC, path, sizeof path, why, sizeof why) == 0);
+    char path[256];
+    kb_error_t why;
+    CHECK(kb_cgroup_parse_proc(HYBRID_PROC, path, sizeof path, &why) == 0);
     CHECK_STR(path, "/");
-    CHECK(kb_cgroup_parse_proc(V2_PROC, path, sizeof path, why, sizeof why) == 0);
+    CHECK(kb_cgroup_parse_proc(V2_PROC, path, sizeof path, &why) == 0);
     CHECK_STR(path, "/user.slice/user-1000.slice/user@1000.service/app.slice/kb");
     /* In a container without a cgroup namespace, the host's path. */
-    CHECK(kb_cgroup_parse_proc("0::/docker/3f2a/kb\n", path, sizeof path, why, sizeof why) == 0);
+    CHECK(kb_cgroup_parse_proc("0::/docker/3f2a/kb\n", path, sizeof path, &why) == 0);
     CHECK_STR(path, "/docker/3f2a/kb");
     /* No newline at the end, a ':' in the path. */
-    CHECK(kb_cgroup_parse_proc("0::/a:b", path, sizeof path, why, sizeof why) == 0);
+    CHECK(kb_cgroup_parse_proc("0::/a:b", path, sizeof path, &why) == 0);
     CHECK_STR(path, "/a:b");
 
-    CHECK(kb_cgroup_parse_proc("4:memory:/x\n1:cpu:/\n", path, sizeof path, why, sizeof why) == -1);
-    CHECK_STR(why, "no cgroup v2 entry in /proc/self/cgroup (a cgroup v1 system)");
-    CHECK(kb_cgroup_parse_proc("", path, sizeof path, why, sizeof why) == -1);
-    CHECK_STR(why, "no cgroup v2 entry in /proc/self/cgroup (a cgroup v1 system)");
-    CHECK(kb_cgroup_parse_proc("1:cpu:/\ngarbage\n0::/\n", path, sizeof path, why, sizeof why)
-          == -1);
-    CHECK_STR(why, "malformed line 2 of /proc/self/cgroup: 'garbage'");
-    CHECK(kb_cgroup_parse_proc("0:memory:/x\n", path, sizeof path, why, sizeof why) == -1);
-    CHECK_STR(why, "malformed cgroup v2 line of /proc/self/cgroup: '0:memory:/x'");
-    CHECK(kb_cgroup_parse_proc("0::/a\n0::/b\n", path, sizeof path, why, sizeof why) == -1);
-    CHECK_STR(why, "two cgroup v2 lines in /proc/self/cgroup");
+    CHECK(kb_cgroup_parse_proc("4:memory:/x\n1:cpu:/\n", path, sizeof path, &why) == -1);
+    CHECK_STR(why.message, "no cgroup v2 entry in /proc/self/cgroup (a cgroup v1 system)");
+    CHECK(kb_cgroup_parse_proc("", path, sizeof path, &why) == -1);
+    CHECK_STR(why.message, "no cgroup v2 entry in /proc/self/cgroup (a cgroup v1 system)");
+    CHECK(kb_cgroup_parse_proc("1:cpu:/\ngarbage\n0::/\n", path, sizeof path, &why) == -1);
+    CHECK_STR(why.message, "malformed line 2 of /proc/self/cgroup: 'garbage'");
+    CHECK(kb_cgroup_parse_proc("0:memory:/x\n", path, sizeof path, &why) == -1);
+    CHECK_STR(why.message, "malformed cgroup v2 line of /proc/self/cgroup: '0:memory:/x'");
+    CHECK(kb_cgroup_parse_proc("0::/a\n0::/b\n", path, sizeof path, &why) == -1);
+    CHECK_STR(why.message, "two cgroup v2 lines in /proc/self/cgroup");
     /* Outside the cgroup namespace's root; relative; empty components. */
     static const char *const refused[]
         = { "0::/../../x\n", "0::/a/./b\n", "0::x\n", "0::\n", "0::/a//b\n", "0::/a/\n" };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-        CHECK(kb_cgroup_parse_proc(refused[i], path, sizeof path, why, sizeof why) == -1);
-        CHECK(strstr(why, "is not a plain absolute path") != NULL);
+        CHECK(kb_cgroup_parse_proc(refused[i], path, sizeof path, &why) == -1);
+        CHECK(strstr(why.message, "is not a plain absolute path") != NULL);
     }
-    CHECK(kb_cgroup_parse_proc("0::/abcdefghij\n", path, 8, why, sizeof why) == -1);
-    CHECK_STR(why, "cgroup path too long in /proc/self/cgroup");
+    CHECK(kb_cgroup_parse_proc("0::/abcdefghij\n", path, 8, &why) == -1);
+    CHECK_STR(why.message, "cgroup path too long in /proc/self/cgroup");
 }
 
 static void test_mountinfo(void)
 {
-    char dir[256], why[256];
-    CHECK(kb_cgroup_parse_mountinfo(HYBRID_MOUNTS, "/", dir, sizeof dir, why, sizeof why) == 0);
+    char dir[256];
+    kb_error_t why;
+    CHECK(kb_cgroup_parse_mountinfo(HYBRID_MOUNTS, "/", dir, sizeof dir, &why) == 0);
     CHECK_STR(dir, "/sys/fs/cgroup/unified");
-    CHECK(kb_cgroup_parse_mountinfo(V2_MOUNTS, "/user.slice/kb", dir, sizeof dir, why, sizeof why)
-          == 0);
+    CHECK(kb_cgroup_parse_mountinfo(V2_MOUNTS, "/user.slice/kb", dir, sizeof dir, &why) == 0);
     CHECK_STR(dir, "/sys/fs/cgroup/user.slice/kb");
-    CHECK(kb_cgroup_parse_mountinfo(V2_MOUNTS, "/", dir, sizeof dir, why, sizeof why) == 0);
+    CHECK(kb_cgroup_parse_mountinfo(V2_MOUNTS, "/", dir, sizeof dir, &why) == 0);
     CHECK_STR(dir, "/sys/fs/cgroup");
 
     /* A container that sees only its part of the host's hierarchy: the
        mount's root is the container's cgroup. */
     static const char container[] = "600 590 0:30 /docker/3f2a /sys/fs/cgroup rw,nosuid master:9 "
                                     "- cgroup2 cgroup2 rw\n";
-    CHECK(
-        kb_cgroup_parse_mountinfo(container, "/docker/3f2a/kb/x", dir, sizeof dir, why, sizeof why)
-        == 0);
+    CHECK(kb_cgroup_parse_mountinfo(container, "/docker/3f2a/kb/x", dir, sizeof dir, &why) == 0);
     CHECK_STR(dir, "/sys/fs/cgroup/kb/x");
-    CHECK(kb_cgroup_parse_mountinfo(container, "/docker/3f2a", dir, sizeof dir, why, sizeof why)
-          == 0);
+    CHECK(kb_cgroup_parse_mountinfo(container, "/docker/3f2a", dir, sizeof dir, &why) == 0);
     CHECK_STR(dir, "/sys/fs/cgroup");
-    CHECK(kb_cgroup_parse_mountinfo(container, "/docker/3f2ab", dir, sizeof dir, why, sizeof why)
-          == -1);
-    CHECK_STR(why, "cgroup /docker/3f2ab is outside every cgroup2 mount (roots: /docker/3f2a)");
+    CHECK(kb_cgroup_parse_mountinfo(container, "/docker/3f2ab", dir, sizeof dir, &why) == -1);
+    CHECK_STR(why.message,
+              "cgroup /docker/3f2ab is outside every cgroup2 mount (roots: /docker/3f2a)");
 
     /* The longest root wins; among equals, a writable mount. */
     static const char two[] = "1 0 0:30 / /sys/fs/cgroup ro - cgroup2 cgroup2 rw\n"
                               "2 0 0:30 /a /mnt/a ro - cgroup2 cgroup2 rw\n"
                               "3 0 0:30 /a /mnt/b rw - cgroup2 cgroup2 rw\n";
-    CHECK(kb_cgroup_parse_mountinfo(two, "/a/k", dir, sizeof dir, why, sizeof why) == 0);
+    CHECK(kb_cgroup_parse_mountinfo(two, "/a/k", dir, sizeof dir, &why) == 0);
     CHECK_STR(dir, "/mnt/b/k");
-    CHECK(kb_cgroup_parse_mountinfo(two, "/b", dir, sizeof dir, why, sizeof why) == -1);
-    CHECK_STR(why, "the cgroup2 mount at /sys/fs/cgroup is read-only");
+    CHECK(kb_cgroup_parse_mountinfo(two, "/b", dir, sizeof dir, &why) == -1);
+    CHECK_STR(why.message, "the cgroup2 mount at /sys/fs/cgroup is read-only");
 
     /* Escapes in the mount point; a mount on /. */
     static const char odd[] = "7 0 0:30 / /mnt/my\\040cg rw,relatime - cgroup2 none rw\n"
                               "8 0 0:31 /x / rw - cgroup2 none rw\n";
-    CHECK(kb_cgroup_parse_mountinfo(odd, "/k", dir, sizeof dir, why, sizeof why) == 0);
+    CHECK(kb_cgroup_parse_mountinfo(odd, "/k", dir, sizeof dir, &why) == 0);
     CHECK_STR(dir, "/mnt/my cg/k");
-    CHECK(kb_cgroup_parse_mountinfo(odd, "/x/k", dir, sizeof dir, why, sizeof why) == 0);
+    CHECK(kb_cgroup_parse_mountinfo(odd, "/x/k", dir, sizeof dir, &why) == 0);
     CHECK_STR(dir, "/k");
 
     CHECK(kb_cgroup_parse_mountinfo("25 1 259:2 / / rw - ext4 /dev/root rw\n", "/", dir, sizeof dir,
-                                    why, sizeof why)
+                                    &why)
           == -1);
-    CHECK_STR(why, "no cgroup2 mount");
-    CHECK(kb_cgroup_parse_mountinfo("", "/", dir, sizeof dir, why, sizeof why) == -1);
-    CHECK_STR(why, "no cgroup2 mount");
+    CHECK_STR(why.message, "no cgroup2 mount");
+    CHECK(kb_cgroup_parse_mountinfo("", "/", dir, sizeof dir, &why) == -1);
+    CHECK_STR(why.message, "no cgroup2 mount");
     /* A cgroup2 line cut short is malformed; other lines we cannot read
        are not ours to judge. */
     CHECK(kb_cgroup_parse_mountinfo("40 30 0:37 / /sys/fs/cgroup - cgroup2\n", "/", dir, sizeof dir,
-                                    why, sizeof why)
+                                    &why)
           == -1);
-    CHECK(strncmp(why, "malformed line of mountinfo: '40 30", 35) == 0);
+    CHECK(strncmp(why.message, "malformed line of mountinfo: '40 30", 35) == 0);
     char mixed[512];
     snprintf(mixed, sizeof mixed, "garbage\n%s", V2_MOUNTS);
-    CHECK(kb_cgroup_parse_mountinfo(mixed, "/kb", dir, sizeof dir, why, sizeof why) == 0);
+    CHECK(kb_cgroup_parse_mountinfo(mixed, "/kb", dir, sizeof dir, &why) == 0);
     CHECK_STR(dir, "/sys/fs/cgroup/kb");
-    CHECK(kb_cgroup_parse_mountinfo(V2_MOUNTS, "/user.slice/kb", dir, 16, why, sizeof why) == -1);
-    CHECK_STR(why, "cgroup directory too long");
+    CHECK(kb_cgroup_parse_mountinfo(V2_MOUNTS, "/user.slice/kb", dir, 16, &why) == -1);
+    CHECK_STR(why.message, "cgroup directory too long");
 }
 
 static void test_controllers(void)
 {
-    char why[512];
+    kb_error_t why = { 0 };
     CHECK(kb_cgroup_check_controllers("cpuset cpu io memory hugetlb pids rdma misc\n", "/x", NULL,
-                                      why, sizeof why)
+                                      &why)
           == 0);
-    CHECK(kb_cgroup_check_controllers("pids memory", "/x", NULL, why, sizeof why) == 0);
+    CHECK(kb_cgroup_check_controllers("pids memory", "/x", NULL, &why) == 0);
     /* The development machines: memory and pids are held by cgroup v1. */
-    CHECK(kb_cgroup_check_controllers("hugetlb\n", "/", HYBRID_MOUNTS, why, sizeof why) == -1);
-    CHECK_STR(why, "controllers memory, pids not available in / (have: hugetlb); on cgroup v1: "
-                   "memory at /sys/fs/cgroup/memory, pids at /sys/fs/cgroup/pids");
-    CHECK(kb_cgroup_check_controllers("cpu io memory\n", "/a/b", V2_MOUNTS, why, sizeof why) == -1);
-    CHECK_STR(why, "controller pids not available in /a/b (have: cpu io memory)");
-    CHECK(kb_cgroup_check_controllers("", "/a", NULL, why, sizeof why) == -1);
-    CHECK_STR(why, "controllers memory, pids not available in /a (have: none)");
+    CHECK(kb_cgroup_check_controllers("hugetlb\n", "/", HYBRID_MOUNTS, &why) == -1);
+    CHECK_STR(why.message,
+              "controllers memory, pids not available in / (have: hugetlb); on cgroup v1: "
+              "memory at /sys/fs/cgroup/memory, pids at /sys/fs/cgroup/pids");
+    CHECK(kb_cgroup_check_controllers("cpu io memory\n", "/a/b", V2_MOUNTS, &why) == -1);
+    CHECK_STR(why.message, "controller pids not available in /a/b (have: cpu io memory)");
+    CHECK(kb_cgroup_check_controllers("", "/a", NULL, &why) == -1);
+    CHECK_STR(why.message, "controllers memory, pids not available in /a (have: none)");
     /* Whole words only. */
-    CHECK(kb_cgroup_check_controllers("memory_x xpids\n", "/a", NULL, why, sizeof why) == -1);
-    CHECK_STR(why, "controllers memory, pids not available in /a (have: memory_x xpids)");
+    CHECK(kb_cgroup_check_controllers("memory_x xpids\n", "/a", NULL, &why) == -1);
+    CHECK_STR(why.message, "controllers memory, pids not available in /a (have: memory_x xpids)");
 }
 
 static void test_keyed(void)
@@ -262,33 +260,34 @@ static void s_fake_own(const char *tmp, char *own, size_t ownlen, char *mounts, 
 static void test_fake_detect(void)
 {
     char *tmp = kb_test_tmpdir();
-    char own[512], mounts[2048], why[512], me[32];
+    char own[512], mounts[2048], me[32];
+    kb_error_t why;
     snprintf(me, sizeof me, "%d", (int)getpid());
     s_fake_own(tmp, own, sizeof own, mounts, sizeof mounts);
 
     /* Not a cgroup2 file system: refused unless told it is a test. */
-    CHECK(kb_cgroups_detect_from("0::/own\n", mounts, 0, why, sizeof why) == NULL);
+    CHECK(kb_cgroups_detect_from("0::/own\n", mounts, 0, &why) == NULL);
     char expect[1024];
     snprintf(expect, sizeof expect, "%s is not on a cgroup2 file system", own);
-    CHECK_STR(why, expect);
+    CHECK_STR(why.message, expect);
 
     /* Another process in the cgroup: the daemon is moved back, nothing
        enabled. */
     char procs[64];
     snprintf(procs, sizeof procs, "1\n%s\n4242\n", me);
     s_put(own, "cgroup.procs", procs);
-    CHECK(kb_cgroups_detect_from("0::/own\n", mounts, KB_CGROUPS_ANY_FS, why, sizeof why) == NULL);
-    CHECK_STR(why, "cgroup /own has processes other than the daemon (1, 4242), so its children "
-                   "cannot have controllers");
+    CHECK(kb_cgroups_detect_from("0::/own\n", mounts, KB_CGROUPS_ANY_FS, &why) == NULL);
+    CHECK_STR(why.message,
+              "cgroup /own has processes other than the daemon (1, 4242), so its children "
+              "cannot have controllers");
     CHECK_STR(s_get(own, "cgroup.procs"), me);
     CHECK_STR(s_get(own, "cgroup.subtree_control"), "");
 
     /* Delegated: the daemon goes into own/daemon, memory and pids on. */
-    kb_cgroups_t *cgs
-        = kb_cgroups_detect_from("0::/own\n", mounts, KB_CGROUPS_ANY_FS, why, sizeof why);
+    kb_cgroups_t *cgs = kb_cgroups_detect_from("0::/own\n", mounts, KB_CGROUPS_ANY_FS, &why);
     CHECK(cgs != NULL);
     if (!cgs) {
-        fprintf(stderr, "why: %s\n", why);
+        fprintf(stderr, "why: %s\n", why.message);
         goto out;
     }
     CHECK_STR(kb_cgroups_path(cgs), "/own");
@@ -305,7 +304,7 @@ static void test_fake_detect(void)
     s_put(own, "cgroup.procs", "");
     s_put(own, "cgroup.subtree_control", "memory pids\n");
     s_put(daemon, "cgroup.procs", "77\n");
-    cgs = kb_cgroups_detect_from("0::/own/daemon\n", mounts, KB_CGROUPS_ANY_FS, why, sizeof why);
+    cgs = kb_cgroups_detect_from("0::/own/daemon\n", mounts, KB_CGROUPS_ANY_FS, &why);
     CHECK(cgs != NULL);
     if (cgs)
         CHECK_STR(kb_cgroups_path(cgs), "/own");
@@ -318,58 +317,56 @@ static void test_fake_detect(void)
     s_put(daemon, "cgroup.controllers", "memory pids\n");
     s_put(daemon, "cgroup.type", "domain\n");
     s_put(daemon, "cgroup.subtree_control", "");
-    cgs = kb_cgroups_detect_from("0::/own/daemon\n", mounts, KB_CGROUPS_ANY_FS, why, sizeof why);
+    cgs = kb_cgroups_detect_from("0::/own/daemon\n", mounts, KB_CGROUPS_ANY_FS, &why);
     CHECK(cgs == NULL);
     snprintf(expect, sizeof expect, "cannot move the daemon into /own/daemon/daemon: %s",
              strerror(ENOENT));
-    CHECK_STR(why, expect);
+    CHECK_STR(why.message, expect);
     CHECK(!s_exists(daemon, "daemon"));
     s_put(own, "cgroup.procs", me);
 
     /* Each missing piece, named. */
     s_put(own, "cgroup.controllers", "cpu io\n");
-    CHECK(kb_cgroups_detect_from("0::/own\n", mounts, KB_CGROUPS_ANY_FS, why, sizeof why) == NULL);
-    CHECK_STR(why, "controllers memory, pids not available in /own (have: cpu io); on cgroup v1: "
-                   "memory at /sys/fs/cgroup/memory, pids at /sys/fs/cgroup/pids");
+    CHECK(kb_cgroups_detect_from("0::/own\n", mounts, KB_CGROUPS_ANY_FS, &why) == NULL);
+    CHECK_STR(why.message,
+              "controllers memory, pids not available in /own (have: cpu io); on cgroup v1: "
+              "memory at /sys/fs/cgroup/memory, pids at /sys/fs/cgroup/pids");
     s_put(own, "cgroup.controllers", "memory pids\n");
-    CHECK(kb_cgroups_detect_from("0::/own\n0::/x\n", mounts, KB_CGROUPS_ANY_FS, why, sizeof why)
-          == NULL);
-    CHECK_STR(why, "two cgroup v2 lines in /proc/self/cgroup");
-    CHECK(kb_cgroups_detect_from("0::/nope\n", mounts, KB_CGROUPS_ANY_FS, why, sizeof why) == NULL);
+    CHECK(kb_cgroups_detect_from("0::/own\n0::/x\n", mounts, KB_CGROUPS_ANY_FS, &why) == NULL);
+    CHECK_STR(why.message, "two cgroup v2 lines in /proc/self/cgroup");
+    CHECK(kb_cgroups_detect_from("0::/nope\n", mounts, KB_CGROUPS_ANY_FS, &why) == NULL);
     snprintf(expect, sizeof expect, "cannot open cgroup /nope at %s/nope: %s", tmp,
              strerror(ENOENT));
-    CHECK_STR(why, expect);
+    CHECK_STR(why.message, expect);
     char link[600];
     snprintf(link, sizeof link, "%s/link", tmp);
     CHECK(symlink(own, link) == 0);
-    CHECK(kb_cgroups_detect_from("0::/link\n", mounts, KB_CGROUPS_ANY_FS, why, sizeof why) == NULL);
+    CHECK(kb_cgroups_detect_from("0::/link\n", mounts, KB_CGROUPS_ANY_FS, &why) == NULL);
     snprintf(expect, sizeof expect, "cannot open cgroup /link at %s: a symbolic link on the way",
              link);
-    CHECK_STR(why, expect);
+    CHECK_STR(why.message, expect);
     char type[600], saved[600];
     snprintf(type, sizeof type, "%s/cgroup.type", own);
     snprintf(saved, sizeof saved, "%s/cgroup.type.saved", tmp);
     CHECK(rename(type, saved) == 0);
-    CHECK(kb_cgroups_detect_from("0::/own\n", mounts, KB_CGROUPS_ANY_FS, why, sizeof why) == NULL);
+    CHECK(kb_cgroups_detect_from("0::/own\n", mounts, KB_CGROUPS_ANY_FS, &why) == NULL);
     snprintf(expect, sizeof expect,
              "cgroup /own is the root of the cgroup2 hierarchy at %s, not one delegated to the "
              "daemon",
              own);
-    CHECK_STR(why, expect);
+    CHECK_STR(why.message, expect);
     CHECK(rename(saved, type) == 0);
     if (geteuid() == 0) { /* only root can give a file away */
         CHECK(chown(own, 12345, -1) == 0);
-        CHECK(kb_cgroups_detect_from("0::/own\n", mounts, KB_CGROUPS_ANY_FS, why, sizeof why)
-              == NULL);
-        CHECK_STR(why, "cgroup /own is owned by uid 12345, not by uid 0");
+        CHECK(kb_cgroups_detect_from("0::/own\n", mounts, KB_CGROUPS_ANY_FS, &why) == NULL);
+        CHECK_STR(why.message, "cgroup /own is owned by uid 12345, not by uid 0");
         CHECK(chown(own, 0, -1) == 0);
     } else { /* and only others can be refused a write */
         CHECK(chmod(own, 0555) == 0);
-        CHECK(kb_cgroups_detect_from("0::/own\n", mounts, KB_CGROUPS_ANY_FS, why, sizeof why)
-              == NULL);
+        CHECK(kb_cgroups_detect_from("0::/own\n", mounts, KB_CGROUPS_ANY_FS, &why) == NULL);
         snprintf(expect, sizeof expect, "cgroup /own is not writable by uid %u",
                  (unsigned)geteuid());
-        CHECK_STR(why, expect);
+        CHECK_STR(why.message, expect);
         CHECK(chmod(own, 0755) == 0);
     }
 out:
@@ -382,28 +379,28 @@ out:
 static void test_fake_kernel_cgroup(void)
 {
     char *tmp = kb_test_tmpdir();
-    char own[512], mounts[2048], why[512], err[512];
+    char own[512], mounts[2048];
+    kb_error_t why, err;
     s_fake_own(tmp, own, sizeof own, mounts, sizeof mounts);
-    kb_cgroups_t *cgs
-        = kb_cgroups_detect_from("0::/own\n", mounts, KB_CGROUPS_ANY_FS, why, sizeof why);
+    kb_cgroups_t *cgs = kb_cgroups_detect_from("0::/own\n", mounts, KB_CGROUPS_ANY_FS, &why);
     CHECK(cgs != NULL);
     if (!cgs)
         goto out;
 
     /* A plain directory has none of a cgroup's files: the new cgroup
        fails on its first limit and is removed again. */
-    CHECK(kb_cgroup_new(cgs, "k-2", 64 * MIB, 8, err, sizeof err) == NULL);
+    CHECK(kb_cgroup_new(cgs, "k-2", 64 * MIB, 8, &err) == NULL);
     char expect[1024];
     snprintf(expect, sizeof expect, "cannot write 60397974 to /own/k-2/memory.high: %s",
              strerror(ENOENT));
-    CHECK_STR(err, expect);
+    CHECK_STR(err.message, expect);
     CHECK(!s_exists(own, "k-2"));
-    CHECK(kb_cgroup_new(cgs, "../k", 0, 0, err, sizeof err) == NULL);
-    CHECK_STR(err, "'../k' cannot name a kernel's cgroup");
-    CHECK(kb_cgroup_open(cgs, "daemon", err, sizeof err) == NULL);
-    CHECK(kb_cgroup_open(cgs, "k-9", err, sizeof err) == NULL && errno == ENOENT);
+    CHECK(kb_cgroup_new(cgs, "../k", 0, 0, &err) == NULL);
+    CHECK_STR(err.message, "'../k' cannot name a kernel's cgroup");
+    CHECK(kb_cgroup_open(cgs, "daemon", &err) == NULL);
+    CHECK(kb_cgroup_open(cgs, "k-9", &err) == NULL && errno == ENOENT);
     snprintf(expect, sizeof expect, "cannot open cgroup /own/k-9: %s", strerror(ENOENT));
-    CHECK_STR(err, expect);
+    CHECK_STR(err.message, expect);
 
     char k1[600];
     snprintf(k1, sizeof k1, "%s/k-1", own);
@@ -415,9 +412,9 @@ static void test_fake_kernel_cgroup(void)
     s_put(k1, "pids.current", "3\n");
     s_put(k1, "memory.events", "low 0\nhigh 7\nmax 9\noom 2\noom_kill 1\noom_group_kill 0\n");
     s_put(k1, "pids.events", "max 5\n");
-    CHECK(kb_cgroup_new(cgs, "k-1", 0, 0, err, sizeof err) == NULL);
-    CHECK_STR(err, "cannot make cgroup /own/k-1: it exists already");
-    kb_cgroup_t *cg = kb_cgroup_open(cgs, "k-1", err, sizeof err);
+    CHECK(kb_cgroup_new(cgs, "k-1", 0, 0, &err) == NULL);
+    CHECK_STR(err.message, "cannot make cgroup /own/k-1: it exists already");
+    kb_cgroup_t *cg = kb_cgroup_open(cgs, "k-1", &err);
     CHECK(cg != NULL);
     if (!cg)
         goto out;
@@ -535,12 +532,13 @@ static bool s_gone(kb_cgroup_t *cg)
 
 static void test_live_oom_kill(void)
 {
-    char err[512], name[64];
+    kb_error_t err = { 0 };
+    char name[64];
     snprintf(name, sizeof name, "kbtest-%d-oom", (int)getpid());
-    kb_cgroup_t *cg = kb_cgroup_new(s_cgs, name, 64 * MIB, 8, err, sizeof err);
+    kb_cgroup_t *cg = kb_cgroup_new(s_cgs, name, 64 * MIB, 8, &err);
     CHECK(cg != NULL);
     if (!cg) {
-        fprintf(stderr, "%s\n", err);
+        fprintf(stderr, "%s\n", err.message);
         return;
     }
     pid_t pid = s_spawn_in(cg, s_hog);
@@ -564,12 +562,13 @@ static void test_live_oom_kill(void)
 
 static void test_live_fork_bomb_kill_remove(void)
 {
-    char err[512], name[64];
+    kb_error_t err = { 0 };
+    char name[64];
     snprintf(name, sizeof name, "kbtest-%d-pids", (int)getpid());
-    kb_cgroup_t *cg = kb_cgroup_new(s_cgs, name, 64 * MIB, 8, err, sizeof err);
+    kb_cgroup_t *cg = kb_cgroup_new(s_cgs, name, 64 * MIB, 8, &err);
     CHECK(cg != NULL);
     if (!cg) {
-        fprintf(stderr, "%s\n", err);
+        fprintf(stderr, "%s\n", err.message);
         return;
     }
     pid_t pid = s_spawn_in(cg, s_fork_bomb);
@@ -629,16 +628,16 @@ int main(void)
     if (kb_test_failures)
         return kb_test_summary();
 
-    char before[4096] = "", why[512];
+    char before[4096] = "";
+    kb_error_t why;
     char *proc = kb_test_capture("cat /proc/self/cgroup");
-    char ignored[64];
     if (proc)
-        kb_cgroup_parse_proc(proc, before, sizeof before, ignored, sizeof ignored);
+        kb_cgroup_parse_proc(proc, before, sizeof before, NULL);
     free(proc);
-    s_cgs = kb_cgroups_detect(why, sizeof why);
+    s_cgs = kb_cgroups_detect(&why);
     if (!s_cgs) {
         kb_test_summary();
-        printf("SKIP: no delegated cgroup v2: %s\n", why);
+        printf("SKIP: no delegated cgroup v2: %s\n", why.message);
         fflush(stdout);
         return 77;
     }

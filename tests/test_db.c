@@ -26,10 +26,10 @@ static char *s_path(const char *name)
 static kb_db_t *s_open(const char *name)
 {
     char *path = s_path(name);
-    char err[600] = "";
-    kb_db_t *db = kb_db_open(path, err, sizeof err);
+    kb_error_t err = { 0 };
+    kb_db_t *db = kb_db_open(path, &err);
     if (!db)
-        fprintf(stderr, "open %s: %s\n", path, err);
+        fprintf(stderr, "open %s: %s\n", path, err.message);
     free(path);
     return db;
 }
@@ -435,14 +435,14 @@ static void s_refused(const char *name, const char *needle1, const char *needle2
     char *path = s_path(name);
     size_t before_len = 0, after_len = 0;
     char *before = s_read_file(path, &before_len);
-    char err[600] = "";
-    kb_db_t *db = kb_db_open(path, err, sizeof err);
+    kb_error_t err = { 0 };
+    kb_db_t *db = kb_db_open(path, &err);
     CHECK(db == NULL);
     kb_db_close(&db);
-    fprintf(stderr, "refused %s: %s\n", name, err);
-    CHECK(strstr(err, path) != NULL);
-    CHECK(strstr(err, needle1) != NULL);
-    CHECK(!needle2 || strstr(err, needle2) != NULL);
+    fprintf(stderr, "refused %s: %s\n", name, err.message);
+    CHECK(strstr(err.message, path) != NULL);
+    CHECK(strstr(err.message, needle1) != NULL);
+    CHECK(!needle2 || strstr(err.message, needle2) != NULL);
     char *after = s_read_file(path, &after_len);
     CHECK(before && after && before_len == after_len && memcmp(before, after, before_len) == 0);
     free(before);
@@ -503,9 +503,9 @@ static void test_schema(void)
     s_refused("garbage.db", "garbage.db", NULL);
 
     /* a path that cannot be made */
-    char err[600] = "";
-    CHECK(kb_db_open("/nonexistent-dir/state.db", err, sizeof err) == NULL);
-    CHECK(strstr(err, "/nonexistent-dir/state.db") != NULL);
+    kb_error_t err = { 0 };
+    CHECK(kb_db_open("/nonexistent-dir/state.db", &err) == NULL);
+    CHECK(strstr(err.message, "/nonexistent-dir/state.db") != NULL);
 }
 
 /* ---- the state dir ---------------------------------------------------------------------- */
@@ -535,29 +535,29 @@ static void test_statedir_default(void)
 
 static void test_statedir_prepare(void)
 {
-    char err[600] = "";
+    kb_error_t err = { 0 };
     char *nested = s_path("a/b/c");
-    CHECK(kb_statedir_prepare(nested, err, sizeof err) == 0);
+    CHECK(kb_statedir_prepare(nested, &err) == 0);
     struct stat st;
     CHECK(stat(nested, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 07777) == 0700);
     char *parent = s_path("a/b");
     CHECK(stat(parent, &st) == 0 && (st.st_mode & 0777) == 0700);
     free(parent);
     chmod(nested, 0755);
-    CHECK(kb_statedir_prepare(nested, err, sizeof err) == 0); /* made private again */
+    CHECK(kb_statedir_prepare(nested, &err) == 0); /* made private again */
     CHECK(stat(nested, &st) == 0 && (st.st_mode & 07777) == 0700);
 
     char *link = s_path("link");
     CHECK(symlink(nested, link) == 0);
-    CHECK(kb_statedir_prepare(link, err, sizeof err) == -1);
-    CHECK(strstr(err, link) != NULL && strstr(err, "symbolic link") != NULL);
+    CHECK(kb_statedir_prepare(link, &err) == -1);
+    CHECK(strstr(err.message, link) != NULL && strstr(err.message, "symbolic link") != NULL);
     char *file = s_path("file");
     int fd = open(file, O_WRONLY | O_CREAT, 0600);
     close(fd);
-    CHECK(kb_statedir_prepare(file, err, sizeof err) == -1);
-    CHECK(strstr(err, "not a directory") != NULL);
+    CHECK(kb_statedir_prepare(file, &err) == -1);
+    CHECK(strstr(err.message, "not a directory") != NULL);
     char *under = s_path("file/sub");
-    CHECK(kb_statedir_prepare(under, err, sizeof err) == -1);
+    CHECK(kb_statedir_prepare(under, &err) == -1);
     free(under);
     free(link);
     free(file);
@@ -566,18 +566,19 @@ static void test_statedir_prepare(void)
 
 static void test_statedir_lock(void)
 {
-    char err[600] = "";
+    kb_error_t err = { 0 };
     char *dir = s_path("locked");
-    CHECK(kb_statedir_prepare(dir, err, sizeof err) == 0);
+    CHECK(kb_statedir_prepare(dir, &err) == 0);
     int fd = -1, second = -1;
-    CHECK(kb_statedir_lock(dir, &fd, err, sizeof err) == 0);
+    CHECK(kb_statedir_lock(dir, &fd, &err) == 0);
     CHECK(fd >= 0);
     /* another open file description is another holder, in this process too */
-    CHECK(kb_statedir_lock(dir, &second, err, sizeof err) == -1);
+    CHECK(kb_statedir_lock(dir, &second, &err) == -1);
     CHECK(second == -1);
     char pid[32];
     snprintf(pid, sizeof pid, "pid %ld", (long)getpid());
-    CHECK(strstr(err, "in use") != NULL && strstr(err, pid) != NULL && strstr(err, dir) != NULL);
+    CHECK(strstr(err.message, "in use") != NULL && strstr(err.message, pid) != NULL
+          && strstr(err.message, dir) != NULL);
     char *lock = s_path("locked/lock");
     size_t len = 0;
     char *text = s_read_file(lock, &len);
@@ -588,7 +589,7 @@ static void test_statedir_lock(void)
     kb_statedir_unlock(&fd);
     CHECK(fd == -1);
     kb_statedir_unlock(&fd);
-    CHECK(kb_statedir_lock(dir, &second, err, sizeof err) == 0);
+    CHECK(kb_statedir_lock(dir, &second, &err) == 0);
     kb_statedir_unlock(&second);
     CHECK(access(lock, F_OK) == 0); /* the file stays */
     free(lock);

@@ -182,11 +182,10 @@ static kb_kernel_t *s_launch(kb_seen_t *seen, const char *transport)
         .system_python = "/usr/bin/python3",
         .start_timeout = 60,
     };
-    char err[512];
-    kb_kernel_t *kernel
-        = kb_kernel_new(seen->loop, spec, &opts, &s_callbacks, seen, err, sizeof err);
+    kb_error_t err = { KB_OK, "" };
+    kb_kernel_t *kernel = kb_kernel_new(seen->loop, spec, &opts, &s_callbacks, seen, &err);
     if (!kernel)
-        fprintf(stderr, "launch: %s\n", err);
+        fprintf(stderr, "launch: %s\n", err.message);
     return kernel;
 }
 
@@ -287,12 +286,12 @@ static void test_release_then_adopt_keeps_state(void)
     CHECK(s_exists(record.connection_file) && s_exists(record.log_file));
 
     kb_adopt_opts_t opts = s_adopt_opts(&record, 5);
-    char err[512] = "";
+    kb_error_t err = { KB_OK, "" };
     double start = kb_test_now();
-    kernel = kb_kernel_adopt(second.loop, spec, &opts, &s_callbacks, &second, err, sizeof err);
+    kernel = kb_kernel_adopt(second.loop, spec, &opts, &s_callbacks, &second, &err);
     CHECK(kernel != NULL);
     if (!kernel) {
-        fprintf(stderr, "adopt: %s\n", err);
+        fprintf(stderr, "adopt: %s\n", err.message);
         goto done;
     }
     CHECK(s_run_until(&second, &second.ready, 5));
@@ -338,9 +337,9 @@ static void test_adopt_busy_kernel_answers_on_control(void)
     kb_kernel_release(&kernel);
 
     kb_adopt_opts_t opts = s_adopt_opts(&record, 5);
-    char err[512] = "";
+    kb_error_t err = { KB_OK, "" };
     double start = kb_test_now();
-    kernel = kb_kernel_adopt(second.loop, spec, &opts, &s_callbacks, &second, err, sizeof err);
+    kernel = kb_kernel_adopt(second.loop, spec, &opts, &s_callbacks, &second, &err);
     CHECK(kernel != NULL);
     if (!kernel)
         goto done;
@@ -386,11 +385,11 @@ static void test_adopt_refuses_another_process(void)
 
     kb_adopt_opts_t opts = s_adopt_opts(&record, 1);
     opts.pid_start = record.pid_start + 1; /* as if the pid were reused */
-    char err[512] = "";
-    kernel = kb_kernel_adopt(second.loop, spec, &opts, &s_callbacks, &second, err, sizeof err);
+    kb_error_t err = { KB_OK, "" };
+    kernel = kb_kernel_adopt(second.loop, spec, &opts, &s_callbacks, &second, &err);
     CHECK(kernel == NULL);
-    CHECK(strstr(err, "another process") != NULL);
-    fprintf(stderr, "refused: %s\n", err);
+    CHECK(strstr(err.message, "another process") != NULL);
+    fprintf(stderr, "refused: %s\n", err.message);
     s_run_until(&second, NULL, 0.3);
     CHECK(s_alive(record.pid)); /* not signalled */
     CHECK(!second.ready && !second.failed && !second.exited);
@@ -419,10 +418,10 @@ static void test_adopt_refuses_a_dead_pid(void)
     CHECK(waitpid(record.pid, NULL, 0) == record.pid);
 
     kb_adopt_opts_t opts = s_adopt_opts(&record, 1);
-    char err[512] = "";
-    kernel = kb_kernel_adopt(second.loop, spec, &opts, &s_callbacks, &second, err, sizeof err);
+    kb_error_t err = { KB_OK, "" };
+    kernel = kb_kernel_adopt(second.loop, spec, &opts, &s_callbacks, &second, &err);
     CHECK(kernel == NULL);
-    CHECK(strstr(err, "gone") != NULL);
+    CHECK(strstr(err.message, "gone") != NULL);
     record.pid = 0; /* reaped: never kill that pid again */
 done:
     kb_kernel_destroy(&kernel);
@@ -445,9 +444,9 @@ static void test_adopt_with_a_wrong_key_fails_in_time(void)
 
     json_object_set_new(record.connection, "key", json_string("not-the-key"));
     kb_adopt_opts_t opts = s_adopt_opts(&record, 1.0);
-    char err[512] = "";
+    kb_error_t err = { KB_OK, "" };
     double start = kb_test_now();
-    kernel = kb_kernel_adopt(second.loop, spec, &opts, &s_callbacks, &second, err, sizeof err);
+    kernel = kb_kernel_adopt(second.loop, spec, &opts, &s_callbacks, &second, &err);
     CHECK(kernel != NULL);
     if (!kernel)
         goto done;
@@ -485,8 +484,8 @@ static void test_attached_kernel(void)
     kb_adopt_opts_t opts = s_adopt_opts(&record, 5);
     opts.pid = 0;
     opts.pid_start = 0;
-    char err[512] = "";
-    kernel = kb_kernel_adopt(second.loop, spec, &opts, &s_callbacks, &second, err, sizeof err);
+    kb_error_t err = { KB_OK, "" };
+    kernel = kb_kernel_adopt(second.loop, spec, &opts, &s_callbacks, &second, &err);
     CHECK(kernel != NULL);
     if (!kernel)
         goto done;
@@ -746,42 +745,42 @@ static void s_refused(const char *field, json_t *value, const char *expect)
         json_object_set_new(info, field, value);
     else
         json_object_del(info, field);
-    char err[256] = "";
-    int rc = kb_connection_check(info, err, sizeof err);
+    kb_error_t err;
+    int rc = kb_connection_check(info, &err);
     CHECK(rc == -1);
-    CHECK(strstr(err, expect) != NULL);
-    if (rc != -1 || !strstr(err, expect))
-        fprintf(stderr, "  %s: rc %d, \"%s\"\n", field, rc, err);
+    CHECK(strstr(err.message, expect) != NULL);
+    if (rc != -1 || !strstr(err.message, expect))
+        fprintf(stderr, "  %s: rc %d, \"%s\"\n", field, rc, err.message);
     json_decref(info);
 }
 
 static void test_connection_check(void)
 {
-    char err[256];
+    kb_error_t err;
     json_t *good = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:s}", "transport", "tcp",
                              "ip", "127.0.0.1", "shell_port", 5001, "iopub_port", 5002,
                              "stdin_port", 5003, "control_port", 5004, "hb_port", 5005, "key",
                              "abc", "signature_scheme", "hmac-sha256");
-    CHECK(kb_connection_check(good, err, sizeof err) == 0);
+    CHECK(kb_connection_check(good, &err) == 0);
     json_object_del(good, "transport");        /* tcp by default */
     json_object_del(good, "signature_scheme"); /* hmac-sha256 by default */
-    CHECK(kb_connection_check(good, err, sizeof err) == 0);
+    CHECK(kb_connection_check(good, &err) == 0);
     const char *hosts[] = { "::1", "localhost", "10.1.2.3", "kernel-1.example.org" };
     for (size_t i = 0; i < 4; i++) {
         json_object_set_new(good, "ip", json_string(hosts[i]));
-        CHECK(kb_connection_check(good, err, sizeof err) == 0);
+        CHECK(kb_connection_check(good, &err) == 0);
     }
     json_object_set_new(good, "transport", json_string("ipc"));
     json_object_set_new(good, "ip", json_string("/tmp/kbx/k1"));
     json_object_set_new(good, "shell_port", json_integer(0));
     json_object_set_new(good, "hb_port", json_integer(100000));
-    CHECK(kb_connection_check(good, err, sizeof err) == 0);
+    CHECK(kb_connection_check(good, &err) == 0);
     json_object_set_new(good, "hb_port", json_integer(-1));
-    CHECK(kb_connection_check(good, err, sizeof err) == -1 && strstr(err, "hb_port"));
+    CHECK(kb_connection_check(good, &err) == -1 && strstr(err.message, "hb_port"));
     json_decref(good);
-    CHECK(kb_connection_check(NULL, err, sizeof err) == -1);
+    CHECK(kb_connection_check(NULL, &err) == -1);
     json_t *array = json_array();
-    CHECK(kb_connection_check(array, err, sizeof err) == -1);
+    CHECK(kb_connection_check(array, &err) == -1);
     json_decref(array);
 
     s_refused("transport", json_string("udp"), "transport");
@@ -805,6 +804,7 @@ static void test_connection_check(void)
     s_refused("signature_scheme", json_string("hmac-nosuchdigest"), "signature_scheme");
     s_refused("signature_scheme", json_null(), "signature_scheme");
 
+    kb_error_t adopt_err = { KB_OK, "" };
     /*  Adoption checks first, and signals nothing. */
     kb_seen_t seen;
     s_seen_init(&seen);
@@ -813,8 +813,8 @@ static void test_connection_check(void)
                     "iopub_port", 2, "stdin_port", 3, "control_port", 4, "hb_port", 5, "key", "");
     kb_adopt_opts_t opts
         = { .connection = bad, .pid = getpid(), .pid_start = kb_proc_start_time(getpid()) };
-    CHECK(kb_kernel_adopt(seen.loop, spec, &opts, &s_callbacks, &seen, err, sizeof err) == NULL);
-    CHECK(strstr(err, "key") != NULL);
+    CHECK(kb_kernel_adopt(seen.loop, spec, &opts, &s_callbacks, &seen, &adopt_err) == NULL);
+    CHECK(strstr(adopt_err.message, "key") != NULL);
     json_decref(bad);
     s_seen_free(&seen);
 }
@@ -824,10 +824,10 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     tmp = kb_test_tmpdir();
     ipc_dir = strdup("/tmp/kbtXXXXXX");
-    char err[512];
-    spec = kb_kernelspec_load("/usr/share/jupyter/kernels/python3", "python3", err, sizeof err);
+    kb_error_t err;
+    spec = kb_kernelspec_load("/usr/share/jupyter/kernels/python3", "python3", &err);
     if (!tmp || !mkdtemp(ipc_dir) || !spec) {
-        fprintf(stderr, "set-up: %s\n", spec ? "temp dirs" : err);
+        fprintf(stderr, "set-up: %s\n", spec ? "temp dirs" : err.message);
         return 1;
     }
     RUN_TEST(test_proc_start_time);

@@ -25,33 +25,33 @@ static bool s_root(const char *test)
 
 static void test_range_hands_out_distinct_uids(void)
 {
-    char err[256];
+    kb_error_t err = { 0 };
     if (!s_root(__func__))
         return;
-    CHECK(kb_kernel_users_new_range(0, 5, err, sizeof err) == NULL);
-    CHECK(kb_kernel_users_new_range(10, 5, err, sizeof err) == NULL);
-    CHECK(kb_kernel_users_new_range(1, 70000, err, sizeof err) == NULL);
-    CHECK(kb_kernel_users_new_range(5, 4294967295u, err, sizeof err) == NULL);
-    kb_kernel_users_t *users = kb_kernel_users_new_range(62000, 62002, err, sizeof err);
+    CHECK(kb_kernel_users_new_range(0, 5, &err) == NULL);
+    CHECK(kb_kernel_users_new_range(10, 5, &err) == NULL);
+    CHECK(kb_kernel_users_new_range(1, 70000, &err) == NULL);
+    CHECK(kb_kernel_users_new_range(5, 4294967295u, &err) == NULL);
+    kb_kernel_users_t *users = kb_kernel_users_new_range(62000, 62002, &err);
     CHECK(users != NULL);
     if (!users)
         return;
     CHECK_STR(kb_kernel_users_describe(users), "uids 62000-62002");
     kb_kernel_cred_t a, b, c, d;
-    CHECK(kb_kernel_users_take(users, &a, err, sizeof err) == 0);
-    CHECK(kb_kernel_users_take(users, &b, err, sizeof err) == 0);
-    CHECK(kb_kernel_users_take(users, &c, err, sizeof err) == 0);
+    CHECK(kb_kernel_users_take(users, &a, &err) == 0);
+    CHECK(kb_kernel_users_take(users, &b, &err) == 0);
+    CHECK(kb_kernel_users_take(users, &c, &err) == 0);
     CHECK(a.uid == 62000 && b.uid == 62001 && c.uid == 62002);
     CHECK(a.gid == a.uid && a.ngroups == 0 && a.name[0] == 0);
-    CHECK(kb_kernel_users_take(users, &d, err, sizeof err) == -1);
-    CHECK(strstr(err, "no free uid in the kernel uid range 62000-62002") != NULL);
+    CHECK(kb_kernel_users_take(users, &d, &err) == -1);
+    CHECK(strstr(err.message, "no free uid in the kernel uid range 62000-62002") != NULL);
     kb_kernel_users_give(users, b.uid);
-    CHECK(kb_kernel_users_take(users, &d, err, sizeof err) == 0 && d.uid == 62001);
+    CHECK(kb_kernel_users_take(users, &d, &err) == 0 && d.uid == 62001);
     kb_kernel_users_give(users, a.uid);
     kb_kernel_users_give(users, 99); /* not of the range: nothing */
     CHECK(!kb_kernel_users_mark(users, 61999));
     CHECK(kb_kernel_users_mark(users, 62000)); /* adopted: in use again */
-    CHECK(kb_kernel_users_take(users, &d, err, sizeof err) == -1);
+    CHECK(kb_kernel_users_take(users, &d, &err) == -1);
     kb_kernel_users_destroy(&users);
     CHECK(users == NULL);
     kb_kernel_users_destroy(&users);
@@ -59,12 +59,12 @@ static void test_range_hands_out_distinct_uids(void)
 
 static void test_giving_a_uid_back_kills_what_runs_as_it(void)
 {
-    char err[256];
+    kb_error_t err = { 0 };
     if (!s_root(__func__))
         return;
-    kb_kernel_users_t *users = kb_kernel_users_new_range(62010, 62010, err, sizeof err);
+    kb_kernel_users_t *users = kb_kernel_users_new_range(62010, 62010, &err);
     kb_kernel_cred_t cred;
-    CHECK(users && kb_kernel_users_take(users, &cred, err, sizeof err) == 0);
+    CHECK(users && kb_kernel_users_take(users, &cred, &err) == 0);
     pid_t left = fork();
     if (left == 0) {
         /* a process the kernel left behind, in a session of its own */
@@ -80,24 +80,24 @@ static void test_giving_a_uid_back_kills_what_runs_as_it(void)
     int status = 0;
     CHECK(waitpid(left, &status, 0) == left);
     CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-    CHECK(kb_kernel_users_take(users, &cred, err, sizeof err) == 0 && cred.uid == 62010);
+    CHECK(kb_kernel_users_take(users, &cred, &err) == 0 && cred.uid == 62010);
     kb_kernel_users_destroy(&users);
 }
 
 static void test_kernel_user_must_exist_and_not_be_root(void)
 {
-    char err[256];
+    kb_error_t err = { 0 };
     if (!s_root(__func__))
         return;
-    CHECK(kb_kernel_users_new_user("root", err, sizeof err) == NULL);
-    CHECK(strstr(err, "is root") != NULL);
-    CHECK(kb_kernel_users_new_user("no-such-user-kb", err, sizeof err) == NULL);
-    CHECK(strstr(err, "no such user") != NULL);
-    kb_kernel_users_t *users = kb_kernel_users_new_user("nobody", err, sizeof err);
+    CHECK(kb_kernel_users_new_user("root", &err) == NULL);
+    CHECK(strstr(err.message, "is root") != NULL);
+    CHECK(kb_kernel_users_new_user("no-such-user-kb", &err) == NULL);
+    CHECK(strstr(err.message, "no such user") != NULL);
+    kb_kernel_users_t *users = kb_kernel_users_new_user("nobody", &err);
     if (!users)
         return; /* no nobody on this system */
     kb_kernel_cred_t cred;
-    CHECK(kb_kernel_users_take(users, &cred, err, sizeof err) == 0);
+    CHECK(kb_kernel_users_take(users, &cred, &err) == 0);
     CHECK(cred.uid > 0 && cred.gid > 0 && cred.ngroups >= 1);
     CHECK_STR(cred.name, "nobody");
     CHECK(kb_kernel_users_mark(users, cred.uid));
@@ -125,8 +125,8 @@ static void test_work_dir_is_removed_without_following_links(void)
     snprintf(path, sizeof path, "%s/keep", outside);
     s_write(path, "keep me");
     kb_kernel_cred_t cred = { .uid = (long long)getuid(), .gid = (long long)getgid() };
-    CHECK(kb_work_dir_make(work, &cred, path, sizeof path) == 0);
-    CHECK(kb_work_dir_make(work, &cred, path, sizeof path) == -1); /* it must be new */
+    CHECK(kb_work_dir_make(work, &cred, NULL) == 0);
+    CHECK(kb_work_dir_make(work, &cred, NULL) == -1); /* it must be new */
     struct stat st;
     CHECK(lstat(work, &st) == 0 && (st.st_mode & 0777) == 0700);
     snprintf(path, sizeof path, "%s/link", work);

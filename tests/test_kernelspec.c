@@ -39,9 +39,9 @@ static void test_load_valid(void)
                " \"interrupt_mode\": \"Message\", \"env\": {\"A\": \"1\", \"B\": \"$HOME\"},"
                " \"metadata\": {\"debugger\": true}, \"unknown_key\": 3}");
     write_spec(tmp, "plain", "{\"argv\": [\"k\"], \"display_name\": \"\", \"language\": \"x\"}");
-    char err[512] = "";
+    kb_error_t err = { 0 };
     char *dir = join(tmp, "kernels/full");
-    kb_kernelspec_t *spec = kb_kernelspec_load(dir, "full", err, sizeof err);
+    kb_kernelspec_t *spec = kb_kernelspec_load(dir, "full", &err);
     CHECK(spec != NULL);
     if (spec) {
         CHECK_STR(spec->name, "full");
@@ -78,7 +78,7 @@ static void test_load_valid(void)
     char cwd[PATH_MAX];
     CHECK(getcwd(cwd, sizeof cwd) != NULL);
     CHECK(chdir(tmp) == 0);
-    spec = kb_kernelspec_load("kernels/plain/", "plain", err, sizeof err);
+    spec = kb_kernelspec_load("kernels/plain/", "plain", &err);
     CHECK(chdir(cwd) == 0);
     CHECK(spec != NULL);
     if (spec) {
@@ -134,21 +134,22 @@ static void test_load_broken(void)
     char *file = join(dir, "kernel.json");
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         write_spec(tmp, "broken", cases[i].text);
-        char err[512] = "";
-        kb_kernelspec_t *spec = kb_kernelspec_load(dir, "broken", err, sizeof err);
+        kb_error_t err = { 0 };
+        kb_kernelspec_t *spec = kb_kernelspec_load(dir, "broken", &err);
         CHECK(spec == NULL);
-        CHECK(strstr(err, file) == err);
-        CHECK(strstr(err, cases[i].problem) != NULL);
-        if (!strstr(err, cases[i].problem))
-            fprintf(stderr, "   case %zu: err \"%s\", expected \"%s\"\n", i, err, cases[i].problem);
+        CHECK(strstr(err.message, file) == err.message);
+        CHECK(strstr(err.message, cases[i].problem) != NULL);
+        if (!strstr(err.message, cases[i].problem))
+            fprintf(stderr, "   case %zu: err \"%s\", expected \"%s\"\n", i, err.message,
+                    cases[i].problem);
         kb_kernelspec_destroy(&spec);
     }
-    /* a missing file, and a NULL err buffer */
-    char err[512] = "";
+    /* a missing file, and a NULL err */
+    kb_error_t err = { 0 };
     char *missing = join(tmp, "kernels/none");
-    CHECK(kb_kernelspec_load(missing, "none", err, sizeof err) == NULL);
-    CHECK(strstr(err, "kernels/none/kernel.json") && strstr(err, "No such file"));
-    CHECK(kb_kernelspec_load(missing, "none", NULL, 0) == NULL);
+    CHECK(kb_kernelspec_load(missing, "none", &err) == NULL);
+    CHECK(strstr(err.message, "kernels/none/kernel.json") && strstr(err.message, "No such file"));
+    CHECK(kb_kernelspec_load(missing, "none", NULL) == NULL);
     free(missing);
     free(dir);
     free(file);
@@ -161,10 +162,10 @@ static kb_kernelspec_t *load_text(const char *tmp, const char *name, const char 
     write_spec(tmp, name, text);
     char *dir = join(tmp, "kernels");
     char *spec_dir = join(dir, name);
-    char err[512] = "";
-    kb_kernelspec_t *spec = kb_kernelspec_load(spec_dir, name, err, sizeof err);
+    kb_error_t err = { 0 };
+    kb_kernelspec_t *spec = kb_kernelspec_load(spec_dir, name, &err);
     if (!spec)
-        fprintf(stderr, "   load %s: %s\n", name, err);
+        fprintf(stderr, "   load %s: %s\n", name, err.message);
     free(dir);
     free(spec_dir);
     return spec;

@@ -546,20 +546,20 @@ static void test_to_json(void)
 
 static void test_kernel_map_validate(void)
 {
-    char err[256] = "";
+    kb_error_t err = { 0 };
     const char *good[] = { "python=xpython", "R=ir", NULL };
-    CHECK(kb_kernel_map_validate(good, err, sizeof err) == 0);
-    CHECK(kb_kernel_map_validate(NULL, err, sizeof err) == 0);
+    CHECK(kb_kernel_map_validate(good, &err) == 0);
+    CHECK(kb_kernel_map_validate(NULL, &err) == 0);
     const char *no_eq[] = { "python=xpython", "python", NULL };
-    CHECK(kb_kernel_map_validate(no_eq, err, sizeof err) == -1);
-    CHECK(strstr(err, "\"python\"") != NULL);
+    CHECK(kb_kernel_map_validate(no_eq, &err) == -1);
+    CHECK(strstr(err.message, "\"python\"") != NULL);
     const char *no_lang[] = { "=xpython", NULL };
-    CHECK(kb_kernel_map_validate(no_lang, err, sizeof err) == -1);
-    CHECK(strstr(err, "=xpython") != NULL);
+    CHECK(kb_kernel_map_validate(no_lang, &err) == -1);
+    CHECK(strstr(err.message, "=xpython") != NULL);
     const char *no_spec[] = { "python=", NULL };
-    CHECK(kb_kernel_map_validate(no_spec, err, sizeof err) == -1);
-    CHECK(strstr(err, "python=") != NULL);
-    CHECK(kb_kernel_map_validate(no_spec, NULL, 0) == -1);
+    CHECK(kb_kernel_map_validate(no_spec, &err) == -1);
+    CHECK(strstr(err.message, "python=") != NULL);
+    CHECK(kb_kernel_map_validate(no_spec, NULL) == -1);
 }
 
 int main(void)

@@ -625,10 +625,10 @@ static bool kernel_bench(bench_t *b)
                               .envp = environ,
                               .system_python = "/usr/bin/python3",
                               .start_timeout = 60 };
-    char err[512];
-    b->kernel = kb_kernel_new(b->loop, spec, &opts, &s_kernel_callbacks, b, err, sizeof err);
+    kb_error_t err = { KB_OK, "" };
+    b->kernel = kb_kernel_new(b->loop, spec, &opts, &s_kernel_callbacks, b, &err);
     if (!b->kernel)
-        fprintf(stderr, "  launch: %s\n", err);
+        fprintf(stderr, "  launch: %s\n", err.message);
     CHECK(b->kernel != NULL);
     CHECK(b->kernel && run_until(b, is_true, &b->ready, 60));
     return b->kernel && b->ready;
@@ -780,10 +780,10 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     tmp = kb_test_tmpdir();
     ipc_dir = strdup("/tmp/kbrXXXXXX");
-    char err[512];
-    spec = kb_kernelspec_load("/usr/share/jupyter/kernels/python3", "python3", err, sizeof err);
+    kb_error_t err;
+    spec = kb_kernelspec_load("/usr/share/jupyter/kernels/python3", "python3", &err);
     if (!tmp || !mkdtemp(ipc_dir) || !spec) {
-        fprintf(stderr, "set-up: %s\n", spec ? "temp dirs" : err);
+        fprintf(stderr, "set-up: %s\n", spec ? "temp dirs" : err.message);
         return 1;
     }
     RUN_TEST(test_runs_on_a_kernel);

@@ -51,10 +51,10 @@ static void check_frame_at(const void *frame, size_t len, unsigned long random, 
 #define CHECK_FRAME_N(text, n) check_frame_at(text, n, 0, __LINE__)
 
 /*  Scan with no cap; the result, and 0 or -1. */
-static int scan_all(const char *json, kb_scan_stream_t *res, kb_buf_t *out, char *why)
+static int scan_all(const char *json, kb_scan_stream_t *res, kb_buf_t *out, kb_error_t *why)
 {
     kb_buf_reset(out);
-    return kb_scan_stream(json, strlen(json), SIZE_MAX, out, res, why, 256);
+    return kb_scan_stream(json, strlen(json), SIZE_MAX, out, res, why);
 }
 
 /*  The frame must be accepted with this name and text (and the reference
@@ -64,17 +64,17 @@ static void expect(const char *json, const char *name, const char *text, const c
 {
     kb_buf_t out = KB_BUF_INIT;
     kb_scan_stream_t res;
-    char why[256];
-    int rc = scan_all(json, &res, &out, why);
+    kb_error_t why;
+    int rc = scan_all(json, &res, &out, &why);
     kb_test_checks++;
     bool good = text ? rc == 0 && strcmp(res.name, name) == 0 && res.text_present
                            && res.text_bytes == strlen(text)
                            && strcmp(out.data ? out.data : "", text) == 0
-                     : rc == -1 && strstr(why, needle);
+                     : rc == -1 && strstr(why.message, needle);
     if (!good) {
         kb_test_failures++;
         fprintf(stderr, "%s:%d: %s: rc %d, name \"%s\", text \"%s\", why \"%s\"\n", __FILE__, line,
-                json, rc, res.name, kb_buf_cstr(&out), rc ? why : "");
+                json, rc, res.name, kb_buf_cstr(&out), rc ? why.message : "");
     }
     kb_buf_free(&out);
     check_frame_at(json, strlen(json), 0, line);
@@ -113,8 +113,8 @@ static void test_strings(void)
     /* \u0000 is a NUL byte in a value, and refused in a key. */
     kb_buf_t out = KB_BUF_INIT;
     kb_scan_stream_t res;
-    char why[256];
-    CHECK(scan_all("{\"text\":\"a\\u0000b\"}", &res, &out, why) == 0);
+    kb_error_t why;
+    CHECK(scan_all("{\"text\":\"a\\u0000b\"}", &res, &out, &why) == 0);
     CHECK(res.text_bytes == 3 && out.len == 3 && memcmp(out.data, "a\0b", 3) == 0);
     CHECK_FRAME("{\"text\":\"a\\u0000b\"}");
     EXPECT_REFUSED("{\"te\\u0000xt\":\"a\"}", "NUL byte in object key");
@@ -126,8 +126,8 @@ static void test_strings(void)
     EXPECT_TEXT("{\"name\":\"stdoutx\",\"text\":\"\"}", "", "");
     EXPECT_TEXT("{\"name\":\"stderr!!\",\"text\":\"\"}", "", "");
     EXPECT_TEXT("{\"name\":[\"stdout\"],\"text\":\"\"}", "", "");
-    CHECK(scan_all("{}", &res, &out, why) == 0 && !res.text_present && res.name[0] == 0);
-    CHECK_STR(why, "");
+    CHECK(scan_all("{}", &res, &out, &why) == 0 && !res.text_present && res.name[0] == 0);
+    CHECK_STR(why.message, "");
     kb_buf_free(&out);
 }
 
@@ -207,8 +207,8 @@ static void test_arrays_and_duplicates(void)
     kb_buf_t out = KB_BUF_INIT;
     for (size_t i = 0; i < sizeof absent / sizeof absent[0]; i++) {
         kb_scan_stream_t res;
-        char why[256];
-        CHECK(scan_all(absent[i], &res, &out, why) == 0 && !res.text_present && res.text_bytes == 0
+        kb_error_t why;
+        CHECK(scan_all(absent[i], &res, &out, &why) == 0 && !res.text_present && res.text_bytes == 0
               && res.kept_bytes == 0 && out.len == 0);
         CHECK_FRAME(absent[i]);
     }
@@ -290,14 +290,14 @@ static void test_other_members(void)
 #undef BYTES
     };
     for (size_t i = 0; i < sizeof nul / sizeof nul[0]; i++) {
-        CHECK((kb_scan_stream(nul[i].json, nul[i].len, 9, &nul_out, &nul_res, NULL, 0) == 0)
+        CHECK((kb_scan_stream(nul[i].json, nul[i].len, 9, &nul_out, &nul_res, NULL) == 0)
               == nul[i].ok);
         CHECK_FRAME_N(nul[i].json, nul[i].len);
     }
     kb_buf_free(&nul_out);
     kb_scan_stream_t res;
     kb_buf_t out = KB_BUF_INIT;
-    CHECK(kb_scan_stream(NULL, 0, 10, &out, &res, NULL, 0) == -1); /* why may be NULL */
+    CHECK(kb_scan_stream(NULL, 0, 10, &out, &res, NULL) == -1); /* err may be NULL */
     kb_buf_free(&out);
 }
 
@@ -366,12 +366,13 @@ static void depth_case(const char *open, const char *inner, const char *close, s
         at += (size_t)sprintf(frame + at, "%s", close);
     kb_buf_t out = KB_BUF_INIT;
     kb_scan_stream_t res;
-    char why[256] = "";
-    int rc = kb_scan_stream(frame, at, SIZE_MAX, &out, &res, why, sizeof why);
+    kb_error_t why;
+    int rc = kb_scan_stream(frame, at, SIZE_MAX, &out, &res, &why);
     kb_test_checks++;
-    if ((rc == 0) != ok || (!ok && !strstr(why, "maximum parsing depth"))) {
+    if ((rc == 0) != ok || (!ok && !strstr(why.message, "maximum parsing depth"))) {
         kb_test_failures++;
-        fprintf(stderr, "%s:%d: %zu x %s%s: rc %d, %s\n", __FILE__, line, n, open, inner, rc, why);
+        fprintf(stderr, "%s:%d: %zu x %s%s: rc %d, %s\n", __FILE__, line, n, open, inner, rc,
+                why.message);
     }
     kb_buf_free(&out);
     check_frame_at(frame, at, 0, line);
@@ -664,7 +665,7 @@ static void test_cap(void)
         kb_buf_reset(&out);
         kb_buf_puts(&out, "old");
         kb_scan_stream_t res;
-        CHECK(kb_scan_stream(json, strlen(json), max, &out, &res, NULL, 0) == 0);
+        CHECK(kb_scan_stream(json, strlen(json), max, &out, &res, NULL) == 0);
         CHECK(res.text_bytes == 12 && res.kept_bytes == kept_at[max]);
         CHECK(out.len == 3 + kept_at[max] && memcmp(out.data, "old", 3) == 0);
         CHECK(memcmp(out.data + 3, "ab\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80z", kept_at[max]) == 0);
@@ -674,28 +675,28 @@ static void test_cap(void)
                        "b\"}";
     kb_scan_stream_t res;
     kb_buf_reset(&out);
-    CHECK(kb_scan_stream(wide, strlen(wide), 2, &out, &res, NULL, 0) == 0);
+    CHECK(kb_scan_stream(wide, strlen(wide), 2, &out, &res, NULL) == 0);
     CHECK(res.kept_bytes == 1 && res.text_bytes == 5 && out.len == 1);
     /* A refused frame leaves out as it was, also after text was kept. */
     const char *late = "{\"text\":\"kept until\",\"x\":[1,}";
     kb_buf_reset(&out);
     kb_buf_puts(&out, "old");
-    char why[256] = "";
+    kb_error_t why;
     memset(&res, 1, sizeof res);
-    CHECK(kb_scan_stream(late, strlen(late), 100, &out, &res, why, sizeof why) == -1);
+    CHECK(kb_scan_stream(late, strlen(late), 100, &out, &res, &why) == -1);
     CHECK(out.len == 3 && strcmp(out.data, "old") == 0 && res.kept_bytes == 0 && !res.name[0]);
-    CHECK(strstr(why, "invalid token at byte 28") != NULL);
+    CHECK(strstr(why.message, "invalid token at byte 28") != NULL);
     /* A later "text" replaces what the first one kept. */
     const char *twice = "{\"text\":\"0123456789\",\"text\":\"ab\"}";
     kb_buf_reset(&out);
     kb_buf_puts(&out, "old");
-    CHECK(kb_scan_stream(twice, strlen(twice), 5, &out, &res, NULL, 0) == 0);
+    CHECK(kb_scan_stream(twice, strlen(twice), 5, &out, &res, NULL) == 0);
     CHECK(res.text_bytes == 2 && res.kept_bytes == 2 && strcmp(out.data, "oldab") == 0);
     char *long_first = malloc(2000); /* long enough to reach out before the reset */
     int n = sprintf(long_first, "{\"text\":\"%01000d\",\"text\":\"ab\"}", 7);
     kb_buf_reset(&out);
     kb_buf_puts(&out, "old");
-    CHECK(kb_scan_stream(long_first, (size_t)n, 600, &out, &res, NULL, 0) == 0);
+    CHECK(kb_scan_stream(long_first, (size_t)n, 600, &out, &res, NULL) == 0);
     CHECK(res.text_bytes == 2 && res.kept_bytes == 2 && strcmp(out.data, "oldab") == 0);
     free(long_first);
     kb_buf_free(&out);
@@ -710,19 +711,19 @@ static void test_write_failure(void)
     kb_buf_puts(&out, "old");
     const char *json = "{\"text\":\"longer than the cap\"}";
     kb_scan_stream_t res;
-    char why[256];
-    CHECK(kb_scan_stream(json, strlen(json), SIZE_MAX, &out, &res, why, sizeof why) == -1);
-    CHECK_STR(why, "over the size limit");
+    kb_error_t why;
+    CHECK(kb_scan_stream(json, strlen(json), SIZE_MAX, &out, &res, &why) == -1);
+    CHECK_STR(why.message, "over the size limit");
     CHECK(out.len == 3 && strcmp(out.data, "old") == 0 && !res.text_present);
     /* Within the room there is, it fits; a failed buffer fails a scan that
        keeps a byte, and not one that keeps none. */
     kb_buf_recover(&out);
-    CHECK(kb_scan_stream(json, strlen(json), 5, &out, &res, why, sizeof why) == 0);
+    CHECK(kb_scan_stream(json, strlen(json), 5, &out, &res, &why) == 0);
     CHECK(strcmp(out.data, "oldlonge") == 0 && res.text_bytes == 19);
     CHECK(kb_buf_puts(&out, "x") == KB_BUF_OVER_CAP);
     kb_buf_truncate(&out, 3);
-    CHECK(kb_scan_stream(json, strlen(json), 5, &out, &res, why, sizeof why) == -1);
-    CHECK(kb_scan_stream(json, strlen(json), 0, &out, &res, why, sizeof why) == 0);
+    CHECK(kb_scan_stream(json, strlen(json), 5, &out, &res, &why) == -1);
+    CHECK(kb_scan_stream(json, strlen(json), 0, &out, &res, &why) == 0);
     CHECK(res.text_bytes == 19 && res.kept_bytes == 0 && out.len == 3);
     kb_buf_free(&out);
 }
@@ -754,9 +755,9 @@ static void test_large_text(void)
     at += 2;
     kb_buf_t out = KB_BUF_INIT;
     kb_scan_stream_t res;
-    char why[256];
+    kb_error_t why;
     double start = kb_test_now();
-    int rc = kb_scan_stream(frame, at, max, &out, &res, why, sizeof why);
+    int rc = kb_scan_stream(frame, at, max, &out, &res, &why);
     double seconds = kb_test_now() - start;
     fprintf(stderr, "%zu MiB frame kept to %zu KiB in %.3f s (%.2f GB/s)\n", at >> 20, max >> 10,
             seconds, (double)at / seconds / 1e9);
@@ -772,7 +773,7 @@ static void test_large_text(void)
 
 int main(void)
 {
-    wire = kb_wire_new("hmac-sha256", NULL, 0, "scan-test", NULL, NULL, 0);
+    wire = kb_wire_new("hmac-sha256", NULL, 0, "scan-test", NULL, NULL);
     if (!wire)
         return 1;
     RUN_TEST(test_strings);

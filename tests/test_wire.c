@@ -179,17 +179,17 @@ static void crafted_free(crafted_t *msg)
 static void expect_reject(kb_wire_t *wire, const kb_frame_t *frames, size_t count,
                           kb_wire_status_t status, const char *needle, int line)
 {
-    char err[256] = "untouched";
+    kb_error_t err = { KB_OK, "untouched" };
     kb_msg_t *msg = (kb_msg_t *)(uintptr_t)1;
     size_t before = kb_wire_rejected(wire, status);
-    kb_wire_status_t got = kb_wire_decode(wire, frames, count, &msg, err, sizeof err);
+    kb_wire_status_t got = kb_wire_decode(wire, frames, count, &msg, &err);
     kb_test_checks++;
-    if (got != status || msg != NULL || !*err || strcmp(err, "untouched") == 0
-        || !strstr(err, needle) || kb_wire_rejected(wire, status) != before + 1
-        || strcmp(kb_wire_errstr(wire), err) != 0) {
+    if (got != status || msg != NULL || !*err.message || strcmp(err.message, "untouched") == 0
+        || !strstr(err.message, needle) || kb_wire_rejected(wire, status) != before + 1
+        || strcmp(kb_wire_errstr(wire), err.message) != 0) {
         kb_test_failures++;
         fprintf(stderr, "%s:%d: expected %s containing \"%s\", got %s \"%s\"\n", __FILE__, line,
-                kb_wire_status_str(status), needle, kb_wire_status_str(got), err);
+                kb_wire_status_str(status), needle, kb_wire_status_str(got), err.message);
     }
     if (got == KB_WIRE_OK)
         kb_msg_destroy(&msg);
@@ -200,10 +200,10 @@ static void expect_reject(kb_wire_t *wire, const kb_frame_t *frames, size_t coun
 static kb_wire_t *new_wire(const char *scheme, const unsigned char *key, size_t key_len,
                            const char *session)
 {
-    char err[256] = "";
-    kb_wire_t *wire = kb_wire_new(scheme, key, key_len, session, "tester", err, sizeof err);
+    kb_error_t err = { 0 };
+    kb_wire_t *wire = kb_wire_new(scheme, key, key_len, session, "tester", &err);
     if (!wire)
-        fprintf(stderr, "kb_wire_new(%s): %s\n", scheme, err);
+        fprintf(stderr, "kb_wire_new(%s): %s\n", scheme, err.message);
     CHECK(wire != NULL);
     return wire;
 }
@@ -241,10 +241,10 @@ static void test_round_trip(void)
     CHECK(frames && frame_equals(&frames[5], "{\"x\":1}", 7));
 
     kb_msg_t *msg = NULL;
-    char err[256] = "x";
-    CHECK(kb_wire_decode(kernel, frames, count, &msg, err, sizeof err) == KB_WIRE_OK);
+    kb_error_t err = { KB_OK, "x" };
+    CHECK(kb_wire_decode(kernel, frames, count, &msg, &err) == KB_WIRE_OK);
     CHECK(msg != NULL);
-    CHECK_STR(err, "");
+    CHECK_STR(err.message, "");
     if (msg) {
         CHECK_STR(msg->msg_type, "execute_request");
         CHECK_STR(msg->msg_id, "client-session_1");
@@ -274,7 +274,7 @@ static void test_round_trip(void)
         with_buffers[6] = (kb_frame_t){ (unsigned char *)"\x00\x01\x02", 3 };
         with_buffers[7] = (kb_frame_t){ NULL, 0 };
         kb_msg_t *answer = NULL;
-        CHECK(kb_wire_decode(client, with_buffers, 8, &answer, err, sizeof err) == KB_WIRE_OK);
+        CHECK(kb_wire_decode(client, with_buffers, 8, &answer, &err) == KB_WIRE_OK);
         if (answer) {
             CHECK_STR(answer->parent_msg_id, "client-session_1");
             CHECK_STR(answer->msg_id, "kernel-session_1");
@@ -302,7 +302,7 @@ static void test_round_trip(void)
         for (size_t i = 0; i < again[1].size; i++)
             again[1].data[i] = (unsigned char)toupper(again[1].data[i]);
         kb_msg_t *upper = NULL;
-        CHECK(kb_wire_decode(kernel, again, again_count, &upper, err, sizeof err) == KB_WIRE_OK);
+        CHECK(kb_wire_decode(kernel, again, again_count, &upper, &err) == KB_WIRE_OK);
         kb_msg_destroy(&upper);
     }
     kb_frames_free(again, again_count);
@@ -399,13 +399,13 @@ static void decode_python_vectors(const char *scheme, const unsigned char *key, 
         size_t count;
         kb_frame_t *frames = frames_of_json(json_object_get(vector, "frames"), &count);
         kb_msg_t *msg = NULL;
-        char err[256] = "";
+        kb_error_t err = { 0 };
         kb_wire_status_t status
-            = wire ? kb_wire_decode(wire, frames, count, &msg, err, sizeof err) : KB_WIRE_MALFORMED;
+            = wire ? kb_wire_decode(wire, frames, count, &msg, &err) : KB_WIRE_MALFORMED;
         CHECK(status == KB_WIRE_OK);
         if (status != KB_WIRE_OK)
             fprintf(stderr, "%s vector %s: %s\n", scheme,
-                    json_string_value(json_object_get(vector, "name")), err);
+                    json_string_value(json_object_get(vector, "name")), err.message);
         if (msg)
             check_vector(vector, msg);
         kb_msg_destroy(&msg);
@@ -415,7 +415,7 @@ static void decode_python_vectors(const char *scheme, const unsigned char *key, 
             EXPECT_REJECT(wrong_key, frames, count, KB_WIRE_BAD_SIGNATURE, "signature mismatch");
         } else {
             /* Unsigned: nothing to check and nothing to remember. */
-            CHECK(kb_wire_decode(wire, frames, count, &msg, err, sizeof err) == KB_WIRE_OK);
+            CHECK(kb_wire_decode(wire, frames, count, &msg, &err) == KB_WIRE_OK);
             kb_msg_destroy(&msg);
             EXPECT_REJECT(wrong_key, frames, count, KB_WIRE_BAD_SIGNATURE, "unsigned message");
         }
@@ -563,8 +563,8 @@ static void test_malformed(void)
        exactly the way it names. */
     crafted_t good = craft(GOOD_HEADER, "{}", "{}", "{\"execution_state\":\"idle\"}", true);
     kb_msg_t *msg = NULL;
-    char err[256];
-    CHECK(kb_wire_decode(wire, good.frames, good.count, &msg, err, sizeof err) == KB_WIRE_OK);
+    kb_error_t err = { 0 };
+    CHECK(kb_wire_decode(wire, good.frames, good.count, &msg, &err) == KB_WIRE_OK);
     kb_msg_destroy(&msg);
 
     /* Replayed: the same signed message a second time. */
@@ -599,8 +599,7 @@ static void test_malformed(void)
     EXPECT_REJECT(wire, tampered.frames, tampered.count, KB_WIRE_BAD_SIGNATURE,
                   "signature mismatch");
     tampered.frames[6].data[5] = '1';
-    CHECK(kb_wire_decode(wire, tampered.frames, tampered.count, &msg, err, sizeof err)
-          == KB_WIRE_OK);
+    CHECK(kb_wire_decode(wire, tampered.frames, tampered.count, &msg, &err) == KB_WIRE_OK);
     kb_msg_destroy(&msg);
     /* Signed with a different scheme: right key, wrong digest length. */
     free(tampered.frames[2].data);
@@ -656,7 +655,7 @@ static void test_malformed(void)
        parent msg_id counts as none. */
     crafted_t latin1 = craft(GOOD_HEADER, "{\"msg_id\":null}", "{}",
                              "{\"text\":\"caf\xe9 \xed\xa0\x80 \xf0\x9f\x90\"}", true);
-    CHECK(kb_wire_decode(wire, latin1.frames, latin1.count, &msg, err, sizeof err) == KB_WIRE_OK);
+    CHECK(kb_wire_decode(wire, latin1.frames, latin1.count, &msg, &err) == KB_WIRE_OK);
     if (msg) {
         CHECK_STR(json_string_value(json_object_get(msg->content, "text")),
                   "caf\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd");
@@ -669,16 +668,14 @@ static void test_malformed(void)
        and the same message may come twice. */
     crafted_t plain = craft(GOOD_HEADER, "{\"msg_id\":\"p-1\"}", "{}", "{}", false);
     for (int round = 0; round < 2; round++) {
-        CHECK(kb_wire_decode(open_wire, plain.frames, plain.count, &msg, err, sizeof err)
-              == KB_WIRE_OK);
+        CHECK(kb_wire_decode(open_wire, plain.frames, plain.count, &msg, &err) == KB_WIRE_OK);
         CHECK(msg && strcmp(msg->parent_msg_id, "p-1") == 0);
         kb_msg_destroy(&msg);
     }
     crafted_free(&plain);
     crafted_t signed_anyway = craft(GOOD_HEADER, "{}", "{}", "{}", true);
-    CHECK(
-        kb_wire_decode(open_wire, signed_anyway.frames, signed_anyway.count, &msg, err, sizeof err)
-        == KB_WIRE_OK);
+    CHECK(kb_wire_decode(open_wire, signed_anyway.frames, signed_anyway.count, &msg, &err)
+          == KB_WIRE_OK);
     kb_msg_destroy(&msg);
     crafted_free(&signed_anyway);
 
@@ -686,21 +683,20 @@ static void test_malformed(void)
     static const char *const bad_schemes[]
         = { "hmac-nosuchdigest", "sha256", "hmac-", "hmac-shake128", "HMAC-SHA256", "" };
     for (size_t i = 0; i < sizeof bad_schemes / sizeof bad_schemes[0]; i++) {
-        char reason[256] = "";
-        kb_wire_t *none = kb_wire_new(bad_schemes[i], test_key, TEST_KEY_LEN, "kb", NULL, reason,
-                                      sizeof reason);
+        kb_error_t reason = { 0 };
+        kb_wire_t *none = kb_wire_new(bad_schemes[i], test_key, TEST_KEY_LEN, "kb", NULL, &reason);
         CHECK(none == NULL);
-        CHECK(strstr(reason, "scheme") != NULL);
+        CHECK(strstr(reason.message, "scheme") != NULL);
         kb_wire_destroy(&none);
         /* also without a key: a bad connection file is bad either way */
-        none = kb_wire_new(bad_schemes[i], NULL, 0, "kb", NULL, reason, sizeof reason);
+        none = kb_wire_new(bad_schemes[i], NULL, 0, "kb", NULL, &reason);
         CHECK(none == NULL);
         kb_wire_destroy(&none);
     }
-    char reason[256] = "";
-    kb_wire_t *bad_session = kb_wire_new(NULL, NULL, 0, "\xff", NULL, reason, sizeof reason);
-    CHECK(bad_session == NULL && strstr(reason, "UTF-8"));
-    kb_wire_t *default_scheme = kb_wire_new(NULL, test_key, TEST_KEY_LEN, "kb", NULL, NULL, 0);
+    kb_error_t reason = { 0 };
+    kb_wire_t *bad_session = kb_wire_new(NULL, NULL, 0, "\xff", NULL, &reason);
+    CHECK(bad_session == NULL && strstr(reason.message, "UTF-8"));
+    kb_wire_t *default_scheme = kb_wire_new(NULL, test_key, TEST_KEY_LEN, "kb", NULL, NULL);
     CHECK(default_scheme != NULL);
     if (default_scheme) {
         /* NULL scheme means hmac-sha256, as in jupyter_client */
@@ -751,8 +747,8 @@ static void test_limits(void)
     }
     kb_wire_set_limits(wire, &(kb_wire_limits_t){ 10, largest, total, 0 });
     kb_msg_t *msg = NULL;
-    char err[256] = "";
-    CHECK(kb_wire_decode(wire, frames, 10, &msg, err, sizeof err) == KB_WIRE_OK);
+    kb_error_t err = { 0 };
+    CHECK(kb_wire_decode(wire, frames, 10, &msg, &err) == KB_WIRE_OK);
     CHECK(msg && msg->buffers_len == 3 && frame_equals(&msg->buffers[2], "buffer", 6));
     kb_msg_destroy(&msg);
     /* Limits are checked before the signature: an oversized replay is too large. */
@@ -796,41 +792,41 @@ static void test_replay_window(void)
     kb_msg_t *msg = NULL;
     int accepted = 0;
     for (int i = 0; i < N; i++) {
-        accepted += kb_wire_decode(wire, sent[i], counts[i], &msg, NULL, 0) == KB_WIRE_OK;
+        accepted += kb_wire_decode(wire, sent[i], counts[i], &msg, NULL) == KB_WIRE_OK;
         kb_msg_destroy(&msg);
     }
     CHECK(accepted == N);
     int replays = 0;
     for (int i = N - 1; i >= N - WINDOW; i--)
-        replays += kb_wire_decode(wire, sent[i], counts[i], &msg, NULL, 0) == KB_WIRE_REPLAYED;
+        replays += kb_wire_decode(wire, sent[i], counts[i], &msg, NULL) == KB_WIRE_REPLAYED;
     CHECK(replays == WINDOW);
     /* Forgotten, so accepted again (and remembered, pushing out N - WINDOW). */
-    CHECK(kb_wire_decode(wire, sent[0], counts[0], &msg, NULL, 0) == KB_WIRE_OK);
+    CHECK(kb_wire_decode(wire, sent[0], counts[0], &msg, NULL) == KB_WIRE_OK);
     kb_msg_destroy(&msg);
-    CHECK(kb_wire_decode(wire, sent[0], counts[0], &msg, NULL, 0) == KB_WIRE_REPLAYED);
-    CHECK(kb_wire_decode(wire, sent[N - 1], counts[N - 1], &msg, NULL, 0) == KB_WIRE_REPLAYED);
-    CHECK(kb_wire_decode(wire, sent[N - WINDOW], counts[N - WINDOW], &msg, NULL, 0) == KB_WIRE_OK);
+    CHECK(kb_wire_decode(wire, sent[0], counts[0], &msg, NULL) == KB_WIRE_REPLAYED);
+    CHECK(kb_wire_decode(wire, sent[N - 1], counts[N - 1], &msg, NULL) == KB_WIRE_REPLAYED);
+    CHECK(kb_wire_decode(wire, sent[N - WINDOW], counts[N - WINDOW], &msg, NULL) == KB_WIRE_OK);
     kb_msg_destroy(&msg);
 
     /* Shrinking keeps the newest three: N-1, 0 and N-WINDOW. */
     kb_wire_set_limits(wire, &(kb_wire_limits_t){ .replay_window = 3 });
-    CHECK(kb_wire_decode(wire, sent[N - 1], counts[N - 1], &msg, NULL, 0) == KB_WIRE_REPLAYED);
-    CHECK(kb_wire_decode(wire, sent[0], counts[0], &msg, NULL, 0) == KB_WIRE_REPLAYED);
-    CHECK(kb_wire_decode(wire, sent[N - WINDOW], counts[N - WINDOW], &msg, NULL, 0)
+    CHECK(kb_wire_decode(wire, sent[N - 1], counts[N - 1], &msg, NULL) == KB_WIRE_REPLAYED);
+    CHECK(kb_wire_decode(wire, sent[0], counts[0], &msg, NULL) == KB_WIRE_REPLAYED);
+    CHECK(kb_wire_decode(wire, sent[N - WINDOW], counts[N - WINDOW], &msg, NULL)
           == KB_WIRE_REPLAYED);
-    CHECK(kb_wire_decode(wire, sent[N - 2], counts[N - 2], &msg, NULL, 0) == KB_WIRE_OK);
+    CHECK(kb_wire_decode(wire, sent[N - 2], counts[N - 2], &msg, NULL) == KB_WIRE_OK);
     kb_msg_destroy(&msg);
     /* ... which pushed out N-1, the oldest of the three. */
-    CHECK(kb_wire_decode(wire, sent[N - 1], counts[N - 1], &msg, NULL, 0) == KB_WIRE_OK);
+    CHECK(kb_wire_decode(wire, sent[N - 1], counts[N - 1], &msg, NULL) == KB_WIRE_OK);
     kb_msg_destroy(&msg);
-    CHECK(kb_wire_decode(wire, sent[N - 2], counts[N - 2], &msg, NULL, 0) == KB_WIRE_REPLAYED);
+    CHECK(kb_wire_decode(wire, sent[N - 2], counts[N - 2], &msg, NULL) == KB_WIRE_REPLAYED);
     /* Growing again keeps all that was remembered. */
     kb_wire_set_limits(wire, NULL);
-    CHECK(kb_wire_decode(wire, sent[N - WINDOW], counts[N - WINDOW], &msg, NULL, 0)
+    CHECK(kb_wire_decode(wire, sent[N - WINDOW], counts[N - WINDOW], &msg, NULL)
           == KB_WIRE_REPLAYED);
-    CHECK(kb_wire_decode(wire, sent[N - 2], counts[N - 2], &msg, NULL, 0) == KB_WIRE_REPLAYED);
-    CHECK(kb_wire_decode(wire, sent[N - 1], counts[N - 1], &msg, NULL, 0) == KB_WIRE_REPLAYED);
-    CHECK(kb_wire_decode(wire, sent[1], counts[1], &msg, NULL, 0) == KB_WIRE_OK);
+    CHECK(kb_wire_decode(wire, sent[N - 2], counts[N - 2], &msg, NULL) == KB_WIRE_REPLAYED);
+    CHECK(kb_wire_decode(wire, sent[N - 1], counts[N - 1], &msg, NULL) == KB_WIRE_REPLAYED);
+    CHECK(kb_wire_decode(wire, sent[1], counts[1], &msg, NULL) == KB_WIRE_OK);
     kb_msg_destroy(&msg);
     for (int i = 0; i < N; i++)
         kb_frames_free(sent[i], counts[i]);
@@ -845,20 +841,20 @@ done:
 
 static void test_msg_new_and_encode_msg(void)
 {
-    char err[256] = "";
+    kb_error_t err = { 0 };
     kb_msg_t *msg = (kb_msg_t *)(uintptr_t)1;
     kb_wire_status_t status = kb_wire_msg_new(json_pack("{s:s}", "msg_id", "m"), json_object(),
-                                              json_object(), json_object(), &msg, err, sizeof err);
-    CHECK(status == KB_WIRE_MALFORMED && msg == NULL && strstr(err, "header lacks msg_type"));
-    status
-        = kb_wire_msg_new(NULL, json_object(), json_object(), json_object(), &msg, err, sizeof err);
-    CHECK(status == KB_WIRE_MALFORMED && strstr(err, "header is not a JSON object"));
+                                              json_object(), json_object(), &msg, &err);
+    CHECK(status == KB_WIRE_MALFORMED && msg == NULL
+          && strstr(err.message, "header lacks msg_type"));
+    status = kb_wire_msg_new(NULL, json_object(), json_object(), json_object(), &msg, &err);
+    CHECK(status == KB_WIRE_MALFORMED && strstr(err.message, "header is not a JSON object"));
     json_t *header = json_pack("{s:s, s:s, s:s}", "msg_id", "client-7", "msg_type",
                                "execute_request", "session", "client");
     CHECK(kb_wire_msg_new(header, json_pack("{s:s}", "msg_id", "p"), json_object(),
-                          json_pack("{s:s}", "code", "1"), &msg, err, sizeof err)
+                          json_pack("{s:s}", "code", "1"), &msg, &err)
           == KB_WIRE_OK);
-    CHECK(msg && *err == '\0' && strcmp(msg->parent_msg_id, "p") == 0);
+    CHECK(msg && *err.message == '\0' && strcmp(msg->parent_msg_id, "p") == 0);
     if (!msg)
         return;
     kb_frame_t ident = frame_of_str("id");
@@ -872,7 +868,7 @@ static void test_msg_new_and_encode_msg(void)
     msg->identities = NULL;
     msg->identities_len = 0;
     kb_msg_t *got = NULL;
-    CHECK(kernel && kb_wire_decode(kernel, frames, count, &got, err, sizeof err) == KB_WIRE_OK);
+    CHECK(kernel && kb_wire_decode(kernel, frames, count, &got, &err) == KB_WIRE_OK);
     if (got) {
         /* The sender's header (msg_id, session), not the daemon's. */
         CHECK(json_equal(got->header, msg->header) && json_equal(got->content, msg->content));

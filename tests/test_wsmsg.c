@@ -127,7 +127,7 @@ static const char legacy_text_iopub[] = /* 275 bytes */
 
 static json_t *object_of(const char *text)
 {
-    json_t *value = kb_wire_load_object(text, strlen(text), "test", NULL, 0);
+    json_t *value = kb_wire_load_object(text, strlen(text), "test", NULL);
     CHECK(value != NULL);
     return value;
 }
@@ -137,13 +137,12 @@ static kb_msg_t *message_of(const char *header, const char *parent, const char *
                             const char *content, const kb_frame_t *buffers, size_t count)
 {
     kb_msg_t *msg = NULL;
-    char err[256] = "";
-    kb_wire_status_t status
-        = kb_wire_msg_new(object_of(header), object_of(parent), object_of(metadata),
-                          object_of(content), &msg, err, sizeof err);
+    kb_error_t err;
+    kb_wire_status_t status = kb_wire_msg_new(object_of(header), object_of(parent),
+                                              object_of(metadata), object_of(content), &msg, &err);
     CHECK(status == KB_WIRE_OK);
     if (status != KB_WIRE_OK) {
-        fprintf(stderr, "message_of: %s\n", err);
+        fprintf(stderr, "message_of: %s\n", err.message);
         return NULL;
     }
     if (count) {
@@ -177,9 +176,10 @@ static bool same_message(const kb_msg_t *a, const kb_msg_t *b)
 }
 
 static kb_wsmsg_status_t parse(kb_wsmsg_protocol_t protocol, bool binary, const void *data,
-                               size_t size, kb_wsmsg_channel_t *channel, kb_msg_t **msg, char *err)
+                               size_t size, kb_wsmsg_channel_t *channel, kb_msg_t **msg,
+                               kb_error_t *err)
 {
-    return kb_wsmsg_parse(protocol, binary, data, size, NULL, channel, msg, err, 256);
+    return kb_wsmsg_parse(protocol, binary, data, size, NULL, channel, msg, err);
 }
 
 /*  Parse and expect a failure with status whose reason contains needle. */
@@ -187,16 +187,16 @@ static void expect_reject(kb_wsmsg_protocol_t protocol, bool binary, const void 
                           const kb_wsmsg_limits_t *limits, kb_wsmsg_status_t status,
                           const char *needle, int line)
 {
-    char err[256] = "untouched";
+    kb_error_t err = { KB_OK, "untouched" };
     kb_msg_t *msg = (kb_msg_t *)(uintptr_t)1;
     kb_wsmsg_channel_t channel = KB_WSMSG_IOPUB;
     kb_wsmsg_status_t got
-        = kb_wsmsg_parse(protocol, binary, data, size, limits, &channel, &msg, err, sizeof err);
+        = kb_wsmsg_parse(protocol, binary, data, size, limits, &channel, &msg, &err);
     kb_test_checks++;
-    if (got != status || msg != NULL || !strstr(err, needle)) {
+    if (got != status || msg != NULL || !strstr(err.message, needle)) {
         kb_test_failures++;
         fprintf(stderr, "%s:%d: expected %s containing \"%s\", got %s \"%s\"\n", __FILE__, line,
-                kb_wsmsg_status_str(status), needle, kb_wsmsg_status_str(got), err);
+                kb_wsmsg_status_str(status), needle, kb_wsmsg_status_str(got), err.message);
     }
     if (got == KB_WSMSG_OK)
         kb_msg_destroy(&msg);
@@ -266,10 +266,10 @@ static void test_jupyter_server_vectors(void)
         const kb_msg_t *expected = vectors[i].with_parent ? with_parent : plain;
         /* We write what Jupyter Server writes, byte for byte. */
         bool binary = !vectors[i].binary;
-        char err[256] = "";
-        CHECK(kb_wsmsg_encode(vectors[i].protocol, vectors[i].channel, expected, &out, &binary, err,
-                              sizeof err)
-              == KB_WSMSG_OK);
+        kb_error_t err;
+        CHECK(
+            kb_wsmsg_encode(vectors[i].protocol, vectors[i].channel, expected, &out, &binary, &err)
+            == KB_WSMSG_OK);
         CHECK(binary == vectors[i].binary);
         CHECK(out.len == vectors[i].size && memcmp(out.data, vectors[i].bytes, out.len) == 0);
         if (out.len != vectors[i].size || memcmp(out.data, vectors[i].bytes, out.len) != 0)
@@ -279,7 +279,7 @@ static void test_jupyter_server_vectors(void)
         kb_msg_t *msg = NULL;
         kb_wsmsg_channel_t channel = KB_WSMSG_IOPUB;
         kb_wsmsg_status_t status = parse(vectors[i].protocol, vectors[i].binary, vectors[i].bytes,
-                                         vectors[i].size, &channel, &msg, err);
+                                         vectors[i].size, &channel, &msg, &err);
         if (vectors[i].channel == KB_WSMSG_SHELL) {
             CHECK(status == KB_WSMSG_OK && channel == KB_WSMSG_SHELL);
             CHECK(same_message(msg, expected));
@@ -287,7 +287,7 @@ static void test_jupyter_server_vectors(void)
             CHECK_STR(msg ? msg->parent_msg_id : NULL, "p0");
         } else {
             CHECK(status == KB_WSMSG_BAD_CHANNEL && msg == NULL);
-            CHECK(strstr(err, "\"iopub\"") != NULL);
+            CHECK(strstr(err.message, "\"iopub\"") != NULL);
         }
         kb_msg_destroy(&msg);
     }
@@ -317,8 +317,8 @@ static void test_hand_written_frames(void)
             'p', 'e', '"', ':', '"', 't', '"', '}', '{', '}', 'A', 'B' };
     kb_msg_t *msg = NULL;
     kb_wsmsg_channel_t channel = KB_WSMSG_IOPUB;
-    char err[256] = "";
-    CHECK(parse(KB_WSMSG_V1, true, v1, sizeof v1, &channel, &msg, err) == KB_WSMSG_OK);
+    kb_error_t err;
+    CHECK(parse(KB_WSMSG_V1, true, v1, sizeof v1, &channel, &msg, &err) == KB_WSMSG_OK);
     CHECK(channel == KB_WSMSG_STDIN);
     if (msg) {
         CHECK_STR(msg->msg_id, "m");
@@ -349,7 +349,7 @@ static void test_hand_written_frames(void)
     cut[11] = 84;
     EXPECT_REJECT(KB_WSMSG_LEGACY, true, cut, sizeof cut, KB_WSMSG_MALFORMED,
                   "message is not a JSON object");
-    CHECK(parse(KB_WSMSG_LEGACY, true, legacy, sizeof legacy, &channel, &msg, err) == KB_WSMSG_OK);
+    CHECK(parse(KB_WSMSG_LEGACY, true, legacy, sizeof legacy, &channel, &msg, &err) == KB_WSMSG_OK);
     CHECK(channel == KB_WSMSG_CONTROL);
     if (msg) {
         CHECK_STR(msg->msg_id, "m");
@@ -367,17 +367,16 @@ static void round_trip(kb_wsmsg_protocol_t protocol, const kb_msg_t *msg, bool e
 {
     kb_buf_t out = KB_BUF_INIT;
     bool binary = !expect_binary;
-    char err[256] = "";
-    CHECK(kb_wsmsg_encode(protocol, KB_WSMSG_CONTROL, msg, &out, &binary, err, sizeof err)
-          == KB_WSMSG_OK);
+    kb_error_t err;
+    CHECK(kb_wsmsg_encode(protocol, KB_WSMSG_CONTROL, msg, &out, &binary, &err) == KB_WSMSG_OK);
     CHECK(binary == expect_binary);
     kb_msg_t *again = NULL;
     kb_wsmsg_channel_t channel = KB_WSMSG_IOPUB;
-    CHECK(parse(protocol, binary, out.data, out.len, &channel, &again, err) == KB_WSMSG_OK);
+    CHECK(parse(protocol, binary, out.data, out.len, &channel, &again, &err) == KB_WSMSG_OK);
     CHECK(channel == KB_WSMSG_CONTROL);
     CHECK(same_message(again, msg));
     if (!again)
-        fprintf(stderr, "round trip: %s\n", err);
+        fprintf(stderr, "round trip: %s\n", err.message);
     kb_msg_destroy(&again);
     kb_buf_free(&out);
 }
@@ -411,13 +410,14 @@ static void test_round_trips(void)
         kb_buf_t out = KB_BUF_INIT;
         for (int protocol = KB_WSMSG_LEGACY; protocol <= KB_WSMSG_V1; protocol++) {
             bool binary = false;
-            CHECK(kb_wsmsg_encode(protocol, KB_WSMSG_SHELL, lazy, &out, &binary, NULL, 0)
+            CHECK(kb_wsmsg_encode(protocol, KB_WSMSG_SHELL, lazy, &out, &binary, NULL)
                   == KB_WSMSG_OK);
             CHECK(strstr(kb_buf_cstr(&out) + (binary ? 8 * 7 : 0), raw) != NULL);
             kb_msg_t *again = NULL;
             kb_wsmsg_channel_t channel;
-            char err[256];
-            CHECK(parse(protocol, binary, out.data, out.len, &channel, &again, err) == KB_WSMSG_OK);
+            kb_error_t err;
+            CHECK(parse(protocol, binary, out.data, out.len, &channel, &again, &err)
+                  == KB_WSMSG_OK);
             CHECK(same_message(again, parsed));
             kb_msg_destroy(&again);
         }
@@ -428,8 +428,7 @@ static void test_round_trips(void)
     /* Legacy text carries the copies Jupyter Server adds; top-level copies
        that disagree, and a "buffers" placeholder, are ignored when read. */
     kb_buf_t out = KB_BUF_INIT;
-    CHECK(kb_wsmsg_encode(KB_WSMSG_LEGACY, KB_WSMSG_IOPUB, plain, &out, NULL, NULL, 0)
-          == KB_WSMSG_OK);
+    CHECK(kb_wsmsg_encode(KB_WSMSG_LEGACY, KB_WSMSG_IOPUB, plain, &out, NULL, NULL) == KB_WSMSG_OK);
     json_t *doc = object_of(kb_buf_cstr(&out));
     CHECK_STR(json_string_value(json_object_get(doc, "msg_id")), "x");
     CHECK_STR(json_string_value(json_object_get(doc, "msg_type")), "execute_request");
@@ -443,14 +442,14 @@ static void test_round_trips(void)
           "\"content\":{\"code\":\"print(1)\\n\\u0000\"}}"; /* no channel: shell */
     kb_msg_t *msg = NULL;
     kb_wsmsg_channel_t channel = KB_WSMSG_IOPUB;
-    char err[256];
-    CHECK(parse(KB_WSMSG_LEGACY, false, odd, sizeof odd - 1, &channel, &msg, err) == KB_WSMSG_OK);
+    kb_error_t err;
+    CHECK(parse(KB_WSMSG_LEGACY, false, odd, sizeof odd - 1, &channel, &msg, &err) == KB_WSMSG_OK);
     CHECK(channel == KB_WSMSG_SHELL && same_message(msg, plain));
     kb_msg_destroy(&msg);
     static const char nulls[]
         = "{\"header\":{\"msg_id\":\"x\",\"msg_type\":\"t\"},\"parent_header\":"
           "null,\"metadata\":null,\"content\":{},\"channel\":null}";
-    CHECK(parse(KB_WSMSG_LEGACY, false, nulls, sizeof nulls - 1, &channel, &msg, err)
+    CHECK(parse(KB_WSMSG_LEGACY, false, nulls, sizeof nulls - 1, &channel, &msg, &err)
           == KB_WSMSG_OK);
     CHECK(msg && json_object_size(msg->parent_header) == 0 && json_is_object(msg->metadata));
     kb_msg_destroy(&msg);
@@ -458,10 +457,10 @@ static void test_round_trips(void)
     /* The caller's cap holds: too large, and the buffer left empty. */
     kb_buf_t small;
     kb_buf_init(&small, 40);
-    CHECK(kb_wsmsg_encode(KB_WSMSG_V1, KB_WSMSG_SHELL, replying, &small, NULL, err, sizeof err)
+    CHECK(kb_wsmsg_encode(KB_WSMSG_V1, KB_WSMSG_SHELL, replying, &small, NULL, &err)
           == KB_WSMSG_TOO_LARGE);
-    CHECK(small.len == 0 && strstr(err, "over the size limit"));
-    CHECK(kb_wsmsg_encode(KB_WSMSG_LEGACY, KB_WSMSG_SHELL, replying, &small, NULL, err, sizeof err)
+    CHECK(small.len == 0 && strstr(err.message, "over the size limit"));
+    CHECK(kb_wsmsg_encode(KB_WSMSG_LEGACY, KB_WSMSG_SHELL, replying, &small, NULL, &err)
           == KB_WSMSG_TOO_LARGE);
     CHECK(small.len == 0);
     kb_buf_free(&small);
@@ -487,8 +486,8 @@ static void test_malformed_v1(void)
     kb_buf_t ok = v1_of("shell", good, 5);
     kb_msg_t *msg = NULL;
     kb_wsmsg_channel_t channel;
-    char err[256];
-    CHECK(parse(V1, B, ok.data, ok.len, &channel, &msg, err) == KB_WSMSG_OK);
+    kb_error_t err;
+    CHECK(parse(V1, B, ok.data, ok.len, &channel, &msg, &err) == KB_WSMSG_OK);
     kb_msg_destroy(&msg);
 
     EXPECT_REJECT(V1, B, "", 0, KB_WSMSG_MALFORMED, "truncated");
@@ -574,16 +573,14 @@ static void test_malformed_v1(void)
     kb_wsmsg_limits_t tight = { .max_bytes = ok.len - 1 };
     expect_reject(V1, B, ok.data, ok.len, &tight, KB_WSMSG_TOO_LARGE, "limit", __LINE__);
     tight = (kb_wsmsg_limits_t){ .max_buffers = 1 };
-    CHECK(kb_wsmsg_parse(V1, B, ok.data, ok.len, &tight, &channel, &msg, err, sizeof err)
-          == KB_WSMSG_OK);
+    CHECK(kb_wsmsg_parse(V1, B, ok.data, ok.len, &tight, &channel, &msg, &err) == KB_WSMSG_OK);
     kb_msg_destroy(&msg);
     const char *two[] = { H, "{}", "{}", "{}", "a", "" };
     kb_buf_t more = v1_of("shell", two, 6);
     expect_reject(V1, B, more.data, more.len, &tight, KB_WSMSG_TOO_LARGE, "8 offsets, limit 7",
                   __LINE__);
     tight.max_buffers = SIZE_MAX; /* no wrap in the count's limit */
-    CHECK(kb_wsmsg_parse(V1, B, more.data, more.len, &tight, &channel, &msg, err, sizeof err)
-          == KB_WSMSG_OK);
+    CHECK(kb_wsmsg_parse(V1, B, more.data, more.len, &tight, &channel, &msg, &err) == KB_WSMSG_OK);
     kb_msg_destroy(&msg);
     kb_buf_free(&more);
     kb_buf_free(&ok);
@@ -601,8 +598,8 @@ static void test_malformed_legacy(void)
     kb_buf_puts(&ok, "zz");
     kb_msg_t *msg = NULL;
     kb_wsmsg_channel_t channel;
-    char err[256];
-    CHECK(parse(L, true, ok.data, ok.len, &channel, &msg, err) == KB_WSMSG_OK);
+    kb_error_t err;
+    CHECK(parse(L, true, ok.data, ok.len, &channel, &msg, &err) == KB_WSMSG_OK);
     CHECK(msg && msg->buffers_len == 1 && msg->buffers[0].size == 2);
     kb_msg_destroy(&msg);
 
@@ -678,36 +675,33 @@ static void test_malformed_legacy(void)
 
 static void test_signed_for_the_kernel(void)
 {
-    char err[256] = "";
-    kb_wire_t *daemon
-        = kb_wire_new("hmac-sha256", test_key, TEST_KEY_LEN, "daemon", NULL, err, sizeof err);
-    kb_wire_t *kernel
-        = kb_wire_new("hmac-sha256", test_key, TEST_KEY_LEN, "kernel", NULL, err, sizeof err);
+    kb_error_t err;
+    kb_wire_t *daemon = kb_wire_new("hmac-sha256", test_key, TEST_KEY_LEN, "daemon", NULL, &err);
+    kb_wire_t *kernel = kb_wire_new("hmac-sha256", test_key, TEST_KEY_LEN, "kernel", NULL, &err);
     kb_wire_t *stranger
-        = kb_wire_new("hmac-sha256", (const unsigned char *)"other", 5, "x", NULL, err, sizeof err);
+        = kb_wire_new("hmac-sha256", (const unsigned char *)"other", 5, "x", NULL, &err);
     CHECK(daemon && kernel && stranger);
     kb_msg_t *msg = NULL;
     kb_wsmsg_channel_t channel;
-    CHECK(
-        parse(KB_WSMSG_V1, true, v1_shell_buffers, sizeof v1_shell_buffers - 1, &channel, &msg, err)
-        == KB_WSMSG_OK);
+    CHECK(parse(KB_WSMSG_V1, true, v1_shell_buffers, sizeof v1_shell_buffers - 1, &channel, &msg,
+                &err)
+          == KB_WSMSG_OK);
     kb_frame_t *frames = NULL;
     size_t count = 0;
     CHECK(msg && kb_wire_encode_msg(daemon, msg, &frames, &count) == 0);
     CHECK(count == 8);
     CHECK(frames && frames[1].size == 64); /* a sha256 signature, never empty */
     kb_msg_t *received = NULL;
-    CHECK(kb_wire_decode(kernel, frames, count, &received, err, sizeof err) == KB_WIRE_OK);
+    CHECK(kb_wire_decode(kernel, frames, count, &received, &err) == KB_WIRE_OK);
     /* The client's own header goes through: replies name its msg_id. */
     CHECK(same_message(received, msg));
     CHECK_STR(received ? received->msg_id : NULL, "a1");
     CHECK_STR(received ? json_string_value(json_object_get(received->header, "session")) : NULL,
               "s1");
     kb_msg_destroy(&received);
-    CHECK(kb_wire_decode(stranger, frames, count, &received, err, sizeof err)
-          == KB_WIRE_BAD_SIGNATURE);
+    CHECK(kb_wire_decode(stranger, frames, count, &received, &err) == KB_WIRE_BAD_SIGNATURE);
     /* Sent again unchanged, the kernel sees a replay (as jupyter_client does). */
-    CHECK(kb_wire_decode(kernel, frames, count, &received, err, sizeof err) == KB_WIRE_REPLAYED);
+    CHECK(kb_wire_decode(kernel, frames, count, &received, &err) == KB_WIRE_REPLAYED);
     kb_frames_free(frames, count);
     kb_msg_destroy(&msg);
     kb_wire_destroy(&daemon);
@@ -720,14 +714,14 @@ static void test_signed_for_the_kernel(void)
 
 static void test_status_message(void)
 {
-    char err[256] = "";
+    kb_error_t err;
     kb_msg_t *msg = kb_wsmsg_status_new("ws-session", "id-1", "2024-05-01T12:00:00Z", NULL,
-                                        "restarting", err, sizeof err);
+                                        "restarting", &err);
     CHECK(msg != NULL);
     kb_buf_t out = KB_BUF_INIT;
     bool binary = true;
     CHECK(msg
-          && kb_wsmsg_encode(KB_WSMSG_LEGACY, KB_WSMSG_IOPUB, msg, &out, &binary, err, sizeof err)
+          && kb_wsmsg_encode(KB_WSMSG_LEGACY, KB_WSMSG_IOPUB, msg, &out, &binary, &err)
                  == KB_WSMSG_OK);
     CHECK(!binary);
     CHECK_STR(kb_buf_cstr(&out),
@@ -737,17 +731,16 @@ static void test_status_message(void)
               "{},\"metadata\":{},\"content\":{\"execution_state\":\"restarting\"},\"buffers\":[],"
               "\"channel\":\"iopub\"}");
     kb_msg_destroy(&msg);
-    msg = kb_wsmsg_status_new("s", "id-2", "d", "me", "dead", err, sizeof err);
+    msg = kb_wsmsg_status_new("s", "id-2", "d", "me", "dead", &err);
     CHECK(msg
-          && kb_wsmsg_encode(KB_WSMSG_V1, KB_WSMSG_IOPUB, msg, &out, &binary, err, sizeof err)
-                 == KB_WSMSG_OK);
+          && kb_wsmsg_encode(KB_WSMSG_V1, KB_WSMSG_IOPUB, msg, &out, &binary, &err) == KB_WSMSG_OK);
     CHECK(binary && out.len > 64 && memcmp(out.data + 56, "iopub{", 6) == 0);
     CHECK(strstr(out.data + 56, "{\"execution_state\":\"dead\"}") != NULL);
     kb_msg_destroy(&msg);
-    CHECK(kb_wsmsg_status_new("s", "", "d", NULL, "dead", err, sizeof err) == NULL);
-    CHECK(strstr(err, "msg_id") != NULL);
-    CHECK(kb_wsmsg_status_new("s\xff", "i", "d", NULL, "dead", err, sizeof err) == NULL);
-    CHECK(strstr(err, "UTF-8") != NULL);
+    CHECK(kb_wsmsg_status_new("s", "", "d", NULL, "dead", &err) == NULL);
+    CHECK(strstr(err.message, "msg_id") != NULL);
+    CHECK(kb_wsmsg_status_new("s\xff", "i", "d", NULL, "dead", &err) == NULL);
+    CHECK(strstr(err.message, "UTF-8") != NULL);
     kb_buf_free(&out);
 }
 

@@ -68,12 +68,12 @@ static char *s_read_token(const char *prog, const char *path)
     0, or -1 after printing why. */
 static int s_client_setup(kb_client_t *self, const char *token_file)
 {
-    char err[600];
+    kb_error_t err;
     const char *url = self->url;
     if (!url)
         url = getenv("KB_URL") && *getenv("KB_URL") ? getenv("KB_URL") : KB_CLIENT_DEFAULT_URL;
-    if (kb_cli_daemon_init(&self->daemon, url, err, sizeof err) < 0) {
-        fprintf(stderr, "%s: %s\n", self->prog, err);
+    if (kb_cli_daemon_init(&self->daemon, url, &err) < 0) {
+        fprintf(stderr, "%s: %s\n", self->prog, err.message);
         return -1;
     }
     if (!token_file && getenv("KB_TOKEN_FILE") && *getenv("KB_TOKEN_FILE"))
@@ -139,10 +139,10 @@ static int s_parse(kb_client_t *client, const kb_command_t *command, int argc, c
     why. */
 static json_t *s_get(const kb_client_t *self, const char *path)
 {
-    char err[700];
-    json_t *answer = path ? kb_cli_get_json(&self->daemon, path, err, sizeof err) : NULL;
+    kb_error_t err;
+    json_t *answer = path ? kb_cli_get_json(&self->daemon, path, &err) : NULL;
     if (!answer)
-        fprintf(stderr, "%s: %s\n", self->prog, path ? err : "out of memory");
+        fprintf(stderr, "%s: %s\n", self->prog, path ? err.message : "out of memory");
     return answer;
 }
 
@@ -484,7 +484,7 @@ static int s_logs_print(const kb_client_t *client, const char *id)
 }
 
 /*  One event of the logs stream: a frame to print, or the run's end. */
-static int s_logs_event(const char *event, const char *data, void *arg, char *err, size_t errlen)
+static int s_logs_event(const char *event, const char *data, void *arg, kb_error_t *err)
 {
     (void)arg;
     if (strcmp(event, "eof") == 0)
@@ -493,7 +493,7 @@ static int s_logs_event(const char *event, const char *data, void *arg, char *er
         return 0;
     json_t *frame = json_loads(data, 0, NULL);
     if (!frame) {
-        snprintf(err, errlen, "a log event that is not JSON: %.80s", data);
+        kb_error_set(err, KB_ERR_INTERNAL, "a log event that is not JSON: %.80s", data);
         return -1;
     }
     s_print_frame(frame);
@@ -504,12 +504,11 @@ static int s_logs_event(const char *event, const char *data, void *arg, char *er
 /*  Follow the logs over SSE until the run has ended. 0 or -1 (printed). */
 static int s_logs_follow(const kb_client_t *client, const char *id)
 {
-    char err[700] = "out of memory";
+    kb_error_t err = { KB_ERR_INTERNAL, "out of memory" };
     char *path = s_process_path(id, "/logs?follow=true");
-    int rc
-        = path ? kb_cli_get_events(&client->daemon, path, s_logs_event, NULL, err, sizeof err) : -1;
+    int rc = path ? kb_cli_get_events(&client->daemon, path, s_logs_event, NULL, &err) : -1;
     if (rc < 0)
-        fprintf(stderr, "%s: %s\n", client->prog, err);
+        fprintf(stderr, "%s: %s\n", client->prog, err.message);
     free(path);
     return rc;
 }

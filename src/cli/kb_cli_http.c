@@ -34,19 +34,20 @@ typedef struct {
     long long left;  /* body bytes left (Content-Length), or of the chunk; -1: until close */
     bool chunk_open; /* a chunk's data was read: its CRLF comes next */
     bool done;       /* the body has ended */
-    char err[600];
+    kb_error_t err;
 } kb_reply_t;
 
 /* ---- the connection --------------------------------------------------------- */
 
 /*  host and port of an http:// URL (the scheme may be left out; IPv6 in
     brackets; port 80 when none). 0 or -1 (err says why). */
-int kb_cli_daemon_init(kb_cli_daemon_t *self, const char *url, char *err, size_t errlen)
+int kb_cli_daemon_init(kb_cli_daemon_t *self, const char *url, kb_error_t *err)
 {
     *self = (kb_cli_daemon_t){ .url = url };
     const char *p = url;
     if (strncasecmp(p, "https://", 8) == 0) {
-        snprintf(err, errlen, "%s: https is not supported (the daemon speaks plain HTTP)", p);
+        kb_error_set(err, KB_ERR_INTERNAL,
+                     "%s: https is not supported (the daemon speaks plain HTTP)", p);
         return -1;
     }
     if (strncasecmp(p, "http://", 7) == 0)
@@ -80,17 +81,17 @@ int kb_cli_daemon_init(kb_cli_daemon_t *self, const char *url, char *err, size_t
         goto bad;
     return 0;
 bad:
-    snprintf(err, errlen, "not a daemon URL: '%s' (want http://HOST:PORT)", self->url);
+    kb_error_set(err, KB_ERR_INTERNAL, "not a daemon URL: '%s' (want http://HOST:PORT)", self->url);
     return -1;
 }
 
 /*  A non-blocking connect bounded by KB_CLI_CONNECT_MS. The socket
     (blocking again), or -1 with err. */
-static int s_connect_one(const struct addrinfo *ai, char *err, size_t errlen)
+static int s_connect_one(const struct addrinfo *ai, kb_error_t *err)
 {
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
     if (fd < 0) {
-        snprintf(err, errlen, "%s", strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "%s", strerror(errno));
         return -1;
     }
     int rc = connect(fd, ai->ai_addr, ai->ai_addrlen);
@@ -107,7 +108,7 @@ static int s_connect_one(const struct addrinfo *ai, char *err, size_t errlen)
         errno = soerr;
     }
     if (rc < 0) {
-        snprintf(err, errlen, "%s", strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "%s", strerror(errno));
         close(fd);
         return -1;
     }
@@ -116,23 +117,24 @@ static int s_connect_one(const struct addrinfo *ai, char *err, size_t errlen)
 }
 
 /*  A connected socket to the daemon, or -1 with err. */
-static int s_connect(const kb_cli_daemon_t *self, char *err, size_t errlen)
+static int s_connect(const kb_cli_daemon_t *self, kb_error_t *err)
 {
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *list;
     int gai = getaddrinfo(self->host, self->port, &hints, &list);
     if (gai != 0) {
-        snprintf(err, errlen, "cannot reach the daemon at %s: %s", self->url, gai_strerror(gai));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot reach the daemon at %s: %s", self->url,
+                     gai_strerror(gai));
         return -1;
     }
-    char why[256] = "no address";
+    kb_error_t why = { KB_ERR_INTERNAL, "no address" };
     int fd = -1;
     for (struct addrinfo *ai = list; ai && fd < 0; ai = ai->ai_next)
-        fd = s_connect_one(ai, why, sizeof why);
+        fd = s_connect_one(ai, &why);
     freeaddrinfo(list);
     if (fd < 0)
-        snprintf(err, errlen,
-                 "cannot reach the daemon at %s: %s (is `kernelbridge serve` running?)", self->url,
-                 why);
+        kb_error_set(err, KB_ERR_INTERNAL,
+                     "cannot reach the daemon at %s: %s (is `kernelbridge serve` running?)",
+                     self->url, why.message);
     return fd;
 }
 
@@ -166,8 +168,8 @@ static int s_send_get(const kb_cli_daemon_t *self, kb_reply_t *reply, const char
     int rc = kb_buf_status(&request) == KB_BUF_OK ? s_send_all(reply->fd, request.data, request.len)
                                                   : -1;
     if (rc < 0)
-        snprintf(reply->err, sizeof reply->err, "cannot send the request to %s: %s", self->url,
-                 strerror(errno));
+        kb_error_set(&reply->err, KB_ERR_INTERNAL, "cannot send the request to %s: %s", self->url,
+                     strerror(errno));
     kb_buf_free(&request);
     return rc;
 }
@@ -184,7 +186,7 @@ static ssize_t s_fill(kb_reply_t *reply)
         reply->at = 0;
     }
     if (reply->len == sizeof reply->in) {
-        snprintf(reply->err, sizeof reply->err, "a line of the daemon's answer is too long");
+        kb_error_set(&reply->err, KB_ERR_INTERNAL, "a line of the daemon's answer is too long");
         return -1;
     }
     struct pollfd pfd = { .fd = reply->fd, .events = POLLIN };
@@ -192,8 +194,8 @@ static ssize_t s_fill(kb_reply_t *reply)
     while ((ready = poll(&pfd, 1, reply->timeout_ms)) < 0 && errno == EINTR)
         ;
     if (ready == 0) {
-        snprintf(reply->err, sizeof reply->err, "the daemon did not answer within %d s",
-                 reply->timeout_ms / 1000);
+        kb_error_set(&reply->err, KB_ERR_INTERNAL, "the daemon did not answer within %d s",
+                     reply->timeout_ms / 1000);
         return -1;
     }
     ssize_t n;
@@ -201,7 +203,8 @@ static ssize_t s_fill(kb_reply_t *reply)
            && errno == EINTR)
         ;
     if (n < 0)
-        snprintf(reply->err, sizeof reply->err, "reading the daemon's answer: %s", strerror(errno));
+        kb_error_set(&reply->err, KB_ERR_INTERNAL, "reading the daemon's answer: %s",
+                     strerror(errno));
     else
         reply->len += (size_t)n;
     return n;
@@ -223,7 +226,7 @@ static char *s_line(kb_reply_t *reply)
         }
         ssize_t n = s_fill(reply);
         if (n == 0)
-            snprintf(reply->err, sizeof reply->err, "the daemon closed the connection");
+            kb_error_set(&reply->err, KB_ERR_INTERNAL, "the daemon closed the connection");
         if (n <= 0)
             return NULL;
     }
@@ -236,7 +239,7 @@ static int s_read_head(kb_reply_t *reply)
     if (!line)
         return -1;
     if (sscanf(line, "HTTP/1.%*d %d", &reply->status) != 1) {
-        snprintf(reply->err, sizeof reply->err, "not an HTTP answer: '%.80s'", line);
+        kb_error_set(&reply->err, KB_ERR_INTERNAL, "not an HTTP answer: '%.80s'", line);
         return -1;
     }
     reply->left = -1;
@@ -283,8 +286,8 @@ static int s_next_chunk(kb_reply_t *reply)
     reply->chunk_open = true;
     return 0;
 bad:
-    if (!reply->err[0])
-        snprintf(reply->err, sizeof reply->err, "malformed chunked answer from the daemon");
+    if (!reply->err.message[0])
+        kb_error_set(&reply->err, KB_ERR_INTERNAL, "malformed chunked answer from the daemon");
     return -1;
 }
 
@@ -302,7 +305,8 @@ static ssize_t s_read_body(kb_reply_t *reply, char *out, size_t cap)
             return 0;
         }
         if (n == 0)
-            snprintf(reply->err, sizeof reply->err, "the daemon closed the connection mid-answer");
+            kb_error_set(&reply->err, KB_ERR_INTERNAL,
+                         "the daemon closed the connection mid-answer");
         if (n <= 0)
             return -1;
     }
@@ -326,7 +330,7 @@ static int s_open(const kb_cli_daemon_t *self, kb_reply_t *reply, const char *pa
                   const char *accept, int timeout_ms)
 {
     *reply = (kb_reply_t){ .fd = -1, .timeout_ms = timeout_ms };
-    reply->fd = s_connect(self, reply->err, sizeof reply->err);
+    reply->fd = s_connect(self, &reply->err);
     if (reply->fd < 0)
         return -1;
     reply->timeout_ms = KB_CLI_ANSWER_MS; /* the head comes at once, also for a stream */
@@ -345,7 +349,7 @@ static json_t *s_read_json(kb_reply_t *reply)
     ssize_t n;
     while ((n = s_read_body(reply, chunk, sizeof chunk)) > 0)
         if (kb_buf_append(&body, chunk, (size_t)n) != KB_BUF_OK) {
-            snprintf(reply->err, sizeof reply->err, "the daemon's answer is too large");
+            kb_error_set(&reply->err, KB_ERR_INTERNAL, "the daemon's answer is too large");
             n = -1;
             break;
         }
@@ -354,8 +358,8 @@ static json_t *s_read_json(kb_reply_t *reply)
         json_error_t jerr;
         json = json_loadb(body.data ? body.data : "", body.len, 0, &jerr);
         if (!json)
-            snprintf(reply->err, sizeof reply->err, "the daemon's answer (HTTP %d) is not JSON: %s",
-                     reply->status, jerr.text);
+            kb_error_set(&reply->err, KB_ERR_INTERNAL,
+                         "the daemon's answer (HTTP %d) is not JSON: %s", reply->status, jerr.text);
     }
     kb_buf_free(&body);
     return json;
@@ -368,9 +372,9 @@ static void s_error_answer(kb_reply_t *reply)
     const char *code = json_string_value(json_object_get(error, "code"));
     const char *message = json_string_value(json_object_get(error, "message"));
     if (code && message)
-        snprintf(reply->err, sizeof reply->err, "%s: %s", code, message);
+        kb_error_set(&reply->err, KB_ERR_INTERNAL, "%s: %s", code, message);
     else
-        snprintf(reply->err, sizeof reply->err, "the daemon answered HTTP %d", reply->status);
+        kb_error_set(&reply->err, KB_ERR_INTERNAL, "the daemon answered HTTP %d", reply->status);
     json_decref(error);
 }
 
@@ -381,7 +385,7 @@ static void s_close(kb_reply_t *reply)
     reply->fd = -1;
 }
 
-json_t *kb_cli_get_json(const kb_cli_daemon_t *daemon, const char *path, char *err, size_t errlen)
+json_t *kb_cli_get_json(const kb_cli_daemon_t *daemon, const char *path, kb_error_t *err)
 {
     kb_reply_t reply;
     json_t *json = NULL;
@@ -392,7 +396,7 @@ json_t *kb_cli_get_json(const kb_cli_daemon_t *daemon, const char *path, char *e
             json = s_read_json(&reply);
     }
     if (!json)
-        snprintf(err, errlen, "%s", reply.err);
+        kb_error_set(err, reply.err.code, "%s", reply.err.message);
     s_close(&reply);
     return json;
 }
@@ -407,14 +411,13 @@ typedef struct {
 
 /*  One line of the stream (without its end): a field, a comment, or the
     blank line that dispatches an event. on_event's answer, or 0. */
-static int s_sse_line(kb_sse_reader_t *self, const char *line, char *err, size_t errlen)
+static int s_sse_line(kb_sse_reader_t *self, const char *line, kb_error_t *err)
 {
     if (!*line) {
         int rc = 0;
         if (self->data.len || self->event.len)
             rc = self->on_event(self->event.len ? kb_buf_cstr(&self->event) : "message",
-                                self->data.len ? kb_buf_cstr(&self->data) : "", self->arg, err,
-                                errlen);
+                                self->data.len ? kb_buf_cstr(&self->data) : "", self->arg, err);
         kb_buf_reset(&self->event);
         kb_buf_reset(&self->data);
         return rc;
@@ -436,8 +439,7 @@ static int s_sse_line(kb_sse_reader_t *self, const char *line, char *err, size_t
 }
 
 /*  Split bytes of the body into lines. on_event's 1 or -1, else 0. */
-static int s_sse_feed(kb_sse_reader_t *self, const char *bytes, size_t len, char *err,
-                      size_t errlen)
+static int s_sse_feed(kb_sse_reader_t *self, const char *bytes, size_t len, kb_error_t *err)
 {
     for (size_t i = 0; i < len; i++) {
         if (bytes[i] != '\n') {
@@ -447,20 +449,20 @@ static int s_sse_feed(kb_sse_reader_t *self, const char *bytes, size_t len, char
         kb_buf_t *line = &self->line;
         if (line->len && line->data[line->len - 1] == '\r')
             kb_buf_truncate(line, line->len - 1);
-        int rc = s_sse_line(self, line->len ? kb_buf_cstr(line) : "", err, errlen);
+        int rc = s_sse_line(self, line->len ? kb_buf_cstr(line) : "", err);
         kb_buf_reset(line);
         if (rc != 0)
             return rc;
     }
     if (kb_buf_status(&self->line) != KB_BUF_OK || kb_buf_status(&self->data) != KB_BUF_OK) {
-        snprintf(err, errlen, "out of memory");
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         return -1;
     }
     return 0;
 }
 
 int kb_cli_get_events(const kb_cli_daemon_t *daemon, const char *path, kb_cli_event_fn *on_event,
-                      void *arg, char *err, size_t errlen)
+                      void *arg, kb_error_t *err)
 {
     kb_sse_reader_t reader = { KB_BUF_INIT, KB_BUF_INIT, KB_BUF_INIT, on_event, arg };
     kb_reply_t reply;
@@ -474,12 +476,12 @@ int kb_cli_get_events(const kb_cli_daemon_t *daemon, const char *path, kb_cli_ev
     char chunk[16384];
     ssize_t n;
     while (fed == 0 && (n = s_read_body(&reply, chunk, sizeof chunk)) > 0)
-        fed = s_sse_feed(&reader, chunk, (size_t)n, err, errlen);
-    if (fed == 0 && !reply.err[0])
-        snprintf(reply.err, sizeof reply.err, "the stream ended before its last event");
+        fed = s_sse_feed(&reader, chunk, (size_t)n, err);
+    if (fed == 0 && !reply.err.message[0])
+        kb_error_set(&reply.err, KB_ERR_INTERNAL, "the stream ended before its last event");
 done:
     if (fed == 0)
-        snprintf(err, errlen, "%s", reply.err);
+        kb_error_set(err, reply.err.code, "%s", reply.err.message);
     s_close(&reply);
     kb_buf_free(&reader.line);
     kb_buf_free(&reader.event);

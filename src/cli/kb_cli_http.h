@@ -27,23 +27,22 @@ typedef struct {
 /*  Fill self from an http:// URL (the scheme may be left out; an IPv6
     address in brackets; port 80 when none), which it borrows. 0, or -1
     with err. */
-int kb_cli_daemon_init(kb_cli_daemon_t *self, const char *url, char *err, size_t errlen);
+int kb_cli_daemon_init(kb_cli_daemon_t *self, const char *url, kb_error_t *err);
 
 /*  GET path (escaped already) as JSON. The answer (caller owns it), or NULL
     with err: the daemon unreachable, its error answer as "CODE: message",
     or an answer that is not JSON. */
-json_t *kb_cli_get_json(const kb_cli_daemon_t *daemon, const char *path, char *err, size_t errlen);
+json_t *kb_cli_get_json(const kb_cli_daemon_t *daemon, const char *path, kb_error_t *err);
 
 /*  One event of a stream (data lines joined by \n; borrowed). Returns 1
     when it was the last one wanted, 0 to go on, -1 to give up (with err). */
-typedef int(kb_cli_event_fn)(const char *event, const char *data, void *arg, char *err,
-                             size_t errlen);
+typedef int(kb_cli_event_fn)(const char *event, const char *data, void *arg, kb_error_t *err);
 
 /*  GET path as Server-Sent Events, calling on_event for each (comments are
     skipped) until it returns 1: then 0. -1 with err when the daemon is
     unreachable or answers an error, or the stream ends first. */
 int kb_cli_get_events(const kb_cli_daemon_t *daemon, const char *path, kb_cli_event_fn *on_event,
-                      void *arg, char *err, size_t errlen);
+                      void *arg, kb_error_t *err);
 
 /*  Append text escaped for a URL's path or query: anything but RFC 3986's
     unreserved characters as %XX. */

@@ -200,25 +200,25 @@ static void s_parent(const char *path, char *out, size_t outlen)
     snprintf(out, outlen, "%.*s", (int)n, path);
 }
 
-static bool s_owned_writable(int fd, const char *path, char *why, size_t whylen)
+static bool s_owned_writable(int fd, const char *path, kb_error_t *err)
 {
     static const char *const files[] = { ".", "cgroup.procs", "cgroup.subtree_control" };
     uid_t uid = geteuid();
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         struct stat st;
         if (fstatat(fd, files[i], &st, AT_SYMLINK_NOFOLLOW) != 0) {
-            kb_say(why, whylen, "cannot read %s%s%s: %s", path, i ? "/" : "", i ? files[i] : "",
-                   strerror(errno));
+            kb_error_set(err, KB_ERR_INTERNAL, "cannot read %s%s%s: %s", path, i ? "/" : "",
+                         i ? files[i] : "", strerror(errno));
             return false;
         }
         if (st.st_uid != uid) {
-            kb_say(why, whylen, "cgroup %s%s%s is owned by uid %u, not by uid %u", path,
-                   i ? "/" : "", i ? files[i] : "", (unsigned)st.st_uid, (unsigned)uid);
+            kb_error_set(err, KB_ERR_INTERNAL, "cgroup %s%s%s is owned by uid %u, not by uid %u",
+                         path, i ? "/" : "", i ? files[i] : "", (unsigned)st.st_uid, (unsigned)uid);
             return false;
         }
         if (faccessat(fd, files[i], W_OK, AT_EACCESS) != 0) {
-            kb_say(why, whylen, "cgroup %s%s%s is not writable by uid %u", path, i ? "/" : "",
-                   i ? files[i] : "", (unsigned)uid);
+            kb_error_set(err, KB_ERR_INTERNAL, "cgroup %s%s%s is not writable by uid %u", path,
+                         i ? "/" : "", i ? files[i] : "", (unsigned)uid);
             return false;
         }
     }
@@ -235,7 +235,7 @@ static int s_adopt_parent(const char *path, const char *mountinfo, unsigned flag
         return -1;
     s_parent(path, ppath, ppathlen);
     char ignored[256];
-    if (kb_cgroup_parse_mountinfo(mountinfo, ppath, pdir, pdirlen, ignored, sizeof ignored) != 0)
+    if (kb_cgroup_parse_mountinfo(mountinfo, ppath, pdir, pdirlen, NULL) != 0)
         return -1;
     int fd = s_open_dir(pdir);
     if (fd < 0)
@@ -245,7 +245,7 @@ static int s_adopt_parent(const char *path, const char *mountinfo, unsigned flag
     if (!(flags & KB_CGROUPS_ANY_FS)
         && (fstatfs(fd, &sfs) != 0 || sfs.f_type != CGROUP2_SUPER_MAGIC))
         goto fail;
-    if (!s_owned_writable(fd, ppath, ignored, sizeof ignored))
+    if (!s_owned_writable(fd, ppath, NULL))
         goto fail;
     procs = s_slurp(fd, "cgroup.procs");
     if (!procs || s_other_pids(procs, 0, ignored, sizeof ignored))
@@ -269,12 +269,12 @@ typedef struct {
 
 /*  Find <own> (the daemon's cgroup, or the parent of its "daemon" leaf)
     and open it: a delegated cgroup2 directory, with memory and pids, owned
-    and writable by the daemon. 0, or -1 with why. */
+    and writable by the daemon. 0, or -1 with err. */
 static int s_open_own(s_detect_t *d, const char *proc_cgroup, const char *mountinfo, unsigned flags,
-                      char *why, size_t whylen)
+                      kb_error_t *err)
 {
-    if (kb_cgroup_parse_proc(proc_cgroup, d->path, sizeof d->path, why, whylen) != 0
-        || kb_cgroup_parse_mountinfo(mountinfo, d->path, d->dir, sizeof d->dir, why, whylen) != 0)
+    if (kb_cgroup_parse_proc(proc_cgroup, d->path, sizeof d->path, err) != 0
+        || kb_cgroup_parse_mountinfo(mountinfo, d->path, d->dir, sizeof d->dir, err) != 0)
         return -1;
     char ppath[PATH_MAX], pdir[PATH_MAX];
     d->fd = s_adopt_parent(d->path, mountinfo, flags, ppath, sizeof ppath, pdir, sizeof pdir);
@@ -283,51 +283,54 @@ static int s_open_own(s_detect_t *d, const char *proc_cgroup, const char *mounti
         memcpy(d->path, ppath, sizeof d->path);
         memcpy(d->dir, pdir, sizeof d->dir);
     } else if ((d->fd = s_open_dir(d->dir)) < 0) {
-        kb_say(why, whylen, "cannot open cgroup %s at %s: %s", d->path, d->dir,
-               errno == ELOOP || errno == ENOTDIR ? "a symbolic link on the way" : strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot open cgroup %s at %s: %s", d->path, d->dir,
+                     errno == ELOOP || errno == ENOTDIR ? "a symbolic link on the way"
+                                                        : strerror(errno));
         return -1;
     }
     struct statfs sfs;
     if (!(flags & KB_CGROUPS_ANY_FS)
         && (fstatfs(d->fd, &sfs) != 0 || sfs.f_type != CGROUP2_SUPER_MAGIC)) {
-        kb_say(why, whylen, "%s is not on a cgroup2 file system", d->dir);
+        kb_error_set(err, KB_ERR_INTERNAL, "%s is not on a cgroup2 file system", d->dir);
         return -1;
     }
     char *text = s_slurp(d->fd, "cgroup.controllers");
     if (!text) {
-        kb_say(why, whylen, "cannot read %s/cgroup.controllers: %s", d->dir, strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot read %s/cgroup.controllers: %s", d->dir,
+                     strerror(errno));
         return -1;
     }
-    int rc = kb_cgroup_check_controllers(text, d->path, mountinfo, why, whylen);
+    int rc = kb_cgroup_check_controllers(text, d->path, mountinfo, err);
     free(text);
     if (rc != 0)
         return -1;
     /* The true root has no cgroup.type (a cgroup namespace's root has). */
     if (faccessat(d->fd, "cgroup.type", F_OK, 0) != 0) {
-        kb_say(why, whylen,
-               "cgroup %s is the root of the cgroup2 hierarchy at %s, not one "
-               "delegated to the daemon",
-               d->path, d->dir);
+        kb_error_set(err, KB_ERR_INTERNAL,
+                     "cgroup %s is the root of the cgroup2 hierarchy at %s, not one "
+                     "delegated to the daemon",
+                     d->path, d->dir);
         return -1;
     }
-    return s_owned_writable(d->fd, d->path, why, whylen) ? 0 : -1;
+    return s_owned_writable(d->fd, d->path, err) ? 0 : -1;
 }
 
 /*  The daemon into <own>/daemon (already there when in_leaf) and that
-    leaf opened. 0, or -1 with why. */
-static int s_enter_leaf(s_detect_t *d, char *why, size_t whylen)
+    leaf opened. 0, or -1 with err. */
+static int s_enter_leaf(s_detect_t *d, kb_error_t *err)
 {
     if (!d->in_leaf) {
         if (mkdirat(d->fd, "daemon", 0755) == 0)
             d->made_leaf = true;
         else if (errno != EEXIST) {
-            kb_say(why, whylen, "cannot make %s/daemon: %s", d->path, strerror(errno));
+            kb_error_set(err, KB_ERR_INTERNAL, "cannot make %s/daemon: %s", d->path,
+                         strerror(errno));
             return -1;
         }
         d->daemon_fd = s_open_child(d->fd, "daemon");
         if (d->daemon_fd < 0 || s_write(d->daemon_fd, "cgroup.procs", d->pid_text) != 0) {
-            kb_say(why, whylen, "cannot move the daemon into %s/daemon: %s", d->path,
-                   strerror(errno));
+            kb_error_set(err, KB_ERR_INTERNAL, "cannot move the daemon into %s/daemon: %s", d->path,
+                         strerror(errno));
             return -1;
         }
         d->moved = true;
@@ -335,62 +338,65 @@ static int s_enter_leaf(s_detect_t *d, char *why, size_t whylen)
         d->daemon_fd = s_open_child(d->fd, "daemon");
     }
     if (d->daemon_fd < 0) {
-        kb_say(why, whylen, "cannot open %s/daemon: %s", d->path, strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot open %s/daemon: %s", d->path, strerror(errno));
         return -1;
     }
     return 0;
 }
 
 /*  memory and pids for the children of <own>, unless already there; only
-    possible once <own> holds no process but the daemon. 0, or -1 with why. */
-static int s_enable_controllers(s_detect_t *d, char *why, size_t whylen)
+    possible once <own> holds no process but the daemon. 0, or -1 with err. */
+static int s_enable_controllers(s_detect_t *d, kb_error_t *err)
 {
     char others[128];
     char *text = s_slurp(d->fd, "cgroup.subtree_control");
     if (!text) {
-        kb_say(why, whylen, "cannot read %s/cgroup.subtree_control: %s", d->path, strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot read %s/cgroup.subtree_control: %s", d->path,
+                     strerror(errno));
         return -1;
     }
-    int rc = kb_cgroup_check_controllers(text, d->path, NULL, NULL, 0);
+    int rc = kb_cgroup_check_controllers(text, d->path, NULL, NULL);
     free(text);
     if (rc == 0)
         return 0;
     if (!(text = s_slurp(d->fd, "cgroup.procs"))) {
-        kb_say(why, whylen, "cannot read %s/cgroup.procs: %s", d->path, strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot read %s/cgroup.procs: %s", d->path,
+                     strerror(errno));
         return -1;
     }
     bool crowded = s_other_pids(text, getpid(), others, sizeof others);
     free(text);
     if (crowded) {
-        kb_say(why, whylen,
-               "cgroup %s has processes other than the daemon (%s), so its "
-               "children cannot have controllers",
-               d->path, others);
+        kb_error_set(err, KB_ERR_INTERNAL,
+                     "cgroup %s has processes other than the daemon (%s), so its "
+                     "children cannot have controllers",
+                     d->path, others);
         return -1;
     }
     if (s_write(d->fd, "cgroup.subtree_control", "+memory +pids") != 0) {
-        kb_say(why, whylen, "cannot enable memory and pids in %s/cgroup.subtree_control: %s",
-               d->path, strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL,
+                     "cannot enable memory and pids in %s/cgroup.subtree_control: %s", d->path,
+                     strerror(errno));
         return -1;
     }
     return 0;
 }
 
 kb_cgroups_t *kb_cgroups_detect_from(const char *proc_cgroup, const char *mountinfo, unsigned flags,
-                                     char *why, size_t whylen)
+                                     kb_error_t *err)
 {
     s_detect_t d = { .fd = -1, .daemon_fd = -1 };
     kb_cgroups_t *self = NULL;
     snprintf(d.pid_text, sizeof d.pid_text, "%d", (int)getpid());
-    if (s_open_own(&d, proc_cgroup, mountinfo, flags, why, whylen) != 0)
+    if (s_open_own(&d, proc_cgroup, mountinfo, flags, err) != 0)
         goto fail;
     /* Set up: the daemon into <own>/daemon, then the controllers for the
        children of <own>. */
-    if (s_enter_leaf(&d, why, whylen) != 0 || s_enable_controllers(&d, why, whylen) != 0)
+    if (s_enter_leaf(&d, err) != 0 || s_enable_controllers(&d, err) != 0)
         goto fail;
     self = calloc(1, sizeof *self);
     if (!self || !(self->path = strdup(d.path)) || !(self->dir = strdup(d.dir))) {
-        kb_say(why, whylen, "out of memory");
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         goto fail;
     }
     self->fd = d.fd;
@@ -415,16 +421,16 @@ fail:
     return NULL;
 }
 
-kb_cgroups_t *kb_cgroups_detect(char *why, size_t whylen)
+kb_cgroups_t *kb_cgroups_detect(kb_error_t *err)
 {
     char *proc = s_slurp(AT_FDCWD, "/proc/self/cgroup");
     char *mountinfo = s_slurp(AT_FDCWD, "/proc/self/mountinfo");
     kb_cgroups_t *self = NULL;
     if (!proc || !mountinfo)
-        kb_say(why, whylen, "cannot read /proc/self/%s: %s", proc ? "mountinfo" : "cgroup",
-               strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot read /proc/self/%s: %s",
+                     proc ? "mountinfo" : "cgroup", strerror(errno));
     else
-        self = kb_cgroups_detect_from(proc, mountinfo, 0, why, whylen);
+        self = kb_cgroups_detect_from(proc, mountinfo, 0, err);
     free(proc);
     free(mountinfo);
     return self;
@@ -479,12 +485,12 @@ void kb_cgroups_destroy(kb_cgroups_t **self_p)
    A kernel's cgroup
    -------------------------------------------------------------------------- */
 
-static kb_cgroup_t *s_cgroup_make(kb_cgroups_t *owner, const char *name, bool create, char *err,
-                                  size_t errlen)
+static kb_cgroup_t *s_cgroup_make(kb_cgroups_t *owner, const char *name, bool create,
+                                  kb_error_t *err)
 {
     assert(owner && name);
     if (!kb_cgroup_name_ok(name)) {
-        kb_say(err, errlen, "'%.80s' cannot name a kernel's cgroup", name);
+        kb_error_set(err, KB_ERR_INTERNAL, "'%.80s' cannot name a kernel's cgroup", name);
         errno = EINVAL;
         return NULL;
     }
@@ -492,7 +498,7 @@ static kb_cgroup_t *s_cgroup_make(kb_cgroups_t *owner, const char *name, bool cr
     size_t plen = strlen(owner->path) + 1 + strlen(name) + 1;
     if (!self || !(self->path = malloc(plen))) {
         free(self);
-        kb_say(err, errlen, "out of memory");
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         errno = ENOMEM;
         return NULL;
     }
@@ -502,16 +508,16 @@ static kb_cgroup_t *s_cgroup_make(kb_cgroups_t *owner, const char *name, bool cr
     snprintf(self->path, plen, "%s%s%s", owner->path, strcmp(owner->path, "/") ? "/" : "", name);
     if (create && mkdirat(owner->fd, name, 0755) != 0) {
         int e = errno;
-        kb_say(err, errlen, "cannot make cgroup %s: %s", self->path,
-               e == EEXIST ? "it exists already" : strerror(e));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot make cgroup %s: %s", self->path,
+                     e == EEXIST ? "it exists already" : strerror(e));
         kb_cgroup_destroy(&self);
         errno = e;
         return NULL;
     }
     if ((self->fd = s_open_child(owner->fd, name)) < 0) {
         int e = errno;
-        kb_say(err, errlen, "cannot open cgroup %s: %s", self->path,
-               e == ELOOP || e == ENOTDIR ? "not a directory" : strerror(e));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot open cgroup %s: %s", self->path,
+                     e == ELOOP || e == ENOTDIR ? "not a directory" : strerror(e));
         if (create)
             unlinkat(owner->fd, name, AT_REMOVEDIR);
         kb_cgroup_destroy(&self);
@@ -522,20 +528,20 @@ static kb_cgroup_t *s_cgroup_make(kb_cgroups_t *owner, const char *name, bool cr
 }
 
 kb_cgroup_t *kb_cgroup_new(kb_cgroups_t *owner, const char *name, int64_t memory_max,
-                           int64_t pids_max, char *err, size_t errlen)
+                           int64_t pids_max, kb_error_t *err)
 {
-    kb_cgroup_t *self = s_cgroup_make(owner, name, true, err, errlen);
+    kb_cgroup_t *self = s_cgroup_make(owner, name, true, err);
     if (self && kb_cgroup_set_limits(self, memory_max, pids_max) != 0) {
-        kb_say(err, errlen, "%s", self->err);
+        kb_error_set(err, KB_ERR_INTERNAL, "%s", self->err);
         kb_cgroup_remove(self);
         kb_cgroup_destroy(&self);
     }
     return self;
 }
 
-kb_cgroup_t *kb_cgroup_open(kb_cgroups_t *owner, const char *name, char *err, size_t errlen)
+kb_cgroup_t *kb_cgroup_open(kb_cgroups_t *owner, const char *name, kb_error_t *err)
 {
-    return s_cgroup_make(owner, name, false, err, errlen);
+    return s_cgroup_make(owner, name, false, err);
 }
 
 /*  Write the limit value ("max" for 0) to file. */
@@ -675,11 +681,11 @@ static bool s_populated(kb_cgroup_t *self)
 /*  Whether /proc/<pid>/cgroup puts pid at or below cgroup path. */
 static bool s_pid_in(pid_t pid, const char *path)
 {
-    char file[64], in[PATH_MAX], ignored[8];
+    char file[64], in[PATH_MAX];
     snprintf(file, sizeof file, "/proc/%d/cgroup", (int)pid);
     char *text = s_slurp(AT_FDCWD, file);
     size_t n = strlen(path);
-    bool yes = text && kb_cgroup_parse_proc(text, in, sizeof in, ignored, sizeof ignored) == 0
+    bool yes = text && kb_cgroup_parse_proc(text, in, sizeof in, NULL) == 0
                && strncmp(in, path, n) == 0 && (in[n] == 0 || in[n] == '/');
     free(text);
     return yes;

@@ -34,6 +34,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "kernelbridge/kb_error.h"
+
 /*  The longest name of a kernel's cgroup. */
 #define KB_CGROUP_NAME_MAX 64
 
@@ -64,7 +66,7 @@ typedef struct {
     (have: cpu io)". Setup that fails half way puts the daemon back where
     it was. The caller logs which mode is in force: kb_cgroups_path, or
     the reason. Caller owns the result. */
-kb_cgroups_t *kb_cgroups_detect(char *why, size_t whylen);
+kb_cgroups_t *kb_cgroups_detect(kb_error_t *err);
 
 /*  kb_cgroups_detect on given texts of /proc/self/cgroup and mountinfo.
     With KB_CGROUPS_ANY_FS the directories need not be on a cgroup2 file
@@ -72,7 +74,7 @@ kb_cgroups_t *kb_cgroups_detect(char *why, size_t whylen);
     real system. */
 #define KB_CGROUPS_ANY_FS 1u
 kb_cgroups_t *kb_cgroups_detect_from(const char *proc_cgroup, const char *mountinfo, unsigned flags,
-                                     char *why, size_t whylen);
+                                     kb_error_t *err);
 
 /*  The cgroup under which kernels go, as a cgroup path ("/user.slice/..."),
     and as a directory ("/sys/fs/cgroup/user.slice/..."). Borrowed. */
@@ -98,11 +100,11 @@ void kb_cgroups_destroy(kb_cgroups_t **self_p);
     before the failure is removed. owner borrowed, and must outlive the
     result. Caller owns the result. */
 kb_cgroup_t *kb_cgroup_new(kb_cgroups_t *owner, const char *name, int64_t memory_max,
-                           int64_t pids_max, char *err, size_t errlen);
+                           int64_t pids_max, kb_error_t *err);
 
 /*  The existing cgroup <own>/<name> (a kernel adopted after a restart).
     NULL with err (errno ENOENT when there is none). */
-kb_cgroup_t *kb_cgroup_open(kb_cgroups_t *owner, const char *name, char *err, size_t errlen);
+kb_cgroup_t *kb_cgroup_open(kb_cgroups_t *owner, const char *name, kb_error_t *err);
 
 /*  Set the limits: memory.max to memory_max bytes, memory.high to 90% of
     it (so the kernel is throttled into reclaim before the OOM killer
@@ -145,14 +147,14 @@ const char *kb_cgroup_error(const kb_cgroup_t *self);
 /*  Close; the cgroup itself stays. Sets *self_p to NULL; safe on NULL. */
 void kb_cgroup_destroy(kb_cgroup_t **self_p);
 
-/*  Parsers: pure, no file system. Each returns 0, or -1 with why. */
+/*  Parsers: pure, no file system. Each returns 0, or -1 with err. */
 
 /*  The cgroup v2 path of /proc/<pid>/cgroup text: the "0::<path>" line.
     A path must be absolute, without "." or ".." components (a process
     outside its cgroup namespace's root sees "/.."), without empty ones.
     Errors: no such line ("no cgroup v2 entry in /proc/self/cgroup (a
     cgroup v1 system)"), two of them, a line without two ':'. */
-int kb_cgroup_parse_proc(const char *text, char *path, size_t pathlen, char *why, size_t whylen);
+int kb_cgroup_parse_proc(const char *text, char *path, size_t pathlen, kb_error_t *err);
 
 /*  The directory of cgroup path on the cgroup2 mounts of mountinfo text:
     the mount whose root is path or above it (the longest such root), its
@@ -161,7 +163,7 @@ int kb_cgroup_parse_proc(const char *text, char *path, size_t pathlen, char *why
     (roots: /y)", "the cgroup2 mount at /m is read-only", a malformed
     line of a cgroup2 mount. */
 int kb_cgroup_parse_mountinfo(const char *text, const char *path, char *dir, size_t dirlen,
-                              char *why, size_t whylen);
+                              kb_error_t *err);
 
 /*  Whether the cgroup.controllers text of cgroup path lists memory and
     pids. If not, why is "controllers memory, pids not available in /x
@@ -169,7 +171,7 @@ int kb_cgroup_parse_mountinfo(const char *text, const char *path, char *dir, siz
     NULL) shows the missing ones on cgroup v1, it says so: "; memory is
     on cgroup v1 at /sys/fs/cgroup/memory (a hybrid hierarchy)". */
 int kb_cgroup_check_controllers(const char *controllers, const char *path, const char *mountinfo,
-                                char *why, size_t whylen);
+                                kb_error_t *err);
 
 /*  The value of key in a flat keyed file (memory.events, pids.events,
     cgroup.events: "key value" lines). 1 found, 0 absent, -1 when the

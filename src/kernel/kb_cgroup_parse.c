@@ -42,7 +42,7 @@ static bool s_path_ok(const char *path)
     }
 }
 
-int kb_cgroup_parse_proc(const char *text, char *path, size_t pathlen, char *why, size_t whylen)
+int kb_cgroup_parse_proc(const char *text, char *path, size_t pathlen, kb_error_t *err)
 {
     const char *at = text, *line;
     size_t len;
@@ -54,38 +54,40 @@ int kb_cgroup_parse_proc(const char *text, char *path, size_t pathlen, char *why
         const char *c1 = memchr(line, ':', len);
         const char *c2 = c1 ? memchr(c1 + 1, ':', len - (size_t)(c1 + 1 - line)) : NULL;
         if (!c2) {
-            kb_say(why, whylen, "malformed line %d of /proc/self/cgroup: '%.*s'", lineno,
-                   (int)(len > 80 ? 80 : len), line);
+            kb_error_set(err, KB_ERR_INTERNAL, "malformed line %d of /proc/self/cgroup: '%.*s'",
+                         lineno, (int)(len > 80 ? 80 : len), line);
             return -1;
         }
         if (!(c1 == line + 1 && line[0] == '0'))
             continue; /* a cgroup v1 hierarchy */
         if (c2 != c1 + 1) {
-            kb_say(why, whylen, "malformed cgroup v2 line of /proc/self/cgroup: '%.*s'",
-                   (int)(len > 80 ? 80 : len), line);
+            kb_error_set(err, KB_ERR_INTERNAL,
+                         "malformed cgroup v2 line of /proc/self/cgroup: '%.*s'",
+                         (int)(len > 80 ? 80 : len), line);
             return -1;
         }
         if (found++) {
-            kb_say(why, whylen, "two cgroup v2 lines in /proc/self/cgroup");
+            kb_error_set(err, KB_ERR_INTERNAL, "two cgroup v2 lines in /proc/self/cgroup");
             return -1;
         }
         size_t plen = len - (size_t)(c2 + 1 - line);
         if (plen + 1 > pathlen) {
-            kb_say(why, whylen, "cgroup path too long in /proc/self/cgroup");
+            kb_error_set(err, KB_ERR_INTERNAL, "cgroup path too long in /proc/self/cgroup");
             return -1;
         }
         memcpy(path, c2 + 1, plen);
         path[plen] = 0;
         if (!s_path_ok(path)) {
-            kb_say(why, whylen,
-                   "cgroup '%s' is not a plain absolute path (outside the cgroup "
-                   "namespace?)",
-                   path);
+            kb_error_set(err, KB_ERR_INTERNAL,
+                         "cgroup '%s' is not a plain absolute path (outside the cgroup "
+                         "namespace?)",
+                         path);
             return -1;
         }
     }
     if (!found) {
-        kb_say(why, whylen, "no cgroup v2 entry in /proc/self/cgroup (a cgroup v1 system)");
+        kb_error_set(err, KB_ERR_INTERNAL,
+                     "no cgroup v2 entry in /proc/self/cgroup (a cgroup v1 system)");
         return -1;
     }
     return 0;
@@ -184,7 +186,7 @@ static const char *s_below(const char *path, const char *root)
 }
 
 int kb_cgroup_parse_mountinfo(const char *text, const char *path, char *dir, size_t dirlen,
-                              char *why, size_t whylen)
+                              kb_error_t *err)
 {
     kb_mount_t m, best;
     const char *at = text, *line;
@@ -196,8 +198,8 @@ int kb_cgroup_parse_mountinfo(const char *text, const char *path, char *dir, siz
             continue;
         if (s_mount_line(line, len, &m) != 0) {
             if (memmem(line, len, "cgroup2", 7)) {
-                kb_say(why, whylen, "malformed line of mountinfo: '%.*s'",
-                       (int)(len > 80 ? 80 : len), line);
+                kb_error_set(err, KB_ERR_INTERNAL, "malformed line of mountinfo: '%.*s'",
+                             (int)(len > 80 ? 80 : len), line);
                 return -1;
             }
             continue;
@@ -220,15 +222,16 @@ int kb_cgroup_parse_mountinfo(const char *text, const char *path, char *dir, siz
         }
     }
     if (!any) {
-        kb_say(why, whylen, "no cgroup2 mount");
+        kb_error_set(err, KB_ERR_INTERNAL, "no cgroup2 mount");
         return -1;
     }
     if (!have) {
-        kb_say(why, whylen, "cgroup %s is outside every cgroup2 mount (roots: %s)", path, roots);
+        kb_error_set(err, KB_ERR_INTERNAL, "cgroup %s is outside every cgroup2 mount (roots: %s)",
+                     path, roots);
         return -1;
     }
     if (s_has_item(best.opts, "ro")) {
-        kb_say(why, whylen, "the cgroup2 mount at %s is read-only", best.point);
+        kb_error_set(err, KB_ERR_INTERNAL, "the cgroup2 mount at %s is read-only", best.point);
         return -1;
     }
     const char *rest = s_below(path, best.root);
@@ -237,7 +240,7 @@ int kb_cgroup_parse_mountinfo(const char *text, const char *path, char *dir, siz
     bool point_is_slash = strcmp(best.point, "/") == 0;
     int n = snprintf(dir, dirlen, "%s%s", point_is_slash && *rest ? "" : best.point, rest);
     if (n < 0 || (size_t)n >= dirlen) {
-        kb_say(why, whylen, "cgroup directory too long");
+        kb_error_set(err, KB_ERR_INTERNAL, "cgroup directory too long");
         return -1;
     }
     return 0;
@@ -259,7 +262,7 @@ static bool s_has_word(const char *list, const char *word)
 }
 
 int kb_cgroup_check_controllers(const char *controllers, const char *path, const char *mountinfo,
-                                char *why, size_t whylen)
+                                kb_error_t *err)
 {
     static const char *const want[] = { "memory", "pids" };
     const char *missing[2];
@@ -302,7 +305,7 @@ int kb_cgroup_check_controllers(const char *controllers, const char *path, const
             first = false;
         }
     }
-    kb_say(why, whylen, "%s", text);
+    kb_error_set(err, KB_ERR_INTERNAL, "%s", text);
     return -1;
 }
 

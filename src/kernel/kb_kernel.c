@@ -346,12 +346,11 @@ unsigned kb_kernel_heartbeat_misses(const kb_kernel_t *self)
 
 /*  A kernel with nothing yet: no process, no sockets, timers stopped. */
 kb_kernel_t *kb_kernel_blank(kb_loop_t *loop, const kb_kernelspec_t *spec,
-                             const kb_kernel_callbacks_t *callbacks, void *arg, char *err,
-                             size_t errlen)
+                             const kb_kernel_callbacks_t *callbacks, void *arg, kb_error_t *err)
 {
     kb_kernel_t *self = calloc(1, sizeof *self);
     if (!self) {
-        snprintf(err, errlen, "out of memory");
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         return NULL;
     }
     self->loop = loop;
@@ -369,7 +368,7 @@ kb_kernel_t *kb_kernel_blank(kb_loop_t *loop, const kb_kernelspec_t *spec,
     kb_timer_init(&self->exit_timer);
     self->spec = kb_kernelspec_dup(spec);
     if (!self->spec) {
-        snprintf(err, errlen, "out of memory");
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         free(self);
         return NULL;
     }
@@ -379,7 +378,7 @@ kb_kernel_t *kb_kernel_blank(kb_loop_t *loop, const kb_kernelspec_t *spec,
 /*  An adopted kernel's record taken over (kb_kernel_adopt.c): its pid
     (0: attached), which is ours with its start time, and its connection
     and files. 0, or -1 with err. */
-int kb_kernel_take_record(kb_kernel_t *self, const kb_adopt_opts_t *opts, char *err, size_t errlen)
+int kb_kernel_take_record(kb_kernel_t *self, const kb_adopt_opts_t *opts, kb_error_t *err)
 {
     self->adopted = true;
     self->pid = opts->pid;
@@ -408,7 +407,7 @@ int kb_kernel_take_record(kb_kernel_t *self, const kb_adopt_opts_t *opts, char *
         goto nomem;
     return 0;
 nomem:
-    snprintf(err, errlen, "out of memory");
+    kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
     return -1;
 }
 
@@ -435,14 +434,14 @@ void kb_kernel_take_files(kb_kernel_t *self, const kb_adopt_opts_t *opts)
 
 /*  Connect shell and iopub to the endpoints of self->info (ZeroMQ queues
     what is sent until the kernel binds) and watch them. 0, or -1 with err. */
-int kb_kernel_connect_sockets(kb_kernel_t *self, char *err, size_t errlen)
+int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err)
 {
     char *endpoint = s_endpoint(self->info, "shell_port");
     /*  A routing id of our own, shared with the stdin socket: the kernel
         sends input_request to the shell requester's id. */
     unsigned char raw[12];
     if (RAND_bytes(raw, sizeof raw) != 1) {
-        snprintf(err, errlen, "no random bytes for a routing id");
+        kb_error_set(err, KB_ERR_INTERNAL, "no random bytes for a routing id");
         zstr_free(&endpoint);
         return -1;
     }
@@ -466,7 +465,7 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, char *err, size_t errlen)
     self->iopub = kb_kernel_connect_endpoint(self->iopub, endpoint);
     zstr_free(&endpoint);
     if (!self->shell || !self->iopub) {
-        snprintf(err, errlen, "cannot connect sockets: %s", zmq_strerror(zmq_errno()));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot connect sockets: %s", zmq_strerror(zmq_errno()));
         return -1;
     }
     if (kb_io_start_zmq(self->loop, &self->shell_io, zsock_resolve(self->shell), kb_kernel_on_shell,
@@ -475,7 +474,8 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, char *err, size_t errlen)
         || kb_io_start_zmq(self->loop, &self->iopub_io, zsock_resolve(self->iopub),
                            kb_kernel_on_iopub, self)
                != 0) {
-        snprintf(err, errlen, "cannot watch the kernel's sockets: %s", strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot watch the kernel's sockets: %s",
+                     strerror(errno));
         return -1;
     }
     return 0;
@@ -483,23 +483,25 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, char *err, size_t errlen)
 
 /*  Watch the process through a pidfd; without pidfds (Linux before 5.3),
     or for an attached kernel, the heartbeat is all there is. */
-int kb_kernel_watch_process(kb_kernel_t *self, char *err, size_t errlen)
+int kb_kernel_watch_process(kb_kernel_t *self, kb_error_t *err)
 {
     if (self->pid > 0) {
         self->pidfd = (int)pidfd_open(self->pid, 0);
         if (self->pidfd >= 0) {
             if (kb_io_start(self->loop, &self->pid_io, self->pidfd, s_on_pidfd, self) == 0)
                 return 0;
-            snprintf(err, errlen, "cannot watch the pidfd: %s", strerror(errno));
+            kb_error_set(err, KB_ERR_INTERNAL, "cannot watch the pidfd: %s", strerror(errno));
             return -1;
         }
         if (errno != ENOSYS) {
-            snprintf(err, errlen, "pidfd_open(%d): %s", (int)self->pid, strerror(errno));
+            kb_error_set(err, KB_ERR_INTERNAL, "pidfd_open(%d): %s", (int)self->pid,
+                         strerror(errno));
             return -1;
         }
     }
     if (s_start_heartbeat(self) != 0) {
-        snprintf(err, errlen, "cannot start the heartbeat: %s", zmq_strerror(zmq_errno()));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot start the heartbeat: %s",
+                     zmq_strerror(zmq_errno()));
         return -1;
     }
     return 0;
@@ -520,42 +522,43 @@ void kb_kernel_ask_ready(kb_kernel_t *self, double timeout)
 
 kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,
                            const kb_kernel_opts_t *opts, const kb_kernel_callbacks_t *callbacks,
-                           void *arg, char *err, size_t errlen)
+                           void *arg, kb_error_t *err)
 {
     int child_log = -1;
-    kb_kernel_t *self = kb_kernel_blank(loop, spec, callbacks, arg, err, errlen);
+    kb_kernel_t *self = kb_kernel_blank(loop, spec, callbacks, arg, err);
     if (!self)
         return NULL;
     self->remove_files = true;
     if (opts->users) {
-        if (kb_kernel_users_take(opts->users, &self->cred, err, errlen) != 0)
+        if (kb_kernel_users_take(opts->users, &self->cred, err) != 0)
             goto fail;
         self->users = opts->users;
     }
-    self->info = kb_connection_write(&self->conn, self->spec, opts,
-                                     self->users ? &self->cred : NULL, err, errlen);
+    self->info
+        = kb_connection_write(&self->conn, self->spec, opts, self->users ? &self->cred : NULL, err);
     if (!self->info)
         goto fail;
     if (self->users
         && (!(self->work_dir = kb_work_dir_path(opts->work_root, self->conn.connection_file))
-            || kb_work_dir_make(self->work_dir, &self->cred, err, errlen) != 0)) {
+            || kb_work_dir_make(self->work_dir, &self->cred, err) != 0)) {
         free(self->work_dir);
         self->work_dir = NULL; /* not ours to remove */
         goto fail;
     }
     /*  Connect first: ZeroMQ queues the first kernel_info_request until the
         kernel binds, so no time is lost polling for the sockets. */
-    if (kb_kernel_connect_sockets(self, err, errlen) != 0)
+    if (kb_kernel_connect_sockets(self, err) != 0)
         goto fail;
     child_log = open(self->conn.log_file, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
     self->log_fd = open(self->conn.log_file, O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
     if (child_log < 0 || self->log_fd < 0) {
-        snprintf(err, errlen, "cannot open %s: %s", self->conn.log_file, strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot open %s: %s", self->conn.log_file,
+                     strerror(errno));
         goto fail;
     }
     if (kb_launch_spawn(self->spec, self->conn.connection_file, opts,
                         self->users ? &self->cred : NULL, opts->cwd ? opts->cwd : self->work_dir,
-                        self->work_dir, &self->pid, child_log, &self->started_ms, err, errlen)
+                        self->work_dir, &self->pid, child_log, &self->started_ms, err)
         != 0)
         goto fail;
     close(child_log);
@@ -563,7 +566,7 @@ kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,
     self->own_child = true;
     self->pgid = self->pid; /* it leads a process group of its own */
     self->pid_start = kb_proc_start_time(self->pid);
-    if (kb_kernel_watch_process(self, err, errlen) != 0)
+    if (kb_kernel_watch_process(self, err) != 0)
         goto fail;
     kb_kernel_ask_ready(self, opts->start_timeout > 0 ? opts->start_timeout : 60);
     return self;

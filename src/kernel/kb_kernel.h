@@ -20,6 +20,7 @@
 #include <sys/types.h>
 
 #include "kernel/kb_kernelspec.h"
+#include "kernelbridge/kb_error.h"
 #include "kernel/kb_launch.h"
 #include "util/kb_loop.h"
 #include "wire/kb_wire.h"
@@ -75,7 +76,7 @@ typedef struct {
     reported through callbacks later. Caller owns the kernel. */
 kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,
                            const kb_kernel_opts_t *opts, const kb_kernel_callbacks_t *callbacks,
-                           void *arg, char *err, size_t errlen);
+                           void *arg, kb_error_t *err);
 
 /*  What a kernel started by an earlier daemon (or by someone else) needs
     to be driven again. */
@@ -117,7 +118,7 @@ typedef struct {
     since we cannot do more (the kernel may run on: it is not ours). */
 kb_kernel_t *kb_kernel_adopt(kb_loop_t *loop, const kb_kernelspec_t *spec,
                              const kb_adopt_opts_t *opts, const kb_kernel_callbacks_t *callbacks,
-                             void *arg, char *err, size_t errlen);
+                             void *arg, kb_error_t *err);
 
 /*  Kill whatever is left (SIGKILL to the process group, once the pid is
     known to be still the kernel), reap it, close sockets, remove the

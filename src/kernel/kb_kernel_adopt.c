@@ -18,50 +18,52 @@
 
 kb_kernel_t *kb_kernel_adopt(kb_loop_t *loop, const kb_kernelspec_t *spec,
                              const kb_adopt_opts_t *opts, const kb_kernel_callbacks_t *callbacks,
-                             void *arg, char *err, size_t errlen)
+                             void *arg, kb_error_t *err)
 {
-    char why[256];
-    if (kb_connection_check(opts->connection, why, sizeof why) != 0) {
-        snprintf(err, errlen, "bad connection: %s", why);
+    kb_error_t why;
+    if (kb_connection_check(opts->connection, &why) != 0) {
+        kb_error_set(err, why.code, "bad connection: %s", why.message);
         return NULL;
     }
     if (opts->pid < 0) {
-        snprintf(err, errlen, "pid %d: must be a process id, or 0 for an attached kernel",
-                 (int)opts->pid);
+        kb_error_set(err, KB_ERR_INTERNAL,
+                     "pid %d: must be a process id, or 0 for an attached kernel", (int)opts->pid);
         return NULL;
     }
     if (opts->pid > 0) {
         unsigned long long start = kb_proc_start_time(opts->pid);
         if (start == 0) {
-            snprintf(err, errlen, "process %d is gone", (int)opts->pid);
+            kb_error_set(err, KB_ERR_INTERNAL, "process %d is gone", (int)opts->pid);
             return NULL;
         }
         if (start != opts->pid_start) {
-            snprintf(err, errlen,
-                     "process %d is another process now: it started at tick %llu, the kernel "
-                     "at %llu",
-                     (int)opts->pid, start, opts->pid_start);
+            kb_error_set(err, KB_ERR_INTERNAL,
+                         "process %d is another process now: it started at tick %llu, the kernel "
+                         "at %llu",
+                         (int)opts->pid, start, opts->pid_start);
             return NULL;
         }
     }
-    kb_kernel_t *self = kb_kernel_blank(loop, spec, callbacks, arg, err, errlen);
+    kb_kernel_t *self = kb_kernel_blank(loop, spec, callbacks, arg, err);
     if (!self)
         return NULL;
-    if (kb_kernel_take_record(self, opts, err, errlen) != 0)
+    if (kb_kernel_take_record(self, opts, err) != 0)
         goto fail;
-    if (kb_connection_key(&self->conn, self->info, err, errlen) != 0
-        || kb_kernel_connect_sockets(self, err, errlen) != 0)
+    if (kb_connection_key(&self->conn, self->info, err) != 0)
+        goto fail;
+    if (kb_kernel_connect_sockets(self, err) != 0)
         goto fail;
     if (!kb_kernel_control(self)) {
-        snprintf(err, errlen, "cannot connect the control socket: %s", zmq_strerror(zmq_errno()));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot connect the control socket: %s",
+                     zmq_strerror(zmq_errno()));
         goto fail;
     }
-    if (kb_kernel_watch_process(self, err, errlen) != 0)
+    if (kb_kernel_watch_process(self, err) != 0)
         goto fail;
     /*  The pid may have ended, and been reused, between the check and
         pidfd_open: the pidfd is of the kernel only if it is still there. */
     if (self->pid > 0 && kb_proc_start_time(self->pid) != self->pid_start) {
-        snprintf(err, errlen, "process %d is gone", (int)self->pid);
+        kb_error_set(err, KB_ERR_INTERNAL, "process %d is gone", (int)self->pid);
         goto fail;
     }
     /*  Ours now: its uid is in use until it is destroyed, and so is its dir. */

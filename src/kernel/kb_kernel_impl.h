@@ -77,19 +77,18 @@ struct kb_kernel {
 /*  A kernel with nothing yet: no process, no sockets, timers stopped, the
     callbacks set and a copy of spec. NULL with err. */
 kb_kernel_t *kb_kernel_blank(kb_loop_t *loop, const kb_kernelspec_t *spec,
-                             const kb_kernel_callbacks_t *callbacks, void *arg, char *err,
-                             size_t errlen);
+                             const kb_kernel_callbacks_t *callbacks, void *arg, kb_error_t *err);
 
 /*  An adopted kernel's record taken over: pid, connection, files. 0, or
     -1 with err (out of memory). */
-int kb_kernel_take_record(kb_kernel_t *self, const kb_adopt_opts_t *opts, char *err, size_t errlen);
+int kb_kernel_take_record(kb_kernel_t *self, const kb_adopt_opts_t *opts, kb_error_t *err);
 
 /*  An adopted kernel's log fd, uid (of opts->users) and private dir. */
 void kb_kernel_take_files(kb_kernel_t *self, const kb_adopt_opts_t *opts);
 
 /*  Connect shell and iopub to the endpoints of self->info (ZeroMQ queues
     what is sent until the kernel binds) and watch them. 0, or -1 with err. */
-int kb_kernel_connect_sockets(kb_kernel_t *self, char *err, size_t errlen);
+int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err);
 
 /*  The control socket, connected on first use; NULL when it cannot be. */
 zsock_t *kb_kernel_control(kb_kernel_t *self);
@@ -110,7 +109,7 @@ void kb_kernel_close_stdin(kb_kernel_t *self);
 
 /*  Watch self->pid through a pidfd; without pidfds (Linux before 5.3), or
     for an attached kernel (pid 0), run the heartbeat. 0, or -1 with err. */
-int kb_kernel_watch_process(kb_kernel_t *self, char *err, size_t errlen);
+int kb_kernel_watch_process(kb_kernel_t *self, kb_error_t *err);
 
 /*  The start of a launched kernel ended: the observer hears it, once. */
 void kb_kernel_start_ended(kb_kernel_t *self, kb_start_outcome_t outcome);

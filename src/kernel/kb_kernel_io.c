@@ -259,16 +259,15 @@ static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t 
             kb_kernel_count_drop(self, KB_DROP_TOO_MANY_PARTS);
         } else {
             kb_msg_t *msg = NULL;
-            char err[256];
-            kb_wire_status_t status
-                = kb_wire_decode(self->conn.wire, frames, count, &msg, err, sizeof err);
+            kb_error_t err;
+            kb_wire_status_t status = kb_wire_decode(self->conn.wire, frames, count, &msg, &err);
             if (status == KB_WIRE_OK) {
                 s_dispatch(self, channel, msg);
                 kb_msg_destroy(&msg);
             } else {
                 kb_kernel_count_drop(self, s_drop_reason(status));
                 zsys_debug("kernel %d: dropped a message on %s: %s", (int)self->pid,
-                           kb_channel_name(channel), err);
+                           kb_channel_name(channel), err.message);
             }
         }
         for (size_t i = 0; i < count; i++)

@@ -31,36 +31,38 @@ struct kb_kernel_users {
     char text[96];
 };
 
-static kb_kernel_users_t *s_new(char *err, size_t errlen)
+static kb_kernel_users_t *s_new(kb_error_t *err)
 {
     if (geteuid() != 0) {
-        snprintf(err, errlen,
-                 "running kernels as other users needs the daemon to run as root (it runs as "
-                 "uid %u)",
-                 (unsigned)geteuid());
+        kb_error_set(err, KB_ERR_INTERNAL,
+                     "running kernels as other users needs the daemon to run as root (it runs as "
+                     "uid %u)",
+                     (unsigned)geteuid());
         return NULL;
     }
     kb_kernel_users_t *self = calloc(1, sizeof *self);
     if (!self)
-        snprintf(err, errlen, "out of memory");
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
     return self;
 }
 
-kb_kernel_users_t *kb_kernel_users_new_user(const char *name, char *err, size_t errlen)
+kb_kernel_users_t *kb_kernel_users_new_user(const char *name, kb_error_t *err)
 {
-    kb_kernel_users_t *self = s_new(err, errlen);
+    kb_kernel_users_t *self = s_new(err);
     if (!self)
         return NULL;
     struct passwd entry, *found = NULL;
     char buf[8192];
     int rc = getpwnam_r(name, &entry, buf, sizeof buf, &found);
     if (rc != 0 || !found) {
-        snprintf(err, errlen, "kernel user %s: %s", name, rc ? strerror(rc) : "no such user");
+        kb_error_set(err, KB_ERR_INTERNAL, "kernel user %s: %s", name,
+                     rc ? strerror(rc) : "no such user");
         goto fail;
     }
     if (found->pw_uid == 0 || found->pw_gid == 0) {
-        snprintf(err, errlen, "kernel user %s is root (uid %u, gid %u): kernels would reach all",
-                 name, (unsigned)found->pw_uid, (unsigned)found->pw_gid);
+        kb_error_set(err, KB_ERR_INTERNAL,
+                     "kernel user %s is root (uid %u, gid %u): kernels would reach all", name,
+                     (unsigned)found->pw_uid, (unsigned)found->pw_gid);
         goto fail;
     }
     kb_kernel_cred_t *cred = &self->user;
@@ -68,13 +70,13 @@ kb_kernel_users_t *kb_kernel_users_new_user(const char *name, char *err, size_t 
     cred->gid = found->pw_gid;
     cred->ngroups = KB_KERNEL_GROUPS_MAX;
     if (getgrouplist(name, found->pw_gid, cred->groups, &cred->ngroups) < 0) {
-        snprintf(err, errlen, "kernel user %s is in more than %d groups", name,
-                 KB_KERNEL_GROUPS_MAX);
+        kb_error_set(err, KB_ERR_INTERNAL, "kernel user %s is in more than %d groups", name,
+                     KB_KERNEL_GROUPS_MAX);
         goto fail;
     }
     for (int i = 0; i < cred->ngroups; i++)
         if (cred->groups[i] == 0) {
-            snprintf(err, errlen, "kernel user %s is in group 0 (root)", name);
+            kb_error_set(err, KB_ERR_INTERNAL, "kernel user %s is in group 0 (root)", name);
             goto fail;
         }
     snprintf(cred->name, sizeof cred->name, "%s", name);
@@ -85,16 +87,15 @@ fail:
     return NULL;
 }
 
-kb_kernel_users_t *kb_kernel_users_new_range(unsigned first, unsigned last, char *err,
-                                             size_t errlen)
+kb_kernel_users_t *kb_kernel_users_new_range(unsigned first, unsigned last, kb_error_t *err)
 {
     if (first == 0 || last < first || last - first >= KB_RANGE_MAX || last == (unsigned)-1) {
-        snprintf(err, errlen,
-                 "kernel uid range %u-%u: must be 1 to %d uids, none of them 0 or 4294967295",
-                 first, last, KB_RANGE_MAX);
+        kb_error_set(err, KB_ERR_INTERNAL,
+                     "kernel uid range %u-%u: must be 1 to %d uids, none of them 0 or 4294967295",
+                     first, last, KB_RANGE_MAX);
         return NULL;
     }
-    kb_kernel_users_t *self = s_new(err, errlen);
+    kb_kernel_users_t *self = s_new(err);
     if (!self)
         return NULL;
     self->range = true;
@@ -102,7 +103,7 @@ kb_kernel_users_t *kb_kernel_users_new_range(unsigned first, unsigned last, char
     self->last = last;
     self->in_use = calloc((size_t)(last - first) + 1, 1);
     if (!self->in_use) {
-        snprintf(err, errlen, "out of memory");
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         kb_kernel_users_destroy(&self);
         return NULL;
     }
@@ -124,7 +125,7 @@ const char *kb_kernel_users_describe(const kb_kernel_users_t *self)
     return self->text;
 }
 
-int kb_kernel_users_take(kb_kernel_users_t *self, kb_kernel_cred_t *cred, char *err, size_t errlen)
+int kb_kernel_users_take(kb_kernel_users_t *self, kb_kernel_cred_t *cred, kb_error_t *err)
 {
     if (!self->range) {
         *cred = self->user;
@@ -141,9 +142,9 @@ int kb_kernel_users_take(kb_kernel_users_t *self, kb_kernel_cred_t *cred, char *
                                     .gid = self->first + (long long)slot };
         return 0;
     }
-    snprintf(err, errlen,
-             "no free uid in the kernel uid range %u-%u: all %zu are in use by running kernels",
-             self->first, self->last, count);
+    kb_error_set(err, KB_ERR_INTERNAL,
+                 "no free uid in the kernel uid range %u-%u: all %zu are in use by running kernels",
+                 self->first, self->last, count);
     return -1;
 }
 
@@ -221,16 +222,18 @@ char *kb_work_dir_path(const char *work_root, const char *connection_file)
     return path;
 }
 
-int kb_work_dir_make(const char *path, const kb_kernel_cred_t *cred, char *err, size_t errlen)
+int kb_work_dir_make(const char *path, const kb_kernel_cred_t *cred, kb_error_t *err)
 {
     if (mkdir(path, 0700) != 0) {
-        snprintf(err, errlen, "cannot create the kernel's dir %s: %s", path, strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot create the kernel's dir %s: %s", path,
+                     strerror(errno));
         return -1;
     }
     /*  Made by root in a dir only root writes to: nothing can have been
         put in its place between the mkdir and this. */
     if (chown(path, (uid_t)cred->uid, (gid_t)cred->gid) != 0) {
-        snprintf(err, errlen, "cannot give %s to uid %lld: %s", path, cred->uid, strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot give %s to uid %lld: %s", path, cred->uid,
+                     strerror(errno));
         rmdir(path);
         return -1;
     }

@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "kernelbridge/kb_error.h"
+
 #define KB_KERNEL_GROUPS_MAX 64 /* supplementary groups of a --kernel-user */
 
 /*  The credentials a kernel is started with. */
@@ -32,14 +34,13 @@ typedef struct kb_kernel_users kb_kernel_users_t;
 /*  Every kernel runs as user name (resolved now: uid, gid and groups, as
     initgroups would set them). NULL with err when the daemon is not root,
     the user is unknown, or is root itself. Caller owns the result. */
-kb_kernel_users_t *kb_kernel_users_new_user(const char *name, char *err, size_t errlen);
+kb_kernel_users_t *kb_kernel_users_new_user(const char *name, kb_error_t *err);
 
 /*  Each kernel runs as a uid of its own from first..last (gid: the same
     number, no supplementary groups). NULL with err when the daemon is not
     root or the range is empty, holds 0, or is over 65536 uids. Caller
     owns the result. */
-kb_kernel_users_t *kb_kernel_users_new_range(unsigned first, unsigned last, char *err,
-                                             size_t errlen);
+kb_kernel_users_t *kb_kernel_users_new_range(unsigned first, unsigned last, kb_error_t *err);
 
 /*  Safe on NULL; sets *self_p NULL. Kernels that took a uid must have been
     destroyed or released before. */
@@ -48,7 +49,7 @@ void kb_kernel_users_destroy(kb_kernel_users_t **self_p);
 /*  Credentials for a new kernel: the user's, or the next free uid of the
     range (round robin, so that a uid given back is handed out again as
     late as possible). 0, or -1 with err when every uid is in use. */
-int kb_kernel_users_take(kb_kernel_users_t *self, kb_kernel_cred_t *cred, char *err, size_t errlen);
+int kb_kernel_users_take(kb_kernel_users_t *self, kb_kernel_cred_t *cred, kb_error_t *err);
 
 /*  The kernel that held uid is gone: in a range, every process still
     running as uid is killed (a helper takes the uid and kills all it may
@@ -71,7 +72,7 @@ char *kb_work_dir_path(const char *work_root, const char *connection_file);
 
 /*  Make path, 0700, owned by cred's uid and gid (it must not exist).
     0, or -1 with err. */
-int kb_work_dir_make(const char *path, const kb_kernel_cred_t *cred, char *err, size_t errlen);
+int kb_work_dir_make(const char *path, const kb_kernel_cred_t *cred, kb_error_t *err);
 
 /*  Remove path and everything under it, never following a symbolic link
     (openat with O_NOFOLLOW, unlinkat), whatever the kernel left there.

@@ -42,43 +42,43 @@ static char *absolute_dir(const char *dir)
 
 /*  Read and parse a kernel.json of bounded size. Caller owns the result;
     NULL with "<path>: <problem>" in err. */
-static json_t *load_json_file(const char *path, char *err, size_t errlen)
+static json_t *load_json_file(const char *path, kb_error_t *err)
 {
     json_t *root = NULL;
     char *text = NULL;
     FILE *file = fopen(path, "re");
     if (!file) {
-        kb_say(err, errlen, "%s: %s", path, strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "%s: %s", path, strerror(errno));
         goto fail;
     }
     struct stat st;
     if (fstat(fileno(file), &st) < 0) {
-        kb_say(err, errlen, "%s: %s", path, strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "%s: %s", path, strerror(errno));
         goto fail;
     }
     if (!S_ISREG(st.st_mode)) {
-        kb_say(err, errlen, "%s: not a regular file", path);
+        kb_error_set(err, KB_ERR_INTERNAL, "%s: not a regular file", path);
         goto fail;
     }
     if (st.st_size > KB_KERNEL_JSON_MAX) {
-        kb_say(err, errlen, "%s: larger than %d bytes", path, KB_KERNEL_JSON_MAX);
+        kb_error_set(err, KB_ERR_INTERNAL, "%s: larger than %d bytes", path, KB_KERNEL_JSON_MAX);
         goto fail;
     }
     text = malloc((size_t)st.st_size + 1);
     if (!text) {
-        kb_say(err, errlen, "%s: out of memory", path);
+        kb_error_set(err, KB_ERR_INTERNAL, "%s: out of memory", path);
         goto fail;
     }
     size_t length = fread(text, 1, (size_t)st.st_size, file);
     if (ferror(file)) {
-        kb_say(err, errlen, "%s: read error", path);
+        kb_error_set(err, KB_ERR_INTERNAL, "%s: read error", path);
         goto fail;
     }
     json_error_t jerr;
     root = json_loadb(text, length, 0, &jerr);
     if (!root) {
-        kb_say(err, errlen, "%s: invalid JSON at line %d, column %d: %s", path, jerr.line,
-               jerr.column, jerr.text);
+        kb_error_set(err, KB_ERR_INTERNAL, "%s: invalid JSON at line %d, column %d: %s", path,
+                     jerr.line, jerr.column, jerr.text);
         goto fail;
     }
     free(text);
@@ -205,7 +205,7 @@ static const char *parse_spec(kb_kernelspec_t *self, json_t *root, char *buf, si
     return NULL;
 }
 
-kb_kernelspec_t *kb_kernelspec_load(const char *dir, const char *name, char *err, size_t errlen)
+kb_kernelspec_t *kb_kernelspec_load(const char *dir, const char *name, kb_error_t *err)
 {
     assert(dir && name);
     json_t *root = NULL;
@@ -214,10 +214,10 @@ kb_kernelspec_t *kb_kernelspec_load(const char *dir, const char *name, char *err
     const char *problem = NULL;
     kb_kernelspec_t *self = calloc(1, sizeof *self);
     if (!self || !(path = kb_buf_sprintf("%s/kernel.json", dir))) {
-        kb_say(err, errlen, "%s/kernel.json: out of memory", dir);
+        kb_error_set(err, KB_ERR_INTERNAL, "%s/kernel.json: out of memory", dir);
         goto fail;
     }
-    root = load_json_file(path, err, errlen);
+    root = load_json_file(path, err);
     if (!root)
         goto fail;
     problem = parse_spec(self, root, problem_buf, sizeof problem_buf);
@@ -234,7 +234,7 @@ kb_kernelspec_t *kb_kernelspec_load(const char *dir, const char *name, char *err
     return self;
 fail:
     if (problem)
-        kb_say(err, errlen, "%s: %s", path, problem);
+        kb_error_set(err, KB_ERR_INTERNAL, "%s: %s", path, problem);
     json_decref(root);
     free(path);
     kb_kernelspec_destroy(&self);

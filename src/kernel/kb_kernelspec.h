@@ -17,6 +17,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "kernelbridge/kb_error.h"
+
 #include "util/kb_vec.h" /* kb_strv_free for the vectors built here */
 
 /*  sys.prefix of the system Python: {prefix} in argv, {prefix}/share/jupyter
@@ -42,7 +44,7 @@ typedef struct {
     or not strings, interrupt_mode not "signal"/"message" (any case), env not
     an object of strings with names free of '=', metadata not an object.
     Unknown keys are ignored. Caller owns the result. */
-kb_kernelspec_t *kb_kernelspec_load(const char *dir, const char *name, char *err, size_t errlen);
+kb_kernelspec_t *kb_kernelspec_load(const char *dir, const char *name, kb_error_t *err);
 
 /*  Free a kernelspec; safe on NULL, sets *self_p to NULL. */
 void kb_kernelspec_destroy(kb_kernelspec_t **self_p);
@@ -189,6 +191,6 @@ json_t *kb_kernelspecs_to_json(const kb_kernelspecs_t *self);
 /*  Check a kernel map (NULL-terminated, may be NULL): every entry
     "language=kernelspec" with both sides non-empty. 0 when valid; -1 with a
     message in err (may be NULL) naming the first bad entry. */
-int kb_kernel_map_validate(const char *const *kernel_map, char *err, size_t errlen);
+int kb_kernel_map_validate(const char *const *kernel_map, kb_error_t *err);
 
 #endif

@@ -136,7 +136,7 @@ static int scan_kernels_dir(kb_kernelspecs_t *self, const char *kernels_dir, kb_
 {
     kb_strv_t names = KB_STRV_INIT;
     char *spec_dir = NULL;
-    char err[PATH_MAX + 256];
+    kb_error_t err;
     int rc = -1;
     DIR *dir = opendir(kernels_dir);
     if (!dir) {
@@ -187,9 +187,9 @@ static int scan_kernels_dir(kb_kernelspecs_t *self, const char *kernels_dir, kb_
                   "kernelspec %s: name \"%s\" is not valid (ASCII letters, digits, "
                   "'-', '.' and '_' only); using it anyway",
                   spec_dir, names.items[i]);
-        kb_kernelspec_t *spec = kb_kernelspec_load(spec_dir, names.items[i], err, sizeof err);
+        kb_kernelspec_t *spec = kb_kernelspec_load(spec_dir, names.items[i], &err);
         if (!spec) {
-            warnf(warn, arg, "skipping broken kernelspec %s", err);
+            warnf(warn, arg, "skipping broken kernelspec %s", err.message);
             continue;
         }
         if (specs_push(self, spec) < 0)
@@ -343,15 +343,14 @@ fail:
     return NULL;
 }
 
-int kb_kernel_map_validate(const char *const *kernel_map, char *err, size_t errlen)
+int kb_kernel_map_validate(const char *const *kernel_map, kb_error_t *err)
 {
     for (size_t i = 0; kernel_map && kernel_map[i]; i++) {
         const char *eq = strchr(kernel_map[i], '=');
         if (!eq || eq == kernel_map[i] || !eq[1]) {
-            if (err && errlen > 0)
-                snprintf(err, errlen, "kernel map entry \"%s\" is not language=kernelspec",
-                         kernel_map[i]);
-            return -1;
+            return kb_error_set(err, KB_ERR_BAD_REQUEST,
+                                "kernel map entry \"%s\" is not language=kernelspec",
+                                kernel_map[i]);
         }
     }
     return 0;

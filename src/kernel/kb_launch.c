@@ -139,12 +139,12 @@ int kb_launch_create_excl(const char *path)
 
 /*  Pick <runtime_dir>/k-<hex>.json and .log that do not exist, create the
     log, and return the connection file's descriptor (or -1 with err). */
-static int s_create_files(kb_connection_t *conn, const kb_kernel_opts_t *opts, char *hex, char *err,
-                          size_t errlen)
+static int s_create_files(kb_connection_t *conn, const kb_kernel_opts_t *opts, char *hex,
+                          kb_error_t *err)
 {
     for (int attempt = 0; attempt < KB_NAME_TRIES; attempt++) {
         if (s_random_hex(hex, 8) != 0) {
-            snprintf(err, errlen, "no random bytes for the kernel's file names");
+            kb_error_set(err, KB_ERR_INTERNAL, "no random bytes for the kernel's file names");
             return -1;
         }
         free(conn->connection_file);
@@ -155,7 +155,8 @@ static int s_create_files(kb_connection_t *conn, const kb_kernel_opts_t *opts, c
         if (fd < 0 && errno == EEXIST)
             continue;
         if (fd < 0) {
-            snprintf(err, errlen, "cannot create %s: %s", conn->connection_file, strerror(errno));
+            kb_error_set(err, KB_ERR_INTERNAL, "cannot create %s: %s", conn->connection_file,
+                         strerror(errno));
             goto fail;
         }
         int log_fd = kb_launch_create_excl(conn->log_file);
@@ -168,11 +169,11 @@ static int s_create_files(kb_connection_t *conn, const kb_kernel_opts_t *opts, c
         unlink(conn->connection_file);
         if (e == EEXIST)
             continue;
-        snprintf(err, errlen, "cannot create %s: %s", conn->log_file, strerror(e));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot create %s: %s", conn->log_file, strerror(e));
         goto fail;
     }
-    snprintf(err, errlen, "no fresh file name in %s after %d tries", opts->runtime_dir,
-             KB_NAME_TRIES);
+    kb_error_set(err, KB_ERR_INTERNAL, "no fresh file name in %s after %d tries", opts->runtime_dir,
+                 KB_NAME_TRIES);
 fail:
     free(conn->connection_file);
     free(conn->log_file);
@@ -185,7 +186,7 @@ fail:
     owned by that uid, with the base <dir>/k (the same length as ours:
     "ipc:///tmp/kbXXXXXX/abcdef/k-1" is 30 characters). */
 static int s_pick_ipc_base(kb_connection_t *conn, const kb_kernel_opts_t *opts,
-                           const kb_kernel_cred_t *cred, char *err, size_t errlen)
+                           const kb_kernel_cred_t *cred, kb_error_t *err)
 {
     const char *dir = opts->ipc_dir ? opts->ipc_dir : opts->runtime_dir;
     for (int attempt = 0; attempt < KB_NAME_TRIES; attempt++) {
@@ -196,7 +197,7 @@ static int s_pick_ipc_base(kb_connection_t *conn, const kb_kernel_opts_t *opts,
         conn->ipc_base = NULL;
         if (cred) {
             char *own = zsys_sprintf("%s/%s", dir, hex);
-            if (kb_work_dir_make(own, cred, err, errlen) != 0) {
+            if (kb_work_dir_make(own, cred, err) != 0) {
                 bool taken = errno == EEXIST;
                 free(own);
                 if (taken)
@@ -226,19 +227,19 @@ static int s_pick_ipc_base(kb_connection_t *conn, const kb_kernel_opts_t *opts,
     }
     free(conn->ipc_base);
     conn->ipc_base = NULL;
-    snprintf(err, errlen, "no fresh ipc name in %s", dir);
+    kb_error_set(err, KB_ERR_INTERNAL, "no fresh ipc name in %s", dir);
     return -1;
 }
 
-static kb_wire_t *s_new_wire(const char *scheme, const char *key, char *err, size_t errlen)
+static kb_wire_t *s_new_wire(const char *scheme, const char *key, kb_error_t *err)
 {
     char session[40];
     if (s_random_hex(session, 12) != 0) {
-        snprintf(err, errlen, "no random bytes for the session");
+        kb_error_set(err, KB_ERR_INTERNAL, "no random bytes for the session");
         return NULL;
     }
     kb_wire_t *wire = kb_wire_new(scheme, (const unsigned char *)key, strlen(key), session,
-                                  "kernelbridge", err, errlen);
+                                  "kernelbridge", err);
     /* Stream text is decoded once, by the run's scanner (kb_scan.h). */
     if (wire)
         kb_wire_set_lazy_streams(wire, true);
@@ -246,19 +247,19 @@ static kb_wire_t *s_new_wire(const char *scheme, const char *key, char *err, siz
 }
 
 json_t *kb_connection_write(kb_connection_t *conn, const kb_kernelspec_t *spec,
-                            const kb_kernel_opts_t *opts, const kb_kernel_cred_t *cred, char *err,
-                            size_t errlen)
+                            const kb_kernel_opts_t *opts, const kb_kernel_cred_t *cred,
+                            kb_error_t *err)
 {
     char key[65], hex[17];
     int fd = -1;
     if (s_random_hex(key, 32) != 0) {
-        snprintf(err, errlen, "no random bytes for the kernel's key");
+        kb_error_set(err, KB_ERR_INTERNAL, "no random bytes for the kernel's key");
         return NULL;
     }
     json_t *info = json_object();
     bool ipc = opts->transport && strcmp(opts->transport, "ipc") == 0;
     if (ipc) {
-        if (s_pick_ipc_base(conn, opts, cred, err, errlen) != 0)
+        if (s_pick_ipc_base(conn, opts, cred, err) != 0)
             goto fail;
         json_object_set_new(info, "transport", json_string("ipc"));
         json_object_set_new(info, "ip", json_string(conn->ipc_base));
@@ -269,7 +270,8 @@ json_t *kb_connection_write(kb_connection_t *conn, const kb_kernelspec_t *spec,
     } else {
         int ports[5];
         if (s_free_ports(ports) != 0) {
-            snprintf(err, errlen, "no free TCP ports on 127.0.0.1: %s", strerror(errno));
+            kb_error_set(err, KB_ERR_INTERNAL, "no free TCP ports on 127.0.0.1: %s",
+                         strerror(errno));
             goto fail;
         }
         json_object_set_new(info, "transport", json_string("tcp"));
@@ -284,12 +286,12 @@ json_t *kb_connection_write(kb_connection_t *conn, const kb_kernelspec_t *spec,
     json_object_set_new(info, "signature_scheme", json_string("hmac-sha256"));
     json_object_set_new(info, "kernel_name", json_string(spec->name));
 
-    fd = s_create_files(conn, opts, hex, err, errlen);
+    fd = s_create_files(conn, opts, hex, err);
     if (fd < 0)
         goto fail;
     if (cred && fchown(fd, (uid_t)cred->uid, (gid_t)cred->gid) != 0) {
-        snprintf(err, errlen, "cannot give %s to uid %lld: %s", conn->connection_file, cred->uid,
-                 strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot give %s to uid %lld: %s", conn->connection_file,
+                     cred->uid, strerror(errno));
         close(fd);
         goto fail;
     }
@@ -299,10 +301,10 @@ json_t *kb_connection_write(kb_connection_t *conn, const kb_kernelspec_t *spec,
     free(text);
     close(fd);
     if (n != (ssize_t)len || len == 0) {
-        snprintf(err, errlen, "cannot write %s", conn->connection_file);
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot write %s", conn->connection_file);
         goto fail;
     }
-    conn->wire = s_new_wire("hmac-sha256", key, err, errlen);
+    conn->wire = s_new_wire("hmac-sha256", key, err);
     if (!conn->wire)
         goto fail;
     return info;
@@ -311,11 +313,11 @@ fail:
     return NULL;
 }
 
-int kb_connection_key(kb_connection_t *conn, const json_t *info, char *err, size_t errlen)
+int kb_connection_key(kb_connection_t *conn, const json_t *info, kb_error_t *err)
 {
     const char *scheme = json_string_value(json_object_get(info, "signature_scheme"));
     const char *key = json_string_value(json_object_get(info, "key"));
-    conn->wire = s_new_wire(scheme ? scheme : "hmac-sha256", key ? key : "", err, errlen);
+    conn->wire = s_new_wire(scheme ? scheme : "hmac-sha256", key ? key : "", err);
     return conn->wire ? 0 : -1;
 }
 
@@ -339,12 +341,12 @@ static bool s_is_hostname(const char *s)
     return label > 0;
 }
 
-int kb_connection_check(const json_t *info, char *err, size_t errlen)
+int kb_connection_check(const json_t *info, kb_error_t *err)
 {
     static const char *ports[]
         = { "shell_port", "iopub_port", "stdin_port", "control_port", "hb_port" };
     if (!json_is_object(info)) {
-        snprintf(err, errlen, "connection info is not a JSON object");
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "connection info is not a JSON object");
         return -1;
     }
     const json_t *value = json_object_get(info, "transport");
@@ -352,21 +354,23 @@ int kb_connection_check(const json_t *info, char *err, size_t errlen)
     if (value) {
         transport = json_string_value(value);
         if (!transport || (strcmp(transport, "tcp") != 0 && strcmp(transport, "ipc") != 0)) {
-            snprintf(err, errlen, "transport must be \"tcp\" or \"ipc\"");
+            kb_error_set(err, KB_ERR_BAD_REQUEST, "transport must be \"tcp\" or \"ipc\"");
             return -1;
         }
     }
     bool ipc = strcmp(transport, "ipc") == 0;
     const char *ip = json_string_value(json_object_get(info, "ip"));
     if (!ip || !*ip || strlen(ip) > 400) {
-        snprintf(err, errlen, "ip must be a non-empty string%s", ipc ? " (the ipc path)" : "");
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "ip must be a non-empty string%s",
+                     ipc ? " (the ipc path)" : "");
         return -1;
     }
     if (!ipc) {
         unsigned char addr[sizeof(struct in6_addr)];
         if (inet_pton(AF_INET, ip, addr) != 1 && inet_pton(AF_INET6, ip, addr) != 1
             && !s_is_hostname(ip)) {
-            snprintf(err, errlen, "ip \"%.64s\" is neither an IP address nor a host name", ip);
+            kb_error_set(err, KB_ERR_BAD_REQUEST,
+                         "ip \"%.64s\" is neither an IP address nor a host name", ip);
             return -1;
         }
     }
@@ -374,26 +378,25 @@ int kb_connection_check(const json_t *info, char *err, size_t errlen)
         value = json_object_get(info, ports[i]);
         json_int_t port = json_integer_value(value);
         if (!json_is_integer(value) || port < (ipc ? 0 : 1) || port > (ipc ? INT_MAX : 65535)) {
-            snprintf(err, errlen, "%s must be an integer %s", ports[i],
-                     ipc ? "of at least 0" : "in 1..65535");
+            kb_error_set(err, KB_ERR_BAD_REQUEST, "%s must be an integer %s", ports[i],
+                         ipc ? "of at least 0" : "in 1..65535");
             return -1;
         }
     }
     const char *key = json_string_value(json_object_get(info, "key"));
     if (!key || !*key) {
-        snprintf(err, errlen, "key must be a non-empty string");
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "key must be a non-empty string");
         return -1;
     }
     value = json_object_get(info, "signature_scheme");
     if (value) {
         const char *scheme = json_string_value(value);
-        char why[128];
-        kb_wire_t *wire
-            = scheme && strncmp(scheme, "hmac-", 5) == 0
-                  ? kb_wire_new(scheme, (const unsigned char *)"k", 1, "s", NULL, why, sizeof why)
-                  : NULL;
+        kb_wire_t *wire = scheme && strncmp(scheme, "hmac-", 5) == 0
+                              ? kb_wire_new(scheme, (const unsigned char *)"k", 1, "s", NULL, NULL)
+                              : NULL;
         if (!wire) {
-            snprintf(err, errlen, "signature_scheme must be hmac-<digest>, as hmac-sha256");
+            kb_error_set(err, KB_ERR_BAD_REQUEST,
+                         "signature_scheme must be hmac-<digest>, as hmac-sha256");
             return -1;
         }
         kb_wire_destroy(&wire);
@@ -541,15 +544,15 @@ static void s_child(const char *program, char **argv, char *const *envp,
 
 /*  fork and execve as cred (see kb_launch_spawn). */
 static int s_spawn_as(char **argv, const kb_kernel_opts_t *opts, const kb_kernel_cred_t *cred,
-                      const char *cwd, const char *home, pid_t *pid, int log_fd, char *err,
-                      size_t errlen)
+                      const char *cwd, const char *home, pid_t *pid, int log_fd, kb_error_t *err)
 {
     char *program = s_find_program(argv[0]);
     char *owned[3] = { NULL, NULL, NULL };
     char **env = NULL, **next;
     int fds[2] = { -1, -1 }, rc = -1;
     if (!program) {
-        snprintf(err, errlen, "cannot start %s: not found in PATH", argv[0]);
+        kb_error_set(err, KB_ERR_KERNEL_START_FAILED, "cannot start %s: not found in PATH",
+                     argv[0]);
         return -1;
     }
     env = home ? s_env_with(opts->envp, &owned[0], "HOME", home) : NULL;
@@ -562,18 +565,20 @@ static int s_spawn_as(char **argv, const kb_kernel_opts_t *opts, const kb_kernel
         }
     }
     if (home && !env) {
-        snprintf(err, errlen, "cannot start %s: out of memory", argv[0]);
+        kb_error_set(err, KB_ERR_KERNEL_START_FAILED, "cannot start %s: out of memory", argv[0]);
         goto done;
     }
     if (pipe2(fds, O_CLOEXEC) != 0) {
-        snprintf(err, errlen, "cannot start %s: %s", argv[0], strerror(errno));
+        kb_error_set(err, KB_ERR_KERNEL_START_FAILED, "cannot start %s: %s", argv[0],
+                     strerror(errno));
         goto done;
     }
     *pid = fork();
     if (*pid == 0)
         s_child(program, argv, env ? env : opts->envp, cred, cwd, opts->data_limit, log_fd, fds[1]);
     if (*pid < 0) {
-        snprintf(err, errlen, "cannot fork for %s: %s", argv[0], strerror(errno));
+        kb_error_set(err, KB_ERR_KERNEL_START_FAILED, "cannot fork for %s: %s", argv[0],
+                     strerror(errno));
         goto done;
     }
     close(fds[1]);
@@ -591,11 +596,12 @@ static int s_spawn_as(char **argv, const kb_kernel_opts_t *opts, const kb_kernel
         ;
     if (n == (ssize_t)sizeof failure && failure.step >= 0
         && failure.step < (int)(sizeof s_child_steps / sizeof *s_child_steps))
-        snprintf(err, errlen, "cannot start %s as uid %lld: %s%s%s: %s", argv[0], cred->uid,
-                 s_child_steps[failure.step], failure.step == 6 ? " " : "",
-                 failure.step == 6 ? cwd : "", strerror(failure.error));
+        kb_error_set(err, KB_ERR_KERNEL_START_FAILED, "cannot start %s as uid %lld: %s%s%s: %s",
+                     argv[0], cred->uid, s_child_steps[failure.step], failure.step == 6 ? " " : "",
+                     failure.step == 6 ? cwd : "", strerror(failure.error));
     else
-        snprintf(err, errlen, "cannot start %s as uid %lld", argv[0], cred->uid);
+        kb_error_set(err, KB_ERR_KERNEL_START_FAILED, "cannot start %s as uid %lld", argv[0],
+                     cred->uid);
 done:
     for (int i = 0; i < 2; i++)
         if (fds[i] >= 0)
@@ -609,21 +615,21 @@ done:
 
 int kb_launch_spawn(const kb_kernelspec_t *spec, const char *connection_file,
                     const kb_kernel_opts_t *opts, const kb_kernel_cred_t *cred, const char *cwd,
-                    const char *home, pid_t *pid, int log_fd, int64_t *started_ms, char *err,
-                    size_t errlen)
+                    const char *home, pid_t *pid, int log_fd, int64_t *started_ms, kb_error_t *err)
 {
     char **argv = kb_kernelspec_build_argv(spec, connection_file, opts->system_python);
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attr;
     int rc = -1;
     if (!argv || !argv[0]) {
-        snprintf(err, errlen, "kernelspec %s has an empty argv", spec->name);
+        kb_error_set(err, KB_ERR_KERNEL_START_FAILED, "kernelspec %s has an empty argv",
+                     spec->name);
         kb_strv_free(argv);
         return -1;
     }
     assert(log_fd > 2);
     if (cred) {
-        rc = s_spawn_as(argv, opts, cred, cwd, home, pid, log_fd, err, errlen);
+        rc = s_spawn_as(argv, opts, cred, cwd, home, pid, log_fd, err);
         if (rc == 0)
             *started_ms = kb_launch_now_ms();
         kb_strv_free(argv);
@@ -646,10 +652,8 @@ int kb_launch_spawn(const kb_kernelspec_t *spec, const char *connection_file,
                              POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     int e = posix_spawnp(pid, argv[0], &actions, &attr, argv, opts->envp);
     if (e != 0) {
-        snprintf(err, errlen, "cannot start %s: %s%s%s", argv[0], strerror(e), cwd ? " (cwd " : "",
-                 cwd ? cwd : "");
-        if (cwd)
-            strncat(err, ")", errlen - strlen(err) - 1);
+        kb_error_set(err, KB_ERR_KERNEL_START_FAILED, "cannot start %s: %s%s%s%s", argv[0],
+                     strerror(e), cwd ? " (cwd " : "", cwd ? cwd : "", cwd ? ")" : "");
         goto done;
     }
     *started_ms = kb_launch_now_ms();

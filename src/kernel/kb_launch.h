@@ -70,8 +70,8 @@ typedef struct {
     owned by that uid), removed with them. The log stays the daemon's:
     the kernel writes it through the descriptors it is given. */
 json_t *kb_connection_write(kb_connection_t *conn, const kb_kernelspec_t *spec,
-                            const kb_kernel_opts_t *opts, const kb_kernel_cred_t *cred, char *err,
-                            size_t errlen);
+                            const kb_kernel_opts_t *opts, const kb_kernel_cred_t *cred,
+                            kb_error_t *err);
 
 /*  Create path for writing, 0600, O_EXCL|O_NOFOLLOW: never a file that
     was there (left by an earlier daemon) nor through a link. The
@@ -81,7 +81,7 @@ int kb_launch_create_excl(const char *path);
 /*  Fill conn->wire from a connection-file JSON made by someone else (an
     earlier daemon): its key and signature_scheme, a fresh session. info
     must have passed kb_connection_check. 0, or -1 with err. */
-int kb_connection_key(kb_connection_t *conn, const json_t *info, char *err, size_t errlen);
+int kb_connection_key(kb_connection_t *conn, const json_t *info, kb_error_t *err);
 
 /*  Check a connection-file JSON given by a user or a stored record:
     transport "tcp" or "ipc" (absent: tcp); ip a string, for tcp an IPv4
@@ -92,7 +92,7 @@ int kb_connection_key(kb_connection_t *conn, const json_t *info, char *err, size
     signature_scheme an "hmac-<digest>" the codec knows (absent:
     hmac-sha256). 0, or -1 with a reason that names the field. info
     borrowed. */
-int kb_connection_check(const json_t *info, char *err, size_t errlen);
+int kb_connection_check(const json_t *info, kb_error_t *err);
 
 /*  Remove the connection file, the log and the ipc sockets, free the paths
     (not the wire). Safe on an empty conn. */
@@ -119,8 +119,7 @@ void kb_connection_forget(kb_connection_t *conn);
     otherwise (a failure is logged). 0, or -1 with err. */
 int kb_launch_spawn(const kb_kernelspec_t *spec, const char *connection_file,
                     const kb_kernel_opts_t *opts, const kb_kernel_cred_t *cred, const char *cwd,
-                    const char *home, pid_t *pid, int log_fd, int64_t *started_ms, char *err,
-                    size_t errlen);
+                    const char *home, pid_t *pid, int log_fd, int64_t *started_ms, kb_error_t *err);
 
 /*  When the log at path is over KB_LOG_MAX bytes, keep its last KB_LOG_KEEP
     (read them, truncate, write them back; the kernel's O_APPEND writes go

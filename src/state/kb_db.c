@@ -177,11 +177,11 @@ static int s_check(kb_db_t *self)
     return (int)version;
 }
 
-kb_db_t *kb_db_open(const char *path, char *err, size_t errlen)
+kb_db_t *kb_db_open(const char *path, kb_error_t *err)
 {
     kb_db_t *self = calloc(1, sizeof *self);
     if (!self || !(self->path = strdup(path))) {
-        snprintf(err, errlen, "out of memory");
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         free(self);
         return NULL;
     }
@@ -190,14 +190,14 @@ kb_db_t *kb_db_open(const char *path, char *err, size_t errlen)
     if (fd >= 0)
         close(fd);
     else if (errno != EEXIST) {
-        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot create %s: %s", path, strerror(errno));
         kb_db_close(&self);
         return NULL;
     }
     int rc = sqlite3_open_v2(path, &self->conn, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW, NULL);
     if (rc != SQLITE_OK) {
-        snprintf(err, errlen, "cannot open %s: %s", path,
-                 self->conn ? sqlite3_errmsg(self->conn) : sqlite3_errstr(rc));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot open %s: %s", path,
+                     self->conn ? sqlite3_errmsg(self->conn) : sqlite3_errstr(rc));
         kb_db_close(&self);
         return NULL;
     }
@@ -208,7 +208,7 @@ kb_db_t *kb_db_open(const char *path, char *err, size_t errlen)
         || s_exec(self, "PRAGMA journal_mode = WAL", "cannot use WAL mode") != 0
         || s_exec(self, "PRAGMA synchronous = NORMAL", "cannot set synchronous") != 0
         || s_migrate(self, version) != 0) {
-        snprintf(err, errlen, "%s", self->error[0] ? self->error : strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "%s", self->error[0] ? self->error : strerror(errno));
         kb_db_close(&self);
         return NULL;
     }
@@ -217,7 +217,7 @@ kb_db_t *kb_db_open(const char *path, char *err, size_t errlen)
                                NULL)
             != SQLITE_OK) {
             s_sqlite_fail(self, "cannot prepare a statement");
-            snprintf(err, errlen, "%s", self->error);
+            kb_error_set(err, KB_ERR_INTERNAL, "%s", self->error);
             kb_db_close(&self);
             return NULL;
         }

@@ -27,6 +27,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "kernelbridge/kb_error.h"
+
 /*  The schema version this build writes (the number of migration steps). */
 #define KB_DB_SCHEMA_VERSION 2
 
@@ -40,7 +42,7 @@ typedef struct kb_db kb_db_t;
     is not a SQLite database or is damaged, a SQLite database of something
     else (tables but no schema version), and a schema version newer than
     this build's. Caller owns the result (kb_db_close); NULL with err. */
-kb_db_t *kb_db_open(const char *path, char *err, size_t errlen);
+kb_db_t *kb_db_open(const char *path, kb_error_t *err);
 
 /*  Finalize the statements and close the connection (which checkpoints
     the WAL). Safe on NULL; sets *db_p NULL. A transaction still open is

@@ -46,7 +46,7 @@ char *kb_statedir_default(void)
 }
 
 /*  mkdir -p: the parts that are missing, each 0700. */
-static int s_make_parents(char *path, char *err, size_t errlen)
+static int s_make_parents(char *path, kb_error_t *err)
 {
     for (char *slash = strchr(path + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
         *slash = '\0';
@@ -55,7 +55,7 @@ static int s_make_parents(char *path, char *err, size_t errlen)
         *slash = '/';
         if (rc != 0 && saved != EEXIST) {
             *slash = '\0';
-            snprintf(err, errlen, "cannot create %s: %s", path, strerror(saved));
+            kb_error_set(err, KB_ERR_INTERNAL, "cannot create %s: %s", path, strerror(saved));
             *slash = '/';
             return -1;
         }
@@ -63,56 +63,58 @@ static int s_make_parents(char *path, char *err, size_t errlen)
     return 0;
 }
 
-int kb_statedir_prepare(const char *path, char *err, size_t errlen)
+int kb_statedir_prepare(const char *path, kb_error_t *err)
 {
     if (!path || !*path) {
-        snprintf(err, errlen, "the state dir is an empty path");
+        kb_error_set(err, KB_ERR_INTERNAL, "the state dir is an empty path");
         return -1;
     }
     char *copy = strdup(path);
     if (!copy) {
-        snprintf(err, errlen, "out of memory");
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         return -1;
     }
     size_t len = strlen(copy);
     while (len > 1 && copy[len - 1] == '/')
         copy[--len] = '\0';
-    int rc = s_make_parents(copy, err, errlen);
+    int rc = s_make_parents(copy, err);
     if (rc == 0 && mkdir(copy, 0700) != 0 && errno != EEXIST) {
-        snprintf(err, errlen, "cannot create state dir %s: %s", copy, strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot create state dir %s: %s", copy, strerror(errno));
         rc = -1;
     }
     struct stat st;
     if (rc == 0 && lstat(copy, &st) != 0) {
-        snprintf(err, errlen, "state dir %s: %s", copy, strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "state dir %s: %s", copy, strerror(errno));
         rc = -1;
     } else if (rc == 0 && !S_ISDIR(st.st_mode)) {
-        snprintf(err, errlen, "state dir %s is not a directory%s", copy,
-                 S_ISLNK(st.st_mode) ? " (a symbolic link)" : "");
+        kb_error_set(err, KB_ERR_INTERNAL, "state dir %s is not a directory%s", copy,
+                     S_ISLNK(st.st_mode) ? " (a symbolic link)" : "");
         rc = -1;
     } else if (rc == 0 && st.st_uid != geteuid()) {
-        snprintf(err, errlen, "state dir %s is owned by uid %u, not by this user (uid %u)", copy,
-                 (unsigned)st.st_uid, (unsigned)geteuid());
+        kb_error_set(err, KB_ERR_INTERNAL,
+                     "state dir %s is owned by uid %u, not by this user (uid %u)", copy,
+                     (unsigned)st.st_uid, (unsigned)geteuid());
         rc = -1;
     } else if (rc == 0 && (st.st_mode & 07777) != 0700 && chmod(copy, 0700) != 0) {
-        snprintf(err, errlen, "cannot make state dir %s private (0700): %s", copy, strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot make state dir %s private (0700): %s", copy,
+                     strerror(errno));
         rc = -1;
     }
     free(copy);
     return rc;
 }
 
-int kb_statedir_lock(const char *path, int *fd_out, char *err, size_t errlen)
+int kb_statedir_lock(const char *path, int *fd_out, kb_error_t *err)
 {
     *fd_out = -1;
     char *lock = s_join(path, "/lock");
     if (!lock) {
-        snprintf(err, errlen, "out of memory");
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         return -1;
     }
     int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
-        snprintf(err, errlen, "cannot open %s: %s", lock, strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot open %s: %s", lock, strerror(errno));
         free(lock);
         return -1;
     }
@@ -123,12 +125,13 @@ int kb_statedir_lock(const char *path, int *fd_out, char *err, size_t errlen)
         holder[n > 0 ? n : 0] = '\0';
         holder[strcspn(holder, "\r\n")] = '\0';
         if (saved == EWOULDBLOCK)
-            snprintf(err, errlen,
-                     "state dir %s is in use by another kernelbridge (pid %s): stop it, or give "
-                     "this one another --state-dir",
-                     path, holder[0] ? holder : "unknown");
+            kb_error_set(
+                err, KB_ERR_INTERNAL,
+                "state dir %s is in use by another kernelbridge (pid %s): stop it, or give "
+                "this one another --state-dir",
+                path, holder[0] ? holder : "unknown");
         else
-            snprintf(err, errlen, "cannot lock %s: %s", lock, strerror(saved));
+            kb_error_set(err, KB_ERR_INTERNAL, "cannot lock %s: %s", lock, strerror(saved));
         close(fd);
         free(lock);
         return -1;
@@ -136,7 +139,7 @@ int kb_statedir_lock(const char *path, int *fd_out, char *err, size_t errlen)
     char pid[32];
     int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
     if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
-        snprintf(err, errlen, "cannot write %s: %s", lock, strerror(errno));
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot write %s: %s", lock, strerror(errno));
         close(fd);
         free(lock);
         return -1;

@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "kernelbridge/kb_error.h"
+
 /*  The default state dir of this process: kb_statedir_default_for with
     geteuid(), $XDG_STATE_HOME and $HOME. Caller owns the result; NULL when
     out of memory or when no home directory is known. */
@@ -30,7 +32,7 @@ char *kb_statedir_default_for(uid_t euid, const char *xdg_state_home, const char
     (0700), set its mode to 0700 when it exists with another, and check
     that it is a directory owned by geteuid(). Parents that exist are left
     as they are. 0, or -1 with a reason naming the path in err. */
-int kb_statedir_prepare(const char *path, char *err, size_t errlen);
+int kb_statedir_prepare(const char *path, kb_error_t *err);
 
 /*  Take the lock of the state dir path, so that one daemon at a time uses
     it: <path>/lock (created 0600, never removed), held with
@@ -39,7 +41,7 @@ int kb_statedir_prepare(const char *path, char *err, size_t errlen);
     0 is returned. When another process (or another open of the file in
     this one) holds the lock, -1 with err naming the path and the holder's
     pid; -1 with err on any other failure. */
-int kb_statedir_lock(const char *path, int *fd_out, char *err, size_t errlen);
+int kb_statedir_lock(const char *path, int *fd_out, kb_error_t *err);
 
 /*  Let the lock go: close *fd (when it is >= 0) and set it to -1. The lock
     file stays, with the pid of its last holder. */

@@ -136,7 +136,7 @@ void kb_buf_free(kb_buf_t *self);
 char *kb_buf_sprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /*  Format like printf into the fixed buffer buf of len bytes (cut to fit,
-    NUL-terminated): the err/errlen of a call that fails with a reason.
+    NUL-terminated): an object's own error string (kb_cgroup's err).
     Nothing when buf is NULL or len 0. */
 void kb_say(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 

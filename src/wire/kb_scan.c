@@ -670,7 +670,7 @@ static int scan_content(scanner_t *s, char name[8])
 }
 
 int kb_scan_stream(const char *json, size_t len, size_t max, kb_buf_t *out, kb_scan_stream_t *res,
-                   char *why, size_t why_size)
+                   kb_error_t *err)
 {
     assert(json || len == 0);
     assert(out && res);
@@ -689,8 +689,7 @@ int kb_scan_stream(const char *json, size_t len, size_t max, kb_buf_t *out, kb_s
     if (scan_content(s, name) != 0 || flush_stage(s) != 0) {
         kb_buf_truncate(out, s->base);
         *res = (kb_scan_stream_t){ .text_present = false };
-        if (why && why_size > 0)
-            snprintf(why, why_size, "%s", s->why);
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", s->why);
         return -1;
     }
     assert(out->len - s->base == s->kept);
@@ -698,7 +697,6 @@ int kb_scan_stream(const char *json, size_t len, size_t max, kb_buf_t *out, kb_s
                                .kept_bytes = s->kept,
                                .text_present = s->text_present };
     memcpy(res->name, name, sizeof name);
-    if (why && why_size > 0)
-        why[0] = '\0';
+    kb_error_clear(err);
     return 0;
 }

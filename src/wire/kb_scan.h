@@ -55,13 +55,13 @@ typedef struct {
     skipped; only members of the object itself are read, not nested ones.
     Returns 0 and fills *res. Returns -1 when the frame is malformed or not
     an object, or when a write to out fails (out of memory, or over out's
-    own cap: keep max within it), with the reason in why (if not NULL),
+    own cap: keep max within it), with the reason in err (if not NULL),
     e.g. "control character 0x0a in a string at byte 17", "out of memory";
     then out holds what it held before the call (a failed write leaves
     out's status set, as every kb_buf write does) and *res is zeroed.
     out is borrowed; while it is failed, a scan that keeps any byte fails. */
 int kb_scan_stream(const char *json, size_t len, size_t max, kb_buf_t *out, kb_scan_stream_t *res,
-                   char *why, size_t why_size);
+                   kb_error_t *err);
 
 #ifdef __cplusplus
 }

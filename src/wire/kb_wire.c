@@ -1,12 +1,12 @@
 /*  kb_wire.c - the Jupyter messaging wire codec (see kb_wire.h).
 
-    Sections: frames and messages; the codec object; HMAC; UTF-8 repair;
-    decode; encode. The replay history it consults is kb_replay.c.
+    Sections: frames and messages; the codec object; HMAC; decode;
+    encode. The replay history it consults is kb_replay.c; the loading of
+    a part as a JSON object, kb_wire_json.c.
 
     Not for: sockets, clocks, randomness or globals. Everything lives in
     one kb_wire_t. */
 #include "wire/kb_wire.h"
-#include "util/kb_utf8.h"
 
 #include <assert.h>
 #include <stdarg.h>
@@ -111,10 +111,13 @@ struct kb_wire {
     char errstr[KB_WIRE_ERRSTR_SIZE];
 };
 
-static void copy_error(char *err, size_t errlen, const char *text)
+/*  err set to text (KB_ERR_BAD_REQUEST), or cleared when text is empty. */
+static void copy_error(kb_error_t *err, const char *text)
 {
-    if (err && errlen > 0)
-        snprintf(err, errlen, "%s", text);
+    if (*text)
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", text);
+    else
+        kb_error_clear(err);
 }
 
 /*  Look up the digest named by jupyter_client's scheme suffix, which is a
@@ -156,7 +159,7 @@ static bool is_utf8_string(const char *text)
 }
 
 kb_wire_t *kb_wire_new(const char *scheme, const unsigned char *key, size_t key_len,
-                       const char *session, const char *username, char *err, size_t errlen)
+                       const char *session, const char *username, kb_error_t *err)
 {
     assert(session);
     assert(key || key_len == 0);
@@ -218,7 +221,7 @@ kb_wire_t *kb_wire_new(const char *scheme, const unsigned char *key, size_t key_
     return self;
 
 fail:
-    copy_error(err, errlen, reason);
+    copy_error(err, reason);
     EVP_MAC_free(hmac);
     EVP_MD_free(md);
     kb_wire_destroy(&self);
@@ -334,100 +337,27 @@ static int hex_value(unsigned char c)
 }
 
 /*  ---------------------------------------------------------------------
-    UTF-8 repair. jupyter_client decodes frames with errors="replace", and
-    Python kernels can emit invalid UTF-8 (strings holding surrogateescape
-    bytes are encoded back to raw bytes). Rather than drop such output, the
-    decoder replaces each maximal ill-formed subsequence by U+FFFD, exactly
-    as Python does, and parses again. Only runs when jansson reports invalid
-    UTF-8, and only on signed-and-verified bytes when a key is set. */
-
-/*  A copy of s with ill-formed sequences replaced; caller frees. */
-static unsigned char *utf8_repair(const unsigned char *s, size_t n, size_t *out_n)
-{
-    static const unsigned char replacement[3] = { 0xEF, 0xBF, 0xBD };
-    size_t size = 0, bad = 0;
-    for (size_t i = 0; i < n;) {
-        size_t good = kb_utf8_sequence(s + i, n - i, &bad);
-        size += good ? good : sizeof replacement;
-        i += good ? good : bad;
-    }
-    unsigned char *out = malloc(size ? size : 1);
-    if (!out)
-        return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < n;) {
-        size_t good = kb_utf8_sequence(s + i, n - i, &bad);
-        if (good) {
-            memcpy(out + o, s + i, good);
-            o += good;
-            i += good;
-        } else {
-            memcpy(out + o, replacement, sizeof replacement);
-            o += sizeof replacement;
-            i += bad;
-        }
-    }
-    *out_n = o;
-    return out;
-}
-
-/*  ---------------------------------------------------------------------
     Decode */
 
 /*  Record a rejection: count it, keep the reason, and copy it to err. */
-static kb_wire_status_t reject(kb_wire_t *self, kb_wire_status_t status, char *err, size_t errlen,
-                               const char *format, ...) __attribute__((format(printf, 5, 6)));
+static kb_wire_status_t reject(kb_wire_t *self, kb_wire_status_t status, kb_error_t *err,
+                               const char *format, ...) __attribute__((format(printf, 4, 5)));
 
-static kb_wire_status_t reject(kb_wire_t *self, kb_wire_status_t status, char *err, size_t errlen,
+static kb_wire_status_t reject(kb_wire_t *self, kb_wire_status_t status, kb_error_t *err,
                                const char *format, ...)
 {
     va_list args;
     va_start(args, format);
     vsnprintf(self->errstr, sizeof self->errstr, format, args);
     va_end(args);
-    copy_error(err, errlen, self->errstr);
+    copy_error(err, self->errstr);
     self->rejected[-status]++;
     return status;
 }
 
-json_t *kb_wire_load_object(const void *data, size_t size, const char *name, char *err,
-                            size_t errlen)
+static json_t *parse_object(const kb_frame_t *frame, const char *name, kb_error_t *why)
 {
-    assert(data || size == 0);
-    assert(name);
-    json_error_t error;
-    const char *text = size ? (const char *)data : "";
-    json_t *value = json_loadb(text, size, JSON_DECODE_ANY | JSON_ALLOW_NUL, &error);
-    if (!value && json_error_code(&error) == json_error_invalid_utf8) {
-        size_t repaired_size = 0;
-        unsigned char *repaired = utf8_repair(data, size, &repaired_size);
-        if (repaired)
-            value = json_loadb((const char *)repaired, repaired_size,
-                               JSON_DECODE_ANY | JSON_ALLOW_NUL, &error);
-        free(repaired);
-    }
-    if (!value) {
-        if (err && errlen > 0)
-            snprintf(err, errlen, "%s is not a JSON object: %s at byte %d", name, error.text,
-                     error.position);
-        return NULL;
-    }
-    if (!json_is_object(value)) {
-        static const char *const kinds[] = { "an object", "an array", "a string", "an integer",
-                                             "a real",    "true",     "false",    "null" };
-        int kind = json_typeof(value);
-        if (err && errlen > 0)
-            snprintf(err, errlen, "%s is not a JSON object: it is %s", name,
-                     kind >= 0 && kind < 8 ? kinds[kind] : "something else");
-        json_decref(value);
-        return NULL;
-    }
-    return value;
-}
-
-static json_t *parse_object(const kb_frame_t *frame, const char *name, char *why, size_t why_size)
-{
-    return kb_wire_load_object(frame->data, frame->size, name, why, why_size);
+    return kb_wire_load_object(frame->data, frame->size, name, why);
 }
 
 /*  The value of key in object as a non-empty C string without NUL, or NULL. */
@@ -445,16 +375,16 @@ static const char *plain_string(const json_t *object, const char *key)
 
 /*  Point msg_type, msg_id and parent_msg_id into the message's header and
     parent_header, checking them: 0, or -1 with the reason in why. */
-static int check_ids(kb_msg_t *msg, char *why, size_t why_size)
+static int check_ids(kb_msg_t *msg, kb_error_t *why)
 {
     msg->msg_type = plain_string(msg->header, "msg_type");
     if (!msg->msg_type) {
-        snprintf(why, why_size, "header lacks msg_type (a non-empty string)");
+        kb_error_set(why, KB_ERR_BAD_REQUEST, "header lacks msg_type (a non-empty string)");
         return -1;
     }
     msg->msg_id = plain_string(msg->header, "msg_id");
     if (!msg->msg_id) {
-        snprintf(why, why_size, "header lacks msg_id (a non-empty string)");
+        kb_error_set(why, KB_ERR_BAD_REQUEST, "header lacks msg_id (a non-empty string)");
         return -1;
     }
     /* Unsolicited messages have an empty parent_header; one that names a
@@ -466,25 +396,25 @@ static int check_ids(kb_msg_t *msg, char *why, size_t why_size)
              && strlen(json_string_value(parent_id)) == json_string_length(parent_id))
         msg->parent_msg_id = json_string_value(parent_id);
     else {
-        snprintf(why, why_size, "parent_header msg_id is not a string");
+        kb_error_set(why, KB_ERR_BAD_REQUEST, "parent_header msg_id is not a string");
         return -1;
     }
     return 0;
 }
 
 kb_wire_status_t kb_wire_msg_new(json_t *header, json_t *parent_header, json_t *metadata,
-                                 json_t *content, kb_msg_t **msg_out, char *err, size_t errlen)
+                                 json_t *content, kb_msg_t **msg_out, kb_error_t *err)
 {
     assert(msg_out);
     *msg_out = NULL;
-    char why[KB_WIRE_ERRSTR_SIZE] = "";
+    kb_error_t why = { 0 };
     kb_msg_t *msg = calloc(1, sizeof *msg);
     if (!msg) {
         json_decref(header);
         json_decref(parent_header);
         json_decref(metadata);
         json_decref(content);
-        copy_error(err, errlen, "out of memory");
+        copy_error(err, "out of memory");
         return KB_WIRE_MALFORMED;
     }
     msg->header = header;
@@ -495,47 +425,89 @@ kb_wire_status_t kb_wire_msg_new(json_t *header, json_t *parent_header, json_t *
     const json_t *parts[4] = { header, parent_header, metadata, content };
     for (int i = 0; i < 4; i++)
         if (!json_is_object(parts[i])) {
-            snprintf(why, sizeof why, "%s is not a JSON object", names[i]);
+            kb_error_set(&why, KB_ERR_BAD_REQUEST, "%s is not a JSON object", names[i]);
             goto fail;
         }
-    if (check_ids(msg, why, sizeof why) != 0)
+    if (check_ids(msg, &why) != 0)
         goto fail;
-    copy_error(err, errlen, "");
+    copy_error(err, "");
     *msg_out = msg;
     return KB_WIRE_OK;
 
 fail:
     kb_msg_destroy(&msg);
-    copy_error(err, errlen, why);
+    copy_error(err, why.message);
     return KB_WIRE_MALFORMED;
 }
 
+/*  The limits, checked first: nothing else is looked at in an oversized
+    message. KB_WIRE_OK, or the rejection. */
+static kb_wire_status_t check_limits(kb_wire_t *self, const kb_frame_t *frames, size_t count,
+                                     kb_error_t *err)
+{
+    const kb_wire_limits_t *limits = &self->limits;
+    if (count > limits->max_frames)
+        return reject(self, KB_WIRE_TOO_LARGE, err, "message has %zu frames, limit %zu", count,
+                      limits->max_frames);
+    size_t total = 0;
+    for (size_t i = 0; i < count; i++) {
+        assert(frames[i].data || frames[i].size == 0);
+        if (frames[i].size > limits->max_frame_bytes)
+            return reject(self, KB_WIRE_TOO_LARGE, err, "frame %zu is %zu bytes, limit %zu", i,
+                          frames[i].size, limits->max_frame_bytes);
+        if (frames[i].size > limits->max_total_bytes - total) /* total <= max: no wrap */
+            return reject(self, KB_WIRE_TOO_LARGE, err,
+                          "message is over %zu bytes in total at frame %zu",
+                          limits->max_total_bytes, i);
+        total += frames[i].size;
+    }
+    return KB_WIRE_OK;
+}
+
+/*  Check the message's signature against its parts, and that it is not a
+    replay: KB_WIRE_OK with its fingerprint, or the rejection. */
+static kb_wire_status_t authenticate(kb_wire_t *self, const kb_frame_t *signature,
+                                     const kb_frame_t parts[4],
+                                     unsigned char fingerprint[KB_REPLAY_FINGERPRINT_SIZE],
+                                     kb_error_t *err)
+{
+    unsigned char claimed[EVP_MAX_MD_SIZE], expected[EVP_MAX_MD_SIZE];
+    if (signature->size == 0)
+        return reject(self, KB_WIRE_BAD_SIGNATURE, err, "unsigned message");
+    if (signature->size != 2 * self->digest_size)
+        return reject(self, KB_WIRE_BAD_SIGNATURE, err,
+                      "signature is %zu bytes, %s needs %zu hex digits", signature->size,
+                      self->scheme, 2 * self->digest_size);
+    for (size_t i = 0; i < self->digest_size; i++) {
+        int high = hex_value(signature->data[2 * i]), low = hex_value(signature->data[2 * i + 1]);
+        if (high < 0 || low < 0)
+            return reject(self, KB_WIRE_BAD_SIGNATURE, err, "signature is not hexadecimal");
+        claimed[i] = (unsigned char)(high << 4 | low);
+    }
+    if (sign_parts(self, parts, expected) != 0)
+        return reject(self, KB_WIRE_MALFORMED, err, "HMAC computation failed");
+    if (CRYPTO_memcmp(claimed, expected, self->digest_size) != 0)
+        return reject(self, KB_WIRE_BAD_SIGNATURE, err, "signature mismatch");
+    memcpy(fingerprint, expected,
+           self->digest_size < KB_REPLAY_FINGERPRINT_SIZE ? self->digest_size
+                                                          : KB_REPLAY_FINGERPRINT_SIZE);
+    if (kb_replay_contains(&self->replay, fingerprint))
+        return reject(self, KB_WIRE_REPLAYED, err, "replayed signature");
+    return KB_WIRE_OK;
+}
+
 kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_t count,
-                                kb_msg_t **msg_out, char *err, size_t errlen)
+                                kb_msg_t **msg_out, kb_error_t *err)
 {
     assert(self);
     assert(msg_out);
     assert(frames || count == 0);
     *msg_out = NULL;
-    const kb_wire_limits_t *limits = &self->limits;
-    char why[KB_WIRE_ERRSTR_SIZE];
+    kb_error_t why; /* set on every way to malformed */
 
-    /* Limits first: nothing else is looked at in an oversized message. */
-    if (count > limits->max_frames)
-        return reject(self, KB_WIRE_TOO_LARGE, err, errlen, "message has %zu frames, limit %zu",
-                      count, limits->max_frames);
-    size_t total = 0;
-    for (size_t i = 0; i < count; i++) {
-        assert(frames[i].data || frames[i].size == 0);
-        if (frames[i].size > limits->max_frame_bytes)
-            return reject(self, KB_WIRE_TOO_LARGE, err, errlen, "frame %zu is %zu bytes, limit %zu",
-                          i, frames[i].size, limits->max_frame_bytes);
-        if (frames[i].size > limits->max_total_bytes - total) /* total <= max: no wrap */
-            return reject(self, KB_WIRE_TOO_LARGE, err, errlen,
-                          "message is over %zu bytes in total at frame %zu",
-                          limits->max_total_bytes, i);
-        total += frames[i].size;
-    }
+    kb_wire_status_t status = check_limits(self, frames, count, err);
+    if (status != KB_WIRE_OK)
+        return status;
 
     size_t delimiter = 0;
     while (delimiter < count
@@ -543,11 +515,10 @@ kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_
                 && memcmp(frames[delimiter].data, KB_WIRE_DELIMITER, KB_WIRE_DELIMITER_LEN) == 0))
         delimiter++;
     if (delimiter == count)
-        return reject(self, KB_WIRE_MALFORMED, err, errlen, "no <IDS|MSG> delimiter in %zu frames",
-                      count);
+        return reject(self, KB_WIRE_MALFORMED, err, "no <IDS|MSG> delimiter in %zu frames", count);
     size_t parts_len = count - delimiter - 1;
     if (parts_len < KB_WIRE_MIN_PARTS)
-        return reject(self, KB_WIRE_MALFORMED, err, errlen,
+        return reject(self, KB_WIRE_MALFORMED, err,
                       "truncated message: %zu frames after <IDS|MSG>, need at least %d", parts_len,
                       KB_WIRE_MIN_PARTS);
     const kb_frame_t *signature = &frames[delimiter + 1];
@@ -555,35 +526,13 @@ kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_
 
     /* Authenticate before parsing anything an unauthenticated peer sent. */
     unsigned char fingerprint[KB_REPLAY_FINGERPRINT_SIZE] = { 0 };
-    if (self->mac) {
-        unsigned char claimed[EVP_MAX_MD_SIZE], expected[EVP_MAX_MD_SIZE];
-        if (signature->size == 0)
-            return reject(self, KB_WIRE_BAD_SIGNATURE, err, errlen, "unsigned message");
-        if (signature->size != 2 * self->digest_size)
-            return reject(self, KB_WIRE_BAD_SIGNATURE, err, errlen,
-                          "signature is %zu bytes, %s needs %zu hex digits", signature->size,
-                          self->scheme, 2 * self->digest_size);
-        for (size_t i = 0; i < self->digest_size; i++) {
-            int high = hex_value(signature->data[2 * i]),
-                low = hex_value(signature->data[2 * i + 1]);
-            if (high < 0 || low < 0)
-                return reject(self, KB_WIRE_BAD_SIGNATURE, err, errlen,
-                              "signature is not hexadecimal");
-            claimed[i] = (unsigned char)(high << 4 | low);
-        }
-        if (sign_parts(self, parts, expected) != 0)
-            return reject(self, KB_WIRE_MALFORMED, err, errlen, "HMAC computation failed");
-        if (CRYPTO_memcmp(claimed, expected, self->digest_size) != 0)
-            return reject(self, KB_WIRE_BAD_SIGNATURE, err, errlen, "signature mismatch");
-        memcpy(fingerprint, expected,
-               self->digest_size < sizeof fingerprint ? self->digest_size : sizeof fingerprint);
-        if (kb_replay_contains(&self->replay, fingerprint))
-            return reject(self, KB_WIRE_REPLAYED, err, errlen, "replayed signature");
-    }
+    if (self->mac
+        && (status = authenticate(self, signature, parts, fingerprint, err)) != KB_WIRE_OK)
+        return status;
 
     kb_msg_t *msg = calloc(1, sizeof *msg);
     if (!msg)
-        return reject(self, KB_WIRE_MALFORMED, err, errlen, "out of memory");
+        return reject(self, KB_WIRE_MALFORMED, err, "out of memory");
     static const char *const part_names[4] = { "header", "parent_header", "metadata", "content" };
     json_t **targets[4] = { &msg->header, &msg->parent_header, &msg->metadata, &msg->content };
     for (int i = 0; i < 4; i++) {
@@ -592,29 +541,29 @@ kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_
             msg->content = json_object();
             msg->raw_content = parts[3];
             if (!msg->content) {
-                snprintf(why, sizeof why, "out of memory");
+                kb_error_set(&why, KB_ERR_BAD_REQUEST, "out of memory");
                 goto malformed;
             }
             break;
         }
-        *targets[i] = parse_object(&parts[i], part_names[i], why, sizeof why);
+        *targets[i] = parse_object(&parts[i], part_names[i], &why);
         if (!*targets[i])
             goto malformed;
         if (i == 0 && !(msg->msg_type = plain_string(msg->header, "msg_type"))) {
-            snprintf(why, sizeof why, "header lacks msg_type (a non-empty string)");
+            kb_error_set(&why, KB_ERR_BAD_REQUEST, "header lacks msg_type (a non-empty string)");
             goto malformed;
         }
     }
-    if (check_ids(msg, why, sizeof why) != 0)
+    if (check_ids(msg, &why) != 0)
         goto malformed;
 
     if (frames_copy(frames, delimiter, &msg->identities) != 0) {
-        snprintf(why, sizeof why, "out of memory");
+        kb_error_set(&why, KB_ERR_BAD_REQUEST, "out of memory");
         goto malformed;
     }
     msg->identities_len = delimiter;
     if (frames_copy(parts + 4, parts_len - KB_WIRE_MIN_PARTS, &msg->buffers) != 0) {
-        snprintf(why, sizeof why, "out of memory");
+        kb_error_set(&why, KB_ERR_BAD_REQUEST, "out of memory");
         goto malformed;
     }
     msg->buffers_len = parts_len - KB_WIRE_MIN_PARTS;
@@ -622,13 +571,13 @@ kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_
     if (self->mac)
         kb_replay_insert(&self->replay, fingerprint);
     self->accepted++;
-    copy_error(err, errlen, "");
+    copy_error(err, "");
     *msg_out = msg;
     return KB_WIRE_OK;
 
 malformed:
     kb_msg_destroy(&msg);
-    return reject(self, KB_WIRE_MALFORMED, err, errlen, "%s", why);
+    return reject(self, KB_WIRE_MALFORMED, err, "%s", why.message);
 }
 
 /*  ---------------------------------------------------------------------

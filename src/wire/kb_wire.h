@@ -25,6 +25,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "kernelbridge/kb_error.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -102,7 +104,7 @@ typedef struct kb_wire kb_wire_t;
     not be NULL. Returns NULL and a reason in err (if not NULL) on an unknown
     scheme or invalid UTF-8. Caller owns the result. */
 kb_wire_t *kb_wire_new(const char *scheme, const unsigned char *key, size_t key_len,
-                       const char *session, const char *username, char *err, size_t errlen);
+                       const char *session, const char *username, kb_error_t *err);
 
 /*  Destroy a codec and set the caller's pointer to NULL. Safe on NULL. */
 void kb_wire_destroy(kb_wire_t **self_p);
@@ -126,7 +128,7 @@ void kb_wire_set_lazy_streams(kb_wire_t *self, bool lazy);
     Invalid UTF-8 inside the JSON frames is replaced by U+FFFD, as
     jupyter_client does. Integers beyond 64 bits make a frame malformed. */
 kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_t count,
-                                kb_msg_t **msg_out, char *err, size_t errlen);
+                                kb_msg_t **msg_out, kb_error_t *err);
 
 /*  Encode one message: identities (borrowed, may be NULL/0), "<IDS|MSG>",
     signature, header, parent_header, metadata, content. The header is
@@ -162,8 +164,7 @@ int kb_wire_encode_msg(kb_wire_t *self, const kb_msg_t *msg, kb_frame_t **frames
     repair of kb_wire_decode. data is borrowed (NULL allowed when size is
     0). Returns a new reference the caller owns, or NULL with a reason in
     err (if not NULL), e.g. "header is not a JSON object: it is an array". */
-json_t *kb_wire_load_object(const void *data, size_t size, const char *name, char *err,
-                            size_t errlen);
+json_t *kb_wire_load_object(const void *data, size_t size, const char *name, kb_error_t *err);
 
 /*  Make a message of four JSON objects, with the checks kb_wire_decode
     applies to a decoded one: header, parent_header, metadata and content
@@ -176,7 +177,7 @@ json_t *kb_wire_load_object(const void *data, size_t size, const char *name, cha
     the caller owns. Otherwise KB_WIRE_MALFORMED, *msg_out NULL and the
     reason in err (if not NULL). No codec: nothing is counted. */
 kb_wire_status_t kb_wire_msg_new(json_t *header, json_t *parent_header, json_t *metadata,
-                                 json_t *content, kb_msg_t **msg_out, char *err, size_t errlen);
+                                 json_t *content, kb_msg_t **msg_out, kb_error_t *err);
 
 /*  Number of messages kb_wire_decode rejected with status since the codec
     was created (for KB_WIRE_OK: the number it accepted). */

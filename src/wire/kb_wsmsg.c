@@ -18,7 +18,6 @@
 #define KB_WSMSG_DEFAULT_MAX_BUFFERS 1018
 #define KB_WSMSG_DEFAULT_MAX_BYTES ((size_t)256 << 20)
 #define KB_WSMSG_V1_MIN_OFFSETS 6 /* channel, header, parent, metadata, content, end */
-#define KB_WSMSG_REASON_SIZE 256
 
 /*  ---------------------------------------------------------------------
     Names */
@@ -62,16 +61,16 @@ kb_wsmsg_protocol_t kb_wsmsg_select_protocol(const char *offered)
 /*  ---------------------------------------------------------------------
     Parse */
 
-static kb_wsmsg_status_t fail(kb_wsmsg_status_t status, char *err, size_t errlen,
-                              const char *format, ...) __attribute__((format(printf, 4, 5)));
+static kb_wsmsg_status_t fail(kb_wsmsg_status_t status, kb_error_t *err, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
 
-static kb_wsmsg_status_t fail(kb_wsmsg_status_t status, char *err, size_t errlen,
-                              const char *format, ...)
+static kb_wsmsg_status_t fail(kb_wsmsg_status_t status, kb_error_t *err, const char *format, ...)
 {
-    if (err && errlen > 0) {
+    if (err) {
         va_list args;
         va_start(args, format);
-        vsnprintf(err, errlen, format, args);
+        err->code = KB_ERR_BAD_REQUEST;
+        vsnprintf(err->message, sizeof err->message, format, args);
         va_end(args);
     }
     return status;
@@ -111,12 +110,12 @@ static kb_frame_t part_at(const offsets_t *table, size_t i)
 
 /*  Read the count and check every offset, before any part is looked at. */
 static kb_wsmsg_status_t read_offsets(offsets_t *table, size_t min_count, size_t max_count,
-                                      char *err, size_t errlen)
+                                      kb_error_t *err)
 {
     size_t width = table->width;
     if (table->size < width)
-        return fail(KB_WSMSG_MALFORMED, err, errlen,
-                    "truncated: %zu bytes, the offset count takes %zu", table->size, width);
+        return fail(KB_WSMSG_MALFORMED, err, "truncated: %zu bytes, the offset count takes %zu",
+                    table->size, width);
     uint64_t count = 0;
     if (width == 4)
         count = (uint64_t)table->data[0] << 24 | (uint64_t)table->data[1] << 16
@@ -125,16 +124,15 @@ static kb_wsmsg_status_t read_offsets(offsets_t *table, size_t min_count, size_t
         for (int b = 7; b >= 0; b--)
             count = count << 8 | table->data[b];
     if (count < min_count)
-        return fail(KB_WSMSG_MALFORMED, err, errlen, "%llu offsets, at least %zu needed",
+        return fail(KB_WSMSG_MALFORMED, err, "%llu offsets, at least %zu needed",
                     (unsigned long long)count, min_count);
     if (count > max_count)
-        return fail(KB_WSMSG_TOO_LARGE, err, errlen, "%llu offsets, limit %zu",
-                    (unsigned long long)count, max_count);
+        return fail(KB_WSMSG_TOO_LARGE, err, "%llu offsets, limit %zu", (unsigned long long)count,
+                    max_count);
     if (count > table->size / width - 1) /* size >= width: no wrap */
-        return fail(KB_WSMSG_MALFORMED, err, errlen,
-                    "truncated: %llu offsets need %llu bytes, the payload has %zu",
-                    (unsigned long long)count, (unsigned long long)(count + 1) * width,
-                    table->size);
+        return fail(
+            KB_WSMSG_MALFORMED, err, "truncated: %llu offsets need %llu bytes, the payload has %zu",
+            (unsigned long long)count, (unsigned long long)(count + 1) * width, table->size);
     table->count = (size_t)count;
     table->table_end = width * (table->count + 1);
 
@@ -142,20 +140,20 @@ static kb_wsmsg_status_t read_offsets(offsets_t *table, size_t min_count, size_t
     for (size_t i = 0; i < table->count; i++) {
         uint64_t offset = offset_at(table, i);
         if (i == 0 && offset != table->table_end)
-            return fail(KB_WSMSG_MALFORMED, err, errlen,
+            return fail(KB_WSMSG_MALFORMED, err,
                         "offset 0 (%llu) is not the end of the offset table (%zu)",
                         (unsigned long long)offset, table->table_end);
         if (offset < previous)
-            return fail(KB_WSMSG_MALFORMED, err, errlen, "offset %zu (%llu) is before offset %zu",
-                        i, (unsigned long long)offset, i - 1);
+            return fail(KB_WSMSG_MALFORMED, err, "offset %zu (%llu) is before offset %zu", i,
+                        (unsigned long long)offset, i - 1);
         if (offset > table->size)
-            return fail(KB_WSMSG_MALFORMED, err, errlen,
+            return fail(KB_WSMSG_MALFORMED, err,
                         "offset %zu (%llu) is past the payload's %zu bytes", i,
                         (unsigned long long)offset, table->size);
         previous = offset;
     }
     if (table->last_is_offset && previous != table->size)
-        return fail(KB_WSMSG_MALFORMED, err, errlen,
+        return fail(KB_WSMSG_MALFORMED, err,
                     "the last offset (%llu) is not the payload's size (%zu)",
                     (unsigned long long)previous, table->size);
     return KB_WSMSG_OK;
@@ -182,7 +180,7 @@ static kb_frame_t *copy_buffers(const offsets_t *table, size_t first, size_t cou
 }
 
 static kb_wsmsg_status_t channel_of(const char *name, size_t len, kb_wsmsg_channel_t *out,
-                                    char *err, size_t errlen)
+                                    kb_error_t *err)
 {
     for (int c = KB_WSMSG_SHELL; c <= KB_WSMSG_STDIN; c++)
         if (strlen(channel_names[c]) == len && memcmp(channel_names[c], name, len) == 0) {
@@ -194,8 +192,8 @@ static kb_wsmsg_status_t channel_of(const char *name, size_t len, kb_wsmsg_chann
     for (size_t i = 0; i < n; i++)
         shown[i] = name[i] >= 0x20 && name[i] < 0x7f && name[i] != '"' ? name[i] : '?';
     shown[n] = '\0';
-    return fail(KB_WSMSG_BAD_CHANNEL, err, errlen,
-                "channel \"%s%s\" is not shell, control or stdin", shown, len > n ? "..." : "");
+    return fail(KB_WSMSG_BAD_CHANNEL, err, "channel \"%s%s\" is not shell, control or stdin", shown,
+                len > n ? "..." : "");
 }
 
 /*  A part that clients may leave out: absent, null (legacy) or empty (v1)
@@ -210,9 +208,9 @@ static json_t *optional_object(const json_t *value)
 /*  The legacy JSON object root (stolen) with buffers (stolen) as a message. */
 static kb_wsmsg_status_t legacy_message(json_t *root, kb_frame_t *buffers, size_t buffers_len,
                                         kb_wsmsg_channel_t *channel_out, kb_msg_t **msg_out,
-                                        char *err, size_t errlen)
+                                        kb_error_t *err)
 {
-    char reason[KB_WSMSG_REASON_SIZE] = "";
+    kb_error_t reason = { 0 };
     kb_wsmsg_status_t status = KB_WSMSG_MALFORMED;
     const json_t *header = json_object_get(root, "header");
     const json_t *content = json_object_get(root, "content");
@@ -221,25 +219,25 @@ static kb_wsmsg_status_t legacy_message(json_t *root, kb_frame_t *buffers, size_
     const json_t *channel = json_object_get(root, "channel");
     kb_msg_t *msg = NULL;
     if (!parent || !metadata) {
-        snprintf(reason, sizeof reason, "%s is not a JSON object",
-                 parent ? "metadata" : "parent_header");
+        kb_error_set(&reason, KB_ERR_BAD_REQUEST, "%s is not a JSON object",
+                     parent ? "metadata" : "parent_header");
         json_decref(parent);
         json_decref(metadata);
         goto done;
     }
     /* kb_wire_msg_new says which of header and content is no object. */
     if (kb_wire_msg_new(json_incref((json_t *)header), parent, metadata,
-                        json_incref((json_t *)content), &msg, reason, sizeof reason)
+                        json_incref((json_t *)content), &msg, &reason)
         != KB_WIRE_OK)
         goto done;
     if (channel && !json_is_null(channel) && !json_is_string(channel)) {
-        snprintf(reason, sizeof reason, "channel is not a string");
+        kb_error_set(&reason, KB_ERR_BAD_REQUEST, "channel is not a string");
         goto done;
     }
     if (!channel || json_is_null(channel))
         *channel_out = KB_WSMSG_SHELL; /* as Jupyter Server takes it */
     else if ((status = channel_of(json_string_value(channel), json_string_length(channel),
-                                  channel_out, reason, sizeof reason))
+                                  channel_out, &reason))
              != KB_WSMSG_OK)
         goto done;
     msg->buffers = buffers;
@@ -250,8 +248,10 @@ static kb_wsmsg_status_t legacy_message(json_t *root, kb_frame_t *buffers, size_
     status = KB_WSMSG_OK;
 
 done:
-    if (err && errlen > 0)
-        snprintf(err, errlen, "%s", reason);
+    if (status == KB_WSMSG_OK)
+        kb_error_clear(err);
+    else
+        kb_error_set(err, reason.code, "%s", reason.message);
     kb_msg_destroy(&msg);
     kb_frames_free(buffers, buffers_len);
     json_decref(root);
@@ -260,22 +260,22 @@ done:
 
 static kb_wsmsg_status_t parse_legacy_binary(const offsets_t *table,
                                              kb_wsmsg_channel_t *channel_out, kb_msg_t **msg_out,
-                                             char *err, size_t errlen)
+                                             kb_error_t *err)
 {
     kb_frame_t text = part_at(table, 0);
-    json_t *root = kb_wire_load_object(text.data, text.size, "message", err, errlen);
+    json_t *root = kb_wire_load_object(text.data, text.size, "message", err);
     if (!root)
         return KB_WSMSG_MALFORMED;
     kb_frame_t *buffers = copy_buffers(table, 1, table->count - 1);
     if (!buffers) {
         json_decref(root);
-        return fail(KB_WSMSG_MALFORMED, err, errlen, "out of memory");
+        return fail(KB_WSMSG_MALFORMED, err, "out of memory");
     }
-    return legacy_message(root, buffers, table->count - 1, channel_out, msg_out, err, errlen);
+    return legacy_message(root, buffers, table->count - 1, channel_out, msg_out, err);
 }
 
 static kb_wsmsg_status_t parse_v1(const offsets_t *table, kb_wsmsg_channel_t *channel_out,
-                                  kb_msg_t **msg_out, char *err, size_t errlen)
+                                  kb_msg_t **msg_out, kb_error_t *err)
 {
     static const char *const names[4] = { "header", "parent_header", "metadata", "content" };
     json_t *parts[4] = { NULL };
@@ -284,7 +284,7 @@ static kb_wsmsg_status_t parse_v1(const offsets_t *table, kb_wsmsg_channel_t *ch
         bool optional = i == 1 || i == 2;
         parts[i] = optional && part.size == 0
                        ? json_object()
-                       : kb_wire_load_object(part.data, part.size, names[i], err, errlen);
+                       : kb_wire_load_object(part.data, part.size, names[i], err);
         if (!parts[i]) {
             for (int j = 0; j < i; j++)
                 json_decref(parts[j]);
@@ -292,11 +292,11 @@ static kb_wsmsg_status_t parse_v1(const offsets_t *table, kb_wsmsg_channel_t *ch
         }
     }
     kb_msg_t *msg = NULL;
-    if (kb_wire_msg_new(parts[0], parts[1], parts[2], parts[3], &msg, err, errlen) != KB_WIRE_OK)
+    if (kb_wire_msg_new(parts[0], parts[1], parts[2], parts[3], &msg, err) != KB_WIRE_OK)
         return KB_WSMSG_MALFORMED;
     kb_frame_t channel = part_at(table, 0);
     kb_wsmsg_status_t status
-        = channel_of((const char *)channel.data, channel.size, channel_out, err, errlen);
+        = channel_of((const char *)channel.data, channel.size, channel_out, err);
     if (status != KB_WSMSG_OK) {
         kb_msg_destroy(&msg);
         return status;
@@ -305,7 +305,7 @@ static kb_wsmsg_status_t parse_v1(const offsets_t *table, kb_wsmsg_channel_t *ch
     msg->buffers = copy_buffers(table, 5, buffers_len);
     if (!msg->buffers) {
         kb_msg_destroy(&msg);
-        return fail(KB_WSMSG_MALFORMED, err, errlen, "out of memory");
+        return fail(KB_WSMSG_MALFORMED, err, "out of memory");
     }
     msg->buffers_len = buffers_len;
     *msg_out = msg;
@@ -314,8 +314,8 @@ static kb_wsmsg_status_t parse_v1(const offsets_t *table, kb_wsmsg_channel_t *ch
 
 kb_wsmsg_status_t kb_wsmsg_parse(kb_wsmsg_protocol_t protocol, bool binary, const void *data,
                                  size_t size, const kb_wsmsg_limits_t *limits,
-                                 kb_wsmsg_channel_t *channel_out, kb_msg_t **msg_out, char *err,
-                                 size_t errlen)
+                                 kb_wsmsg_channel_t *channel_out, kb_msg_t **msg_out,
+                                 kb_error_t *err)
 {
     assert(protocol == KB_WSMSG_LEGACY || protocol == KB_WSMSG_V1);
     assert(data || size == 0);
@@ -325,19 +325,16 @@ kb_wsmsg_status_t kb_wsmsg_parse(kb_wsmsg_protocol_t protocol, bool binary, cons
         = limits && limits->max_buffers ? limits->max_buffers : KB_WSMSG_DEFAULT_MAX_BUFFERS;
     size_t max_bytes = limits && limits->max_bytes ? limits->max_bytes : KB_WSMSG_DEFAULT_MAX_BYTES;
     if (size > max_bytes)
-        return fail(KB_WSMSG_TOO_LARGE, err, errlen, "payload is %zu bytes, limit %zu", size,
-                    max_bytes);
-    if (err && errlen > 0)
-        *err = '\0';
+        return fail(KB_WSMSG_TOO_LARGE, err, "payload is %zu bytes, limit %zu", size, max_bytes);
+    kb_error_clear(err);
 
     if (!binary) {
         if (protocol == KB_WSMSG_V1)
-            return fail(KB_WSMSG_MALFORMED, err, errlen, "a text frame under %s",
-                        KB_WSMSG_V1_SUBPROTOCOL);
-        json_t *root = kb_wire_load_object(data, size, "message", err, errlen);
+            return fail(KB_WSMSG_MALFORMED, err, "a text frame under %s", KB_WSMSG_V1_SUBPROTOCOL);
+        json_t *root = kb_wire_load_object(data, size, "message", err);
         if (!root)
             return KB_WSMSG_MALFORMED;
-        return legacy_message(root, NULL, 0, channel_out, msg_out, err, errlen);
+        return legacy_message(root, NULL, 0, channel_out, msg_out, err);
     }
 
     offsets_t table = { .data = data, .size = size };
@@ -346,11 +343,11 @@ kb_wsmsg_status_t kb_wsmsg_parse(kb_wsmsg_protocol_t protocol, bool binary, cons
     size_t max_count = max_buffers > SIZE_MAX - fixed ? SIZE_MAX : max_buffers + fixed;
     table.width = protocol == KB_WSMSG_V1 ? 8 : 4;
     table.last_is_offset = protocol == KB_WSMSG_V1;
-    kb_wsmsg_status_t status = read_offsets(&table, fixed, max_count, err, errlen);
+    kb_wsmsg_status_t status = read_offsets(&table, fixed, max_count, err);
     if (status != KB_WSMSG_OK)
         return status;
-    return protocol == KB_WSMSG_V1 ? parse_v1(&table, channel_out, msg_out, err, errlen)
-                                   : parse_legacy_binary(&table, channel_out, msg_out, err, errlen);
+    return protocol == KB_WSMSG_V1 ? parse_v1(&table, channel_out, msg_out, err)
+                                   : parse_legacy_binary(&table, channel_out, msg_out, err);
 }
 
 /*  ---------------------------------------------------------------------
@@ -419,11 +416,11 @@ static void put_le64(kb_buf_t *out, size_t at, uint64_t value)
 
 /*  u32 n | u32 offsets[n] | JSON | buffers, offsets big-endian. */
 static kb_wsmsg_status_t encode_legacy_binary(const kb_msg_t *msg, const char *channel,
-                                              kb_buf_t *out, char *err, size_t errlen)
+                                              kb_buf_t *out, kb_error_t *err)
 {
     size_t count = 1 + msg->buffers_len;
     if (count > UINT32_MAX - 1)
-        return fail(KB_WSMSG_TOO_LARGE, err, errlen, "%zu buffers, the legacy format takes fewer",
+        return fail(KB_WSMSG_TOO_LARGE, err, "%zu buffers, the legacy format takes fewer",
                     msg->buffers_len);
     size_t table_end = 4 * (count + 1);
     append_zeros(out, table_end);
@@ -436,7 +433,7 @@ static kb_wsmsg_status_t encode_legacy_binary(const kb_msg_t *msg, const char *c
         if (kb_buf_status(out) != KB_BUF_OK)
             return KB_WSMSG_OK;
         if (out->len > UINT32_MAX)
-            return fail(KB_WSMSG_TOO_LARGE, err, errlen,
+            return fail(KB_WSMSG_TOO_LARGE, err,
                         "buffer %zu starts past 4 GiB, which legacy offsets cannot address", i);
         put_be32(out, 4 * (i + 2), out->len);
         kb_buf_append(out, msg->buffers[i].data, msg->buffers[i].size);
@@ -475,8 +472,8 @@ static void encode_v1(const kb_msg_t *msg, const char *channel, kb_buf_t *out)
 }
 
 kb_wsmsg_status_t kb_wsmsg_encode(kb_wsmsg_protocol_t protocol, kb_wsmsg_channel_t channel,
-                                  const kb_msg_t *msg, kb_buf_t *out, bool *binary_out, char *err,
-                                  size_t errlen)
+                                  const kb_msg_t *msg, kb_buf_t *out, bool *binary_out,
+                                  kb_error_t *err)
 {
     assert(protocol == KB_WSMSG_LEGACY || protocol == KB_WSMSG_V1);
     assert(msg && out);
@@ -490,14 +487,14 @@ kb_wsmsg_status_t kb_wsmsg_encode(kb_wsmsg_protocol_t protocol, kb_wsmsg_channel
     if (protocol == KB_WSMSG_V1)
         encode_v1(msg, name, out);
     else if (binary)
-        status = encode_legacy_binary(msg, name, out, err, errlen);
+        status = encode_legacy_binary(msg, name, out, err);
     else
         append_legacy_json(out, msg, name, true);
 
     if (status == KB_WSMSG_OK && kb_buf_status(out) != KB_BUF_OK) {
         kb_buf_status_t why = kb_buf_status(out);
         status = why == KB_BUF_OVER_CAP ? KB_WSMSG_TOO_LARGE : KB_WSMSG_MALFORMED;
-        fail(status, err, errlen, "payload: %s", kb_buf_status_str(why));
+        fail(status, err, "payload: %s", kb_buf_status_str(why));
     }
     if (status != KB_WSMSG_OK) {
         kb_buf_reset(out);
@@ -505,8 +502,7 @@ kb_wsmsg_status_t kb_wsmsg_encode(kb_wsmsg_protocol_t protocol, kb_wsmsg_channel
     }
     if (binary_out)
         *binary_out = binary;
-    if (err && errlen > 0)
-        *err = '\0';
+    kb_error_clear(err);
     return KB_WSMSG_OK;
 }
 
@@ -514,8 +510,7 @@ kb_wsmsg_status_t kb_wsmsg_encode(kb_wsmsg_protocol_t protocol, kb_wsmsg_channel
     The daemon's status message */
 
 kb_msg_t *kb_wsmsg_status_new(const char *session, const char *msg_id, const char *date,
-                              const char *username, const char *execution_state, char *err,
-                              size_t errlen)
+                              const char *username, const char *execution_state, kb_error_t *err)
 {
     assert(session && msg_id && date && execution_state);
     json_t *header
@@ -526,13 +521,12 @@ kb_msg_t *kb_wsmsg_status_new(const char *session, const char *msg_id, const cha
     if (!header || !content) {
         json_decref(header);
         json_decref(content);
-        fail(KB_WSMSG_MALFORMED, err, errlen,
+        fail(KB_WSMSG_MALFORMED, err,
              "status message: out of memory, or a string that is not UTF-8");
         return NULL;
     }
     kb_msg_t *msg = NULL;
-    if (kb_wire_msg_new(header, json_object(), json_object(), content, &msg, err, errlen)
-        != KB_WIRE_OK)
+    if (kb_wire_msg_new(header, json_object(), json_object(), content, &msg, err) != KB_WIRE_OK)
         return NULL;
     return msg;
 }

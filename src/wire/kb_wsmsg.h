@@ -97,8 +97,8 @@ typedef struct {
     drop as Jupyter Server does, rather than close the connection). */
 kb_wsmsg_status_t kb_wsmsg_parse(kb_wsmsg_protocol_t protocol, bool binary, const void *data,
                                  size_t size, const kb_wsmsg_limits_t *limits,
-                                 kb_wsmsg_channel_t *channel_out, kb_msg_t **msg_out, char *err,
-                                 size_t errlen);
+                                 kb_wsmsg_channel_t *channel_out, kb_msg_t **msg_out,
+                                 kb_error_t *err);
 
 /*  Write the payload that carries msg (borrowed: a kernel's message from
     kb_wire_decode, or one of kb_wsmsg_status_new) on channel to a client:
@@ -116,8 +116,8 @@ kb_wsmsg_status_t kb_wsmsg_parse(kb_wsmsg_protocol_t protocol, bool binary, cons
     cannot address; KB_WSMSG_MALFORMED when out of memory. On failure out
     is left empty and err (if not NULL) says why. */
 kb_wsmsg_status_t kb_wsmsg_encode(kb_wsmsg_protocol_t protocol, kb_wsmsg_channel_t channel,
-                                  const kb_msg_t *msg, kb_buf_t *out, bool *binary_out, char *err,
-                                  size_t errlen);
+                                  const kb_msg_t *msg, kb_buf_t *out, bool *binary_out,
+                                  kb_error_t *err);
 
 /*  The status message Jupyter Server itself sends on iopub when a kernel
     restarts ("restarting") or cannot be restarted ("dead"), as if the
@@ -132,8 +132,7 @@ kb_wsmsg_status_t kb_wsmsg_encode(kb_wsmsg_protocol_t protocol, kb_wsmsg_channel
     string that is not UTF-8 or empty where msg_id is) with a reason in
     err. */
 kb_msg_t *kb_wsmsg_status_new(const char *session, const char *msg_id, const char *date,
-                              const char *username, const char *execution_state, char *err,
-                              size_t errlen);
+                              const char *username, const char *execution_state, kb_error_t *err);
 
 /*  The protocol to answer a client that offered the comma-separated
     subprotocols in offered (borrowed; the Sec-WebSocket-Protocol header,

@@ -57,7 +57,7 @@ static double best_scan(const frame_t *f, size_t max, size_t repeat, size_t *tex
         for (size_t r = 0; r < repeat; r++) {
             kb_buf_reset(&out); /* the allocation stays, as in a daemon's run */
             kb_scan_stream_t res;
-            if (kb_scan_stream(f->data, f->len, max, &out, &res, NULL, 0) != 0)
+            if (kb_scan_stream(f->data, f->len, max, &out, &res, NULL) != 0)
                 abort();
             *text_bytes = res.text_bytes;
         }

@@ -14,7 +14,7 @@ from IPython.utils.capture import capture_output
 import kernelbridge_display
 from kernelbridge_display import CHART_MIME, TABLE_MIME
 
-from conftest import PACKAGE_DIR
+from .conftest import PACKAGE_DIR
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import queue
 import pytest
 from jupyter_client.manager import KernelManager
 
-from conftest import PACKAGE_DIR
+from .conftest import PACKAGE_DIR
 
 CHART_MIME = "application/vnd.kernelbridge.chart+json"
 TABLE_MIME = "application/vnd.kernelbridge.table+json"

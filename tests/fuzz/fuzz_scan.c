@@ -29,7 +29,7 @@ static void check(const void *frame, size_t len, size_t max, const scan_referenc
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static kb_wire_t *wire;
-    if (!wire && !(wire = kb_wire_new("hmac-sha256", NULL, 0, "fuzz", NULL, NULL, 0)))
+    if (!wire && !(wire = kb_wire_new("hmac-sha256", NULL, 0, "fuzz", NULL, NULL)))
         abort();
     if (size < 2)
         return 0;

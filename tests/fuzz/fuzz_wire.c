@@ -103,8 +103,8 @@ static void check_message(const kb_msg_t *msg, size_t count, const char *err)
 /*  Re-encode an accepted message and decode it again: same content. */
 static void check_round_trip(const kb_msg_t *msg)
 {
-    kb_wire_t *sender = kb_wire_new("hmac-sha256", fuzz_key, FUZZ_KEY_LEN, "fuzz", NULL, NULL, 0);
-    kb_wire_t *receiver = kb_wire_new("hmac-sha256", fuzz_key, FUZZ_KEY_LEN, "fuzz", NULL, NULL, 0);
+    kb_wire_t *sender = kb_wire_new("hmac-sha256", fuzz_key, FUZZ_KEY_LEN, "fuzz", NULL, NULL);
+    kb_wire_t *receiver = kb_wire_new("hmac-sha256", fuzz_key, FUZZ_KEY_LEN, "fuzz", NULL, NULL);
     if (!sender || !receiver)
         abort();
     kb_frame_t *frames = NULL;
@@ -116,8 +116,8 @@ static void check_round_trip(const kb_msg_t *msg)
         != 0)
         abort();
     kb_msg_t *again = NULL;
-    char err[256];
-    if (kb_wire_decode(receiver, frames, count, &again, err, sizeof err) != KB_WIRE_OK)
+    kb_error_t err;
+    if (kb_wire_decode(receiver, frames, count, &again, &err) != KB_WIRE_OK)
         abort();
     if (!json_equal(again->content, msg->content) || !json_equal(again->metadata, msg->metadata)
         || !json_equal(again->parent_header, msg->parent_header)
@@ -141,8 +141,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (mode & MODE_RESIGN)
         resign(frames, count);
 
-    kb_wire_t *keyed = kb_wire_new("hmac-sha256", fuzz_key, FUZZ_KEY_LEN, "fuzz", NULL, NULL, 0);
-    kb_wire_t *open = kb_wire_new("hmac-sha256", NULL, 0, "fuzz", NULL, NULL, 0);
+    kb_wire_t *keyed = kb_wire_new("hmac-sha256", fuzz_key, FUZZ_KEY_LEN, "fuzz", NULL, NULL);
+    kb_wire_t *open = kb_wire_new("hmac-sha256", NULL, 0, "fuzz", NULL, NULL);
     if (!keyed || !open)
         abort();
     if (mode & MODE_TIGHT) {
@@ -153,27 +153,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         kb_wire_set_limits(open, &tight);
     }
 
-    char err[256];
+    kb_error_t err;
     kb_msg_t *msg = NULL;
-    kb_wire_status_t open_status = kb_wire_decode(open, frames, count, &msg, err, sizeof err);
+    kb_wire_status_t open_status = kb_wire_decode(open, frames, count, &msg, &err);
     if (open_status == KB_WIRE_OK) {
-        check_message(msg, count, err);
+        check_message(msg, count, err.message);
         check_round_trip(msg);
-    } else if (msg || !*err || open_status == KB_WIRE_BAD_SIGNATURE
+    } else if (msg || !*err.message || open_status == KB_WIRE_BAD_SIGNATURE
                || open_status == KB_WIRE_REPLAYED)
         abort();
     kb_msg_destroy(&msg);
 
-    kb_wire_status_t keyed_status = kb_wire_decode(keyed, frames, count, &msg, err, sizeof err);
+    kb_wire_status_t keyed_status = kb_wire_decode(keyed, frames, count, &msg, &err);
     if (keyed_status == KB_WIRE_OK)
-        check_message(msg, count, err);
-    else if (msg || !*err)
+        check_message(msg, count, err.message);
+    else if (msg || !*err.message)
         abort();
     kb_msg_destroy(&msg);
     if ((mode & MODE_RESIGN) && keyed_status != open_status)
         abort(); /* a valid signature must make the key irrelevant */
     if (keyed_status == KB_WIRE_OK) {
-        if (kb_wire_decode(keyed, frames, count, &msg, err, sizeof err) != KB_WIRE_REPLAYED || msg)
+        if (kb_wire_decode(keyed, frames, count, &msg, &err) != KB_WIRE_REPLAYED || msg)
             abort();
     }
     if (kb_wire_rejected(keyed, keyed_status) == 0)

@@ -58,13 +58,13 @@ static void check_round_trip(const kb_msg_t *msg, kb_wsmsg_channel_t channel, kb
 {
     for (int protocol = KB_WSMSG_LEGACY; protocol <= KB_WSMSG_V1; protocol++) {
         bool binary = false;
-        char err[256];
-        if (kb_wsmsg_encode(protocol, channel, msg, out, &binary, err, sizeof err) != KB_WSMSG_OK)
+        kb_error_t err;
+        if (kb_wsmsg_encode(protocol, channel, msg, out, &binary, &err) != KB_WSMSG_OK)
             abort();
         kb_msg_t *again = NULL;
         kb_wsmsg_channel_t channel_again = KB_WSMSG_IOPUB;
-        if (kb_wsmsg_parse(protocol, binary, out->data, out->len, NULL, &channel_again, &again, err,
-                           sizeof err)
+        if (kb_wsmsg_parse(protocol, binary, out->data, out->len, NULL, &channel_again, &again,
+                           &err)
                 != KB_WSMSG_OK
             || channel_again != channel || !same_message(again, msg))
             abort();
@@ -74,8 +74,8 @@ static void check_round_trip(const kb_msg_t *msg, kb_wsmsg_channel_t channel, kb
 
 static void check_signed(const kb_msg_t *msg)
 {
-    kb_wire_t *daemon = kb_wire_new("hmac-sha256", fuzz_key, FUZZ_KEY_LEN, "d", NULL, NULL, 0);
-    kb_wire_t *kernel = kb_wire_new("hmac-sha256", fuzz_key, FUZZ_KEY_LEN, "k", NULL, NULL, 0);
+    kb_wire_t *daemon = kb_wire_new("hmac-sha256", fuzz_key, FUZZ_KEY_LEN, "d", NULL, NULL);
+    kb_wire_t *kernel = kb_wire_new("hmac-sha256", fuzz_key, FUZZ_KEY_LEN, "k", NULL, NULL);
     if (!daemon || !kernel)
         abort();
     kb_frame_t *frames = NULL;
@@ -83,8 +83,8 @@ static void check_signed(const kb_msg_t *msg)
     if (kb_wire_encode_msg(daemon, msg, &frames, &count) != 0)
         abort();
     kb_msg_t *received = NULL;
-    char err[256];
-    if (kb_wire_decode(kernel, frames, count, &received, err, sizeof err) != KB_WIRE_OK
+    kb_error_t err;
+    if (kb_wire_decode(kernel, frames, count, &received, &err) != KB_WIRE_OK
         || !same_message(received, msg))
         abort();
     kb_msg_destroy(&received);
@@ -108,19 +108,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     kb_msg_t *msg = NULL;
     kb_wsmsg_channel_t channel = KB_WSMSG_IOPUB;
-    char err[256] = "";
+    kb_error_t err;
     kb_wsmsg_status_t status
         = kb_wsmsg_parse(protocol, mode & MODE_BINARY, payload, payload_size,
-                         mode & MODE_TIGHT ? &tight : NULL, &channel, &msg, err, sizeof err);
+                         mode & MODE_TIGHT ? &tight : NULL, &channel, &msg, &err);
     if (status == KB_WSMSG_OK) {
-        if (!msg || *err || channel == KB_WSMSG_IOPUB)
+        if (!msg || *err.message || channel == KB_WSMSG_IOPUB)
             abort();
         check_message(msg);
         kb_buf_t out = KB_BUF_INIT;
         check_round_trip(msg, channel, &out);
         kb_buf_free(&out);
         check_signed(msg);
-    } else if (msg || !*err)
+    } else if (msg || !*err.message)
         abort();
     kb_msg_destroy(&msg);
     free(payload);

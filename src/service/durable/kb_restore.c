@@ -68,7 +68,7 @@ kb_persist_t *kb_restore_persist(const kb_restore_t *self)
 
 kb_restore_t *kb_restore_open(const char *state_dir, kb_error_t *err)
 {
-    char problem[600];
+    kb_error_t problem;
     kb_restore_t *self = calloc(1, sizeof *self);
     if (!self || !(self->dirty_contexts = zhashx_new())) {
         free(self);
@@ -76,9 +76,9 @@ kb_restore_t *kb_restore_open(const char *state_dir, kb_error_t *err)
         return NULL;
     }
     self->lock_fd = -1;
-    if (kb_statedir_prepare(state_dir, problem, sizeof problem) != 0
-        || kb_statedir_lock(state_dir, &self->lock_fd, problem, sizeof problem) != 0) {
-        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem);
+    if (kb_statedir_prepare(state_dir, &problem) != 0
+        || kb_statedir_lock(state_dir, &self->lock_fd, &problem) != 0) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem.message);
         goto fail;
     }
     self->kernel_dir = zsys_sprintf("%s/kernels", state_dir);
@@ -94,10 +94,10 @@ kb_restore_t *kb_restore_open(const char *state_dir, kb_error_t *err)
                      strerror(errno));
         goto fail;
     }
-    self->db = kb_db_open(path, problem, sizeof problem);
+    self->db = kb_db_open(path, &problem);
     free(path);
     if (!self->db) {
-        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem);
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem.message);
         goto fail;
     }
     return self;
@@ -332,17 +332,16 @@ static kb_kernel_t *s_adopt_kernel(kb_restore_t *self, const kb_kernel_row_t *ro
                              .timeout = attached ? 2.0 : 1.0,
                              .users = env->users,
                              .work_root = env->work_root };
-    char problem[512] = "";
+    kb_error_t problem = { KB_OK, "" };
     static const kb_kernel_callbacks_t none = { 0 };
     kb_kernel_t *kernel
-        = connection ? kb_kernel_adopt(env->loop, spec, &opts, &none, NULL, problem, sizeof problem)
-                     : NULL;
+        = connection ? kb_kernel_adopt(env->loop, spec, &opts, &none, NULL, &problem) : NULL;
     json_decref(connection);
     if (!kernel) {
         snprintf(why, sizeof why,
                  "its kernel (pid %lld) did not come back after the daemon "
                  "restarted: %s",
-                 row->pid, problem[0] ? problem : "no connection was recorded");
+                 row->pid, problem.message[0] ? problem.message : "no connection was recorded");
         s_give_up(self, row, why);
         kb_kernelspec_destroy(&spec);
         return NULL;

@@ -131,11 +131,10 @@ static kb_context_t *s_context_attach(kb_engine_t *self, const char *id,
     }
     kb_adopt_opts_t adopt = { .connection = opts->connection_info, .timeout = KB_ATTACH_TIMEOUT };
     static const kb_kernel_callbacks_t none = { 0 };
-    char problem[512];
-    kb_kernel_t *kernel
-        = kb_kernel_adopt(self->loop, spec, &adopt, &none, NULL, problem, sizeof problem);
+    kb_error_t problem;
+    kb_kernel_t *kernel = kb_kernel_adopt(self->loop, spec, &adopt, &none, NULL, &problem);
     if (!kernel) {
-        kb_error_set(err, KB_ERR_BAD_REQUEST, "connection_info: %s", problem);
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "connection_info: %s", problem.message);
         kb_kernelspec_destroy(&spec);
         return NULL;
     }

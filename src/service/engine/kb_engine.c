@@ -143,15 +143,14 @@ static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char
         .work_root = self->work_root,
         .data_limit = data_limit,
     };
-    char problem[512];
-    kb_kernel_t *kernel
-        = kb_kernel_new(self->loop, spec, &opts, callbacks, arg, problem, sizeof problem);
+    kb_error_t problem;
+    kb_kernel_t *kernel = kb_kernel_new(self->loop, spec, &opts, callbacks, arg, &problem);
     kb_strv_free(envp);
     if (kernel)
         kb_kernel_set_observer(kernel, kb_metrics_observer(self->metrics));
     else {
         kb_metrics_start_failed(self->metrics, spec->name);
-        kb_error_set(err, KB_ERR_KERNEL_START_FAILED, "%s", problem);
+        kb_error_set(err, KB_ERR_KERNEL_START_FAILED, "%s", problem.message);
     }
     return kernel;
 }
@@ -324,7 +323,7 @@ intptr_t kb_engine_next_generation(kb_engine_t *self, const char *id)
     default mode the dirs are 0700. 0, or -1 with err (BAD_REQUEST). */
 static int s_kernel_users(kb_engine_t *self, const kb_service_config_t *config, kb_error_t *err)
 {
-    char problem[300];
+    kb_error_t problem;
     bool range = config->kernel_uid_min || config->kernel_uid_max;
     const char *dirs[] = { self->state_dir, kb_restore_kernel_dir(self->durable), self->ipc_dir };
     if (config->kernel_user && range) {
@@ -339,12 +338,11 @@ static int s_kernel_users(kb_engine_t *self, const kb_service_config_t *config, 
                 chmod(dirs[i], 0700);
         return 0;
     }
-    self->users = config->kernel_user
-                      ? kb_kernel_users_new_user(config->kernel_user, problem, sizeof problem)
-                      : kb_kernel_users_new_range(config->kernel_uid_min, config->kernel_uid_max,
-                                                  problem, sizeof problem);
+    self->users = config->kernel_user ? kb_kernel_users_new_user(config->kernel_user, &problem)
+                                      : kb_kernel_users_new_range(config->kernel_uid_min,
+                                                                  config->kernel_uid_max, &problem);
     if (!self->users) {
-        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem);
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem.message);
         return -1;
     }
     if (kb_engine_check_reachable(self->state_dir, err) != 0

@@ -661,7 +661,7 @@ int kb_context_opts_validate(const kb_context_opts_t *opts, kb_error_t *err)
     if (kb_limits_validate(opts->memory_limit, opts->pids_limit, err) != 0)
         return -1;
     if (opts->connection_info) {
-        char problem[300];
+        kb_error_t problem;
         if (opts->cwd || opts->env)
             return kb_error_set(err, KB_ERR_BAD_REQUEST,
                                 "cwd and env cannot be given with connection_info: that kernel "
@@ -670,8 +670,8 @@ int kb_context_opts_validate(const kb_context_opts_t *opts, kb_error_t *err)
             return kb_error_set(err, KB_ERR_BAD_REQUEST,
                                 "memory_limit and pids_limit cannot be given with "
                                 "connection_info: that kernel was not started by this daemon");
-        if (kb_connection_check(opts->connection_info, problem, sizeof problem) != 0)
-            return kb_error_set(err, KB_ERR_BAD_REQUEST, "connection_info: %s", problem);
+        if (kb_connection_check(opts->connection_info, &problem) != 0)
+            return kb_error_set(err, KB_ERR_BAD_REQUEST, "connection_info: %s", problem.message);
     }
     return 0;
 }

@@ -148,11 +148,8 @@ kb_service_t *kb_service_new(const kb_service_config_t *config, kb_error_t *err)
     if (!config)
         config = &defaults;
     kb_error_clear(err);
-    char problem[256];
-    if (kb_kernel_map_validate(config->kernel_map, problem, sizeof problem) != 0) {
-        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", problem);
+    if (kb_kernel_map_validate(config->kernel_map, err) != 0)
         return NULL;
-    }
     if (config->transport && strcmp(config->transport, "ipc") != 0
         && strcmp(config->transport, "tcp") != 0) {
         kb_error_set(err, KB_ERR_BAD_REQUEST, "transport must be ipc or tcp, not %s",
@@ -304,14 +301,14 @@ int kb_service_channels_input(kb_service_t *self, kb_channels_t *channels, bool 
     };
     kb_wsmsg_channel_t channel;
     kb_msg_t *msg = NULL;
-    char why[300];
+    kb_error_t why;
     kb_wsmsg_status_t status
         = kb_wsmsg_parse(kb_channels_v1(channels) ? KB_WSMSG_V1 : KB_WSMSG_LEGACY, binary, data,
-                         size, NULL, &channel, &msg, why, sizeof why);
+                         size, NULL, &channel, &msg, &why);
     if (status != KB_WSMSG_OK || channel > KB_WSMSG_STDIN) {
         kb_msg_destroy(&msg);
         return kb_error_set(err, KB_ERR_BAD_REQUEST, "a %s message: %s",
-                            kb_wsmsg_status_str(status), why);
+                            kb_wsmsg_status_str(status), why.message);
     }
     kb_call_t request;
     kb_call_init(&request, KB_CALL_CHANNELS_INPUT);

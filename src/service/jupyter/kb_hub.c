@@ -81,12 +81,11 @@ void *kb_channels_context(const kb_channels_t *self)
 static void s_send(kb_channels_t *client, kb_wsmsg_channel_t channel, const kb_msg_t *msg)
 {
     bool binary = false;
-    char err[200];
+    kb_error_t err;
     kb_wsmsg_protocol_t protocol = client->opts.v1 ? KB_WSMSG_V1 : KB_WSMSG_LEGACY;
-    if (kb_wsmsg_encode(protocol, channel, msg, &client->out, &binary, err, sizeof err)
-        != KB_WSMSG_OK) {
+    if (kb_wsmsg_encode(protocol, channel, msg, &client->out, &binary, &err) != KB_WSMSG_OK) {
         zsys_warning("kernel %s: a %s message for a websocket client was dropped: %s",
-                     client->kernel_id, msg->msg_type, err);
+                     client->kernel_id, msg->msg_type, err.message);
         return;
     }
     client->opts.send(client->opts.arg, binary, client->out.data, client->out.len);
@@ -296,7 +295,7 @@ void kb_hub_kernel_gone(kb_hub_t *self, const char *execution_state)
     zhashx_purge(self->pending);
     if (!execution_state)
         return;
-    char date[40], msg_id[KB_UUID_LEN + 1], err[200];
+    char date[40], msg_id[KB_UUID_LEN + 1];
     kb_iso_now_us(date, sizeof date);
     for (kb_channels_t *client = zlistx_first(self->clients); client;
          client = zlistx_next(self->clients)) {
@@ -305,9 +304,8 @@ void kb_hub_kernel_gone(kb_hub_t *self, const char *execution_state)
             continue;
         kb_uuid_from(seed, msg_id);
         free(seed);
-        kb_msg_t *status
-            = kb_wsmsg_status_new(client->session_id[0] ? client->session_id : msg_id, msg_id, date,
-                                  NULL, execution_state, err, sizeof err);
+        kb_msg_t *status = kb_wsmsg_status_new(client->session_id[0] ? client->session_id : msg_id,
+                                               msg_id, date, NULL, execution_state, NULL);
         if (status)
             s_send(client, KB_WSMSG_IOPUB, status);
         kb_msg_destroy(&status);

@@ -37,7 +37,7 @@ struct kb_limits {
     double start_s, end_s;           /* wall time spent measuring runs' starts, and ends */
     unsigned long long runs_metered; /* runs whose end was measured */
     kb_cgroups_t *cgroups;           /* the daemon's delegated cgroup v2, or NULL */
-    char mode_why[300];              /* why there is none */
+    kb_error_t mode_why;             /* why there is none */
     kb_vec_t retired;                /* kb_cgroup_t * of retired kernels, removed once empty */
 };
 
@@ -299,13 +299,13 @@ kb_limits_t *kb_limits_new(kb_loop_t *loop, double grace)
         free(self);
         return NULL;
     }
-    self->cgroups = kb_cgroups_detect(self->mode_why, sizeof self->mode_why);
+    self->cgroups = kb_cgroups_detect(&self->mode_why);
     return self;
 }
 
 const char *kb_limits_mode(const kb_limits_t *self, const char **why)
 {
-    *why = self->cgroups ? NULL : self->mode_why;
+    *why = self->cgroups ? NULL : self->mode_why.message;
     return self->cgroups ? "cgroup" : "sampler";
 }
 
@@ -343,22 +343,23 @@ void kb_limits_cost(const kb_limits_t *self, kb_limits_cost_t *out)
     the sampler still keeps the limits. */
 static void s_join_cgroup(kb_watch_t *self, pid_t pid)
 {
-    char name[32], err[300];
+    char name[32];
+    kb_error_t err;
     snprintf(name, sizeof name, "k-%d", (int)pid);
     int64_t memory = self->memory_limit ? KB_CGROUP_MEMORY_MAX(self->memory_limit) : 0;
     int64_t pids = self->pids_limit ? self->pids_limit + KB_CGROUP_THREAD_ROOM : 0;
-    kb_cgroup_t *cgroup = kb_cgroup_open(self->limits->cgroups, name, err, sizeof err);
+    kb_cgroup_t *cgroup = kb_cgroup_open(self->limits->cgroups, name, &err);
     if (cgroup && kb_cgroup_set_limits(cgroup, memory, pids) != 0)
         zsys_warning("limits: %s: %s", name, kb_cgroup_error(cgroup));
     if (!cgroup)
-        cgroup = kb_cgroup_new(self->limits->cgroups, name, memory, pids, err, sizeof err);
+        cgroup = kb_cgroup_new(self->limits->cgroups, name, memory, pids, &err);
     if (cgroup && kb_cgroup_add(cgroup, pid) != 0) {
-        snprintf(err, sizeof err, "%s", kb_cgroup_error(cgroup));
+        kb_error_set(&err, KB_ERR_INTERNAL, "%s", kb_cgroup_error(cgroup));
         kb_cgroup_remove(cgroup);
         kb_cgroup_destroy(&cgroup);
     }
     if (!cgroup) {
-        zsys_warning("limits: no cgroup for the kernel %d: %s", (int)pid, err);
+        zsys_warning("limits: no cgroup for the kernel %d: %s", (int)pid, err.message);
         return;
     }
     kb_cgroup_stats_t stats;

@@ -197,7 +197,7 @@ size_t kb_runlog_append_scan(kb_runlog_t *self, const char *json, size_t len, si
     pthread_mutex_lock(&self->lock);
     kb_buf_t *out = &self->text[KB_LOG_STDOUT];
     size_t old_len = out->len;
-    int rc = kb_scan_stream(json, len, max, out, scan, NULL, 0);
+    int rc = kb_scan_stream(json, len, max, out, scan, NULL);
     bool ok = kb_buf_status(out) == KB_BUF_OK;
     bool stderr_text = rc == 0 && strcmp(scan->name, "stderr") == 0;
     if (ok && (rc != 0 || !scan->text_present || (!stderr_text && strcmp(scan->name, "stdout")))) {

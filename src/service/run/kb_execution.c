@@ -389,7 +389,7 @@ static int fold_stream_raw(kb_execution_t *self, const kb_msg_t *msg)
     } else {
         /* No log: the text goes through keep_text into the result. */
         kb_buf_t text = KB_BUF_INIT;
-        int rc = kb_scan_stream(json, size, room_left(self), &text, &scan, NULL, 0);
+        int rc = kb_scan_stream(json, size, room_left(self), &text, &scan, NULL);
         bool known = strcmp(scan.name, "stdout") == 0 || strcmp(scan.name, "stderr") == 0;
         if (rc != 0 || !scan.text_present || !known) {
             kb_buf_free(&text);
