@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/kb_alloc.h"
 #include "util/kb_clock.h"
 #include "util/kb_vec.h"
 
@@ -73,6 +74,9 @@ kb_procstore_t *kb_procstore_new(kb_loop_t *loop, size_t max_records, size_t max
     self->procs = zhashx_new();
     self->finished = zlistx_new();
     self->dirty = zlistx_new();
+    KB_NOT_NULL(self->procs);
+    KB_NOT_NULL(self->finished);
+    KB_NOT_NULL(self->dirty);
     return self;
 }
 
@@ -108,6 +112,11 @@ static void s_unstore(kb_proc_t *proc)
 static void s_put_row(kb_procstore_t *self, kb_proc_t *proc)
 {
     char *result = proc->result ? json_dumps(proc->result, JSON_COMPACT) : NULL;
+    if (proc->result && !result) {
+        /* a row without its result would be dropped on restore: keep the old one */
+        zsys_warning("record %s: out of memory, its row is not stored", proc->id);
+        return;
+    }
     kb_db_record_t row = {
         .id = proc->id,
         .context_id = proc->context_id,
@@ -212,17 +221,21 @@ void kb_procstore_destroy(kb_procstore_t **self_p)
 
 kb_proc_t *kb_procstore_add(kb_procstore_t *self, const char *context_id, const char *language)
 {
-    kb_proc_t *proc = calloc(1, sizeof *proc);
+    kb_proc_t *proc = kb_xcalloc(1, sizeof *proc);
     proc->store = self;
     proc->id = kb_random_id("prc_");
-    proc->context_id = strdup(context_id);
-    proc->language = strdup(language);
+    KB_NOT_NULL(proc->id);
+    proc->context_id = kb_xstrdup(context_id);
+    proc->language = kb_xstrdup(language);
     proc->running = true;
     proc->submitted_at = kb_now();
     proc->exit_code = -1;
     proc->log = kb_runlog_new(&self->budget);
     proc->followers = zlistx_new();
     proc->waiters = zlistx_new();
+    KB_NOT_NULL(proc->log);
+    KB_NOT_NULL(proc->followers);
+    KB_NOT_NULL(proc->waiters);
     proc->seq = ++self->next_seq;
     zhashx_insert(self->procs, proc->id, proc);
     s_mark(proc, true);
@@ -250,7 +263,7 @@ kb_proc_t *kb_procstore_restore(kb_procstore_t *self, const kb_db_record_t *row)
     proc->reason = row->running ? KB_REASON_NONE : s_reason_of(row->reason);
     proc->exit_code = row->exit_code;
     proc->signal = s_static_signal(row->signal);
-    proc->raw_reason = row->raw_reason ? strdup(row->raw_reason) : NULL;
+    proc->raw_reason = kb_xstrdup(row->raw_reason);
     proc->log = kb_runlog_new(&self->budget);
     proc->followers = zlistx_new();
     proc->waiters = zlistx_new();
@@ -440,7 +453,7 @@ void kb_proc_end(kb_proc_t *proc, json_t *result, kb_reason_t reason, int exit_c
     proc->reason = reason;
     proc->exit_code = exit_code;
     proc->signal = signal;
-    proc->raw_reason = raw_reason ? strdup(raw_reason) : NULL;
+    proc->raw_reason = kb_xstrdup(raw_reason);
     kb_stream_t *follower;
     while ((follower = zlistx_detach(proc->followers, NULL))) {
         kb_stream_push(follower, KB_EVENT_END,
