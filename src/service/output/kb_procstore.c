@@ -56,6 +56,7 @@ struct kb_procstore {
 };
 
 static void s_make_room(void *arg, size_t need, kb_runlog_t *asking);
+static void s_answer_json(kb_call_t *call, json_t *json);
 
 kb_procstore_t *kb_procstore_new(kb_loop_t *loop, size_t max_records, size_t max_bytes,
                                  size_t max_memory)
@@ -463,9 +464,7 @@ void kb_proc_end(kb_proc_t *proc, json_t *result, kb_reason_t reason, int exit_c
     kb_call_t *waiter;
     while ((waiter = zlistx_detach(proc->waiters, NULL))) {
         kb_timer_stop(&waiter->timer);
-        waiter->result = s_wait_json(proc);
-        waiter->rc = 0;
-        kb_call_answer(waiter);
+        s_answer_json(waiter, s_wait_json(proc));
     }
     zlistx_add_end(self->finished, proc);
     proc->bytes = s_proc_bytes(proc);
@@ -483,6 +482,16 @@ static void s_answer(kb_call_t *call, json_t *json)
     kb_call_answer(call);
 }
 
+/*  Answer with json built for the call; NULL (out of memory building it)
+    fails the call. */
+static void s_answer_json(kb_call_t *call, json_t *json)
+{
+    if (json)
+        s_answer(call, json);
+    else
+        kb_call_fail(call, KB_ERR_INTERNAL, "out of memory");
+}
+
 static kb_proc_t *s_lookup(kb_procstore_t *self, kb_call_t *call)
 {
     kb_proc_t *proc = kb_procstore_find(self, call->id);
@@ -495,16 +504,20 @@ static kb_proc_t *s_lookup(kb_procstore_t *self, kb_call_t *call)
 static void s_handle_list(kb_procstore_t *self, kb_call_t *call)
 {
     json_t *list = json_array();
-    for (kb_proc_t *proc = zhashx_first(self->procs); proc; proc = zhashx_next(self->procs)) {
+    for (kb_proc_t *proc = zhashx_first(self->procs); proc && list;
+         proc = zhashx_next(self->procs)) {
         if (call->filter_state && *call->filter_state
             && strcmp(call->filter_state, proc->running ? "running" : "terminal") != 0)
             continue;
         if (call->filter_context && *call->filter_context
             && strcmp(call->filter_context, proc->context_id) != 0)
             continue;
-        json_array_append_new(list, s_proc_json(proc));
+        if (json_array_append_new(list, s_proc_json(proc)) != 0) {
+            json_decref(list);
+            list = NULL;
+        }
     }
-    s_answer(call, json_pack("{s:o}", "processes", list));
+    s_answer_json(call, list ? json_pack("{s:o}", "processes", list) : NULL);
 }
 
 static void s_handle_logs(kb_procstore_t *self, kb_call_t *call)
@@ -517,8 +530,8 @@ static void s_handle_logs(kb_procstore_t *self, kb_call_t *call)
     long long next = call->cursor >= 0 ? call->cursor : 0;
     for (; next < end && (!call->limit || json_array_size(frames) < call->limit); next++)
         json_array_append_new(frames, kb_runlog_frame_json(proc->log, next));
-    s_answer(call, json_pack("{s:o, s:I, s:b}", "frames", frames, "next_cursor", (json_int_t)next,
-                             "eof", !proc->running && next >= end));
+    s_answer_json(call, json_pack("{s:o, s:I, s:b}", "frames", frames, "next_cursor",
+                                  (json_int_t)next, "eof", !proc->running && next >= end));
 }
 
 static void s_handle_follow(kb_procstore_t *self, kb_call_t *call)
@@ -544,8 +557,8 @@ static void s_on_wait_timeout(kb_timer_t *timer, void *arg)
     void *handle = zlistx_find(proc->waiters, call);
     if (handle)
         zlistx_detach(proc->waiters, handle);
-    s_answer(call, json_pack("{s:s, s:n, s:n, s:n, s:n}", "state", "running", "exit_code", "signal",
-                             "reason", "raw_reason"));
+    s_answer_json(call, json_pack("{s:s, s:n, s:n, s:n, s:n}", "state", "running", "exit_code",
+                                  "signal", "reason", "raw_reason"));
 }
 
 static void s_handle_wait(kb_procstore_t *self, kb_call_t *call)
@@ -554,7 +567,7 @@ static void s_handle_wait(kb_procstore_t *self, kb_call_t *call)
     if (!proc)
         return;
     if (!proc->running || call->timeout == 0) {
-        s_answer(call, s_wait_json(proc));
+        s_answer_json(call, s_wait_json(proc));
         return;
     }
     zlistx_add_end(proc->waiters, call);
@@ -589,7 +602,7 @@ void kb_procstore_handle(kb_procstore_t *self, kb_call_t *call)
             break;
         case KB_CALL_PROC_GET:
             if ((proc = s_lookup(self, call)))
-                s_answer(call, s_proc_json(proc));
+                s_answer_json(call, s_proc_json(proc));
             break;
         case KB_CALL_PROC_RESULT:
             if (!(proc = s_lookup(self, call)))
