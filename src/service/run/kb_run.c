@@ -847,7 +847,10 @@ kb_run_t *kb_run_new(const kb_run_settings_t *settings, kb_proc_t *proc, const k
     if (use_adapter) {
         self->use_adapter = true;
         self->cwd = kb_xstrdup(opts->cwd);
-        self->env = opts->env && json_object_size(opts->env) ? json_deep_copy(opts->env) : NULL;
+        if (opts->env && json_object_size(opts->env)) {
+            self->env = json_deep_copy(opts->env);
+            KB_NOT_NULL(self->env);
+        }
     }
     kb_proc_set_owner(proc, self);
     if (stream) {
