@@ -132,6 +132,7 @@ set(OLD_GLOB
   "/work/main/src/server/kb_server.c"
   "/work/main/src/server/kb_ws.c"
   "/work/main/src/server/kb_ws_handshake.c"
+  "/work/main/src/server/kb_ws_loop.c"
   )
 if(NOT "${NEW_GLOB}" STREQUAL "${OLD_GLOB}")
   message("-- GLOB mismatch!")

@@ -89,7 +89,11 @@ static void route_contexts_list(kb_http_req_t *req)
     size_t i;
     json_array_foreach(json_object_get(list, "contexts"), i, ctx)
     {
-        json_array_append_new(out, context_json(ctx));
+        if (json_array_append_new(out, context_json(ctx)) != 0) {
+            json_decref(out);
+            out = NULL; /* out of memory: kb_http_reply_json answers 500 */
+            break;
+        }
     }
     json_decref(list);
     kb_http_reply_json(req, MHD_HTTP_OK, out);

@@ -155,8 +155,11 @@ static void route_kernelspecs(kb_http_req_t *req)
     json_array_foreach(json_object_get(specs, "kernelspecs"), i, spec)
     {
         const char *name = json_string_value(json_object_get(spec, "name"));
-        if (name)
-            json_object_set_new(all, name, s_spec_model(spec));
+        if (name && json_object_set_new(all, name, s_spec_model(spec)) != 0) {
+            json_decref(all);
+            all = NULL; /* out of memory: the pack below fails, the reply is a 500 */
+            break;
+        }
     }
     json_t *def = json_object_get(specs, "default");
     kb_http_reply_json(
@@ -239,7 +242,13 @@ static void route_kernels_list(kb_http_req_t *req)
     size_t i;
     json_t *context;
     json_array_foreach(json_object_get(contexts, "contexts"), i, context)
-        json_array_append_new(list, kb_jupyter_kernel_model(context));
+    {
+        if (json_array_append_new(list, kb_jupyter_kernel_model(context)) != 0) {
+            json_decref(list);
+            list = NULL; /* out of memory: kb_http_reply_json answers 500 */
+            break;
+        }
+    }
     json_decref(contexts);
     kb_http_reply_json(req, MHD_HTTP_OK, list);
 }

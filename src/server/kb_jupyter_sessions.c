@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/kb_alloc.h"
 #include "util/kb_clock.h"
 #include "util/kb_vec.h"
 
@@ -126,6 +127,12 @@ static json_t *s_model(kb_http_req_t *req, kb_session_copy_t *copy, kb_error_t *
     json_t *kernel = kb_jupyter_kernel_model(context);
     json_decref(context);
     json_t *model = json_deep_copy(copy->fields);
+    if (!model || !kernel) {
+        json_decref(model);
+        json_decref(kernel);
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
     json_object_set_new(model, "id", json_string(copy->id));
     json_object_set_new(model, "kernel", kernel);
     /* Jupyter Server 1.x still sends the notebook model of older clients */
@@ -199,11 +206,6 @@ static bool s_kernel_for(kb_http_req_t *req, const kb_session_request_t *body, c
     return true;
 }
 
-static char *s_dup(const char *text)
-{
-    return text ? strdup(text) : NULL;
-}
-
 /* ---- Routes ---------------------------------------------------------------- */
 
 void kb_jupyter_route_sessions_list(kb_http_req_t *req)
@@ -256,8 +258,9 @@ void kb_jupyter_route_session_create(kb_http_req_t *req)
         s_reply_session(req, MHD_HTTP_CREATED, &copy);
         goto done;
     }
-    kb_session_t session
-        = { .path = s_dup(body.path), .name = s_dup(body.name), .type = s_dup(body.type) };
+    kb_session_t session = { .path = kb_xstrdup(body.path),
+                             .name = kb_xstrdup(body.name),
+                             .type = kb_xstrdup(body.type) };
     bool started;
     if (!s_kernel_for(req, &body, session.kernel_id, &started)) {
         s_session_free(&session);
@@ -322,7 +325,7 @@ void kb_jupyter_route_session_patch(kb_http_req_t *req)
         const char *fields[3] = { body.path, body.name, body.type };
         char **into[3] = { &session->path, &session->name, &session->type };
         for (int i = 0; i < 3; i++) {
-            char *value = fields[i] ? strdup(fields[i]) : NULL;
+            char *value = kb_xstrdup(fields[i]);
             if (value) {
                 free(*into[i]);
                 *into[i] = value;

@@ -4,6 +4,7 @@
     or a timer means. See kb_loop.h for the rules of ownership.
 */
 #include "util/kb_loop.h"
+#include "util/kb_alloc.h"
 #include "util/kb_vec.h"
 
 #include <assert.h>
@@ -295,7 +296,7 @@ void kb_timer_start(kb_loop_t *self, kb_timer_t *timer, size_t delay_ms, size_t 
     kb_timer_stop(timer);
     if (self->heap_len == self->heap_vec.len) {
         if (kb_vec_push(&self->heap_vec, &timer) != KB_BUF_OK)
-            abort(); /* a timer that silently never fires would wedge its owner */
+            kb_oom(__FILE__, __LINE__); /* a timer that never fires would wedge its owner */
         self->heap = self->heap_vec.items;
     }
     timer->loop = self;

@@ -99,6 +99,7 @@ kernelbridge_EXTERNAL_OBJECTS = \
 "/work/main/build2/CMakeFiles/kernelbridge_obj.dir/src/server/kb_server.c.o" \
 "/work/main/build2/CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws.c.o" \
 "/work/main/build2/CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_handshake.c.o" \
+"/work/main/build2/CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.o" \
 "/work/main/build2/CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_persist.c.o" \
 "/work/main/build2/CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_restore.c.o" \
 "/work/main/build2/CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_call.c.o" \
@@ -165,6 +166,7 @@ libkernelbridge.so.0.1.0: CMakeFiles/kernelbridge_obj.dir/src/server/kb_routes.c
 libkernelbridge.so.0.1.0: CMakeFiles/kernelbridge_obj.dir/src/server/kb_server.c.o
 libkernelbridge.so.0.1.0: CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws.c.o
 libkernelbridge.so.0.1.0: CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_handshake.c.o
+libkernelbridge.so.0.1.0: CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.o
 libkernelbridge.so.0.1.0: CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_persist.c.o
 libkernelbridge.so.0.1.0: CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_restore.c.o
 libkernelbridge.so.0.1.0: CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_call.c.o

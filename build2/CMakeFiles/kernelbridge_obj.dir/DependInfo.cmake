@@ -34,6 +34,7 @@ set(CMAKE_DEPENDS_DEPENDENCY_FILES
   "/work/main/src/server/kb_server.c" "CMakeFiles/kernelbridge_obj.dir/src/server/kb_server.c.o" "gcc" "CMakeFiles/kernelbridge_obj.dir/src/server/kb_server.c.o.d"
   "/work/main/src/server/kb_ws.c" "CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws.c.o" "gcc" "CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws.c.o.d"
   "/work/main/src/server/kb_ws_handshake.c" "CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_handshake.c.o" "gcc" "CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_handshake.c.o.d"
+  "/work/main/src/server/kb_ws_loop.c" "CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.o" "gcc" "CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.o.d"
   "/work/main/src/service/durable/kb_persist.c" "CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_persist.c.o" "gcc" "CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_persist.c.o.d"
   "/work/main/src/service/durable/kb_restore.c" "CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_restore.c.o" "gcc" "CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_restore.c.o.d"
   "/work/main/src/service/engine/kb_call.c" "CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_call.c.o" "gcc" "CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_call.c.o.d"

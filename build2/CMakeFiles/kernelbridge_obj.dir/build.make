@@ -430,10 +430,24 @@ CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_handshake.c.s: cmake_force
 	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_handshake.c.s"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/server/kb_ws_handshake.c -o CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_handshake.c.s
 
+CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
+CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.o: /work/main/src/server/kb_ws_loop.c
+CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_27) "Building C object CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.o"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.o -c /work/main/src/server/kb_ws_loop.c
+
+CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.i: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Preprocessing C source to CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.i"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -E /work/main/src/server/kb_ws_loop.c > CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.i
+
+CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.s: cmake_force
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green "Compiling C source to assembly CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.s"
+	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -S /work/main/src/server/kb_ws_loop.c -o CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.s
+
 CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_persist.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_persist.c.o: /work/main/src/service/durable/kb_persist.c
 CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_persist.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_27) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_persist.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_28) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_persist.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_persist.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_persist.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_persist.c.o -c /work/main/src/service/durable/kb_persist.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_persist.c.i: cmake_force
@@ -447,7 +461,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_persist.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_restore.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_restore.c.o: /work/main/src/service/durable/kb_restore.c
 CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_restore.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_28) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_restore.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_29) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_restore.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_restore.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_restore.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_restore.c.o -c /work/main/src/service/durable/kb_restore.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_restore.c.i: cmake_force
@@ -461,7 +475,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_restore.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_call.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_call.c.o: /work/main/src/service/engine/kb_call.c
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_call.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_29) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_call.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_30) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_call.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_call.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_call.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_call.c.o -c /work/main/src/service/engine/kb_call.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_call.c.i: cmake_force
@@ -475,7 +489,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_call.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_dispatch.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_dispatch.c.o: /work/main/src/service/engine/kb_dispatch.c
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_dispatch.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_30) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_dispatch.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_31) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_dispatch.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_dispatch.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_dispatch.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_dispatch.c.o -c /work/main/src/service/engine/kb_dispatch.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_dispatch.c.i: cmake_force
@@ -489,7 +503,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_dispatch.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine.c.o: /work/main/src/service/engine/kb_engine.c
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_31) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_32) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine.c.o -c /work/main/src/service/engine/kb_engine.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine.c.i: cmake_force
@@ -503,7 +517,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine_dirs.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine_dirs.c.o: /work/main/src/service/engine/kb_engine_dirs.c
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine_dirs.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_32) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine_dirs.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_33) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine_dirs.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine_dirs.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine_dirs.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine_dirs.c.o -c /work/main/src/service/engine/kb_engine_dirs.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine_dirs.c.i: cmake_force
@@ -517,7 +531,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_engine_dirs.c.s: cmake_for
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_error.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_error.c.o: /work/main/src/service/engine/kb_error.c
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_error.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_33) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_error.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_34) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_error.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_error.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_error.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_error.c.o -c /work/main/src/service/engine/kb_error.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_error.c.i: cmake_force
@@ -531,7 +545,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_error.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_request.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_request.c.o: /work/main/src/service/engine/kb_request.c
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_request.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_34) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_request.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_35) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_request.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_request.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_request.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_request.c.o -c /work/main/src/service/engine/kb_request.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_request.c.i: cmake_force
@@ -545,7 +559,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_request.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_service.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_service.c.o: /work/main/src/service/engine/kb_service.c
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_service.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_35) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_service.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_36) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_service.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_service.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_service.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_service.c.o -c /work/main/src/service/engine/kb_service.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_service.c.i: cmake_force
@@ -559,7 +573,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_service.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_vanished.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_vanished.c.o: /work/main/src/service/engine/kb_vanished.c
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_vanished.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_36) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_vanished.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_37) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_vanished.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_vanished.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_vanished.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_vanished.c.o -c /work/main/src/service/engine/kb_vanished.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_vanished.c.i: cmake_force
@@ -573,7 +587,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_vanished.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/jupyter/kb_hub.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/jupyter/kb_hub.c.o: /work/main/src/service/jupyter/kb_hub.c
 CMakeFiles/kernelbridge_obj.dir/src/service/jupyter/kb_hub.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_37) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/jupyter/kb_hub.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_38) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/jupyter/kb_hub.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/jupyter/kb_hub.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/jupyter/kb_hub.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/jupyter/kb_hub.c.o -c /work/main/src/service/jupyter/kb_hub.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/jupyter/kb_hub.c.i: cmake_force
@@ -587,7 +601,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/jupyter/kb_hub.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_limits.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_limits.c.o: /work/main/src/service/ops/kb_limits.c
 CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_limits.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_38) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_limits.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_39) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_limits.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_limits.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_limits.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_limits.c.o -c /work/main/src/service/ops/kb_limits.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_limits.c.i: cmake_force
@@ -601,7 +615,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_limits.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_metrics.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_metrics.c.o: /work/main/src/service/ops/kb_metrics.c
 CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_metrics.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_39) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_metrics.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_40) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_metrics.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_metrics.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_metrics.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_metrics.c.o -c /work/main/src/service/ops/kb_metrics.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_metrics.c.i: cmake_force
@@ -615,7 +629,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_metrics.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_pool.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_pool.c.o: /work/main/src/service/ops/kb_pool.c
 CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_pool.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_40) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_pool.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_41) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_pool.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_pool.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_pool.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_pool.c.o -c /work/main/src/service/ops/kb_pool.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_pool.c.i: cmake_force
@@ -629,7 +643,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_pool.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_procstore.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_procstore.c.o: /work/main/src/service/output/kb_procstore.c
 CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_procstore.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_41) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_procstore.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_42) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_procstore.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_procstore.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_procstore.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_procstore.c.o -c /work/main/src/service/output/kb_procstore.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_procstore.c.i: cmake_force
@@ -643,7 +657,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_procstore.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_result_doc.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_result_doc.c.o: /work/main/src/service/output/kb_result_doc.c
 CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_result_doc.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_42) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_result_doc.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_43) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_result_doc.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_result_doc.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_result_doc.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_result_doc.c.o -c /work/main/src/service/output/kb_result_doc.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_result_doc.c.i: cmake_force
@@ -657,7 +671,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_result_doc.c.s: cmake_forc
 CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_runlog.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_runlog.c.o: /work/main/src/service/output/kb_runlog.c
 CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_runlog.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_43) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_runlog.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_44) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_runlog.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_runlog.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_runlog.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_runlog.c.o -c /work/main/src/service/output/kb_runlog.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_runlog.c.i: cmake_force
@@ -671,7 +685,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_runlog.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_stream.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_stream.c.o: /work/main/src/service/output/kb_stream.c
 CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_stream.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_44) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_stream.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_45) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_stream.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_stream.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_stream.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_stream.c.o -c /work/main/src/service/output/kb_stream.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_stream.c.i: cmake_force
@@ -685,7 +699,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_stream.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_adapter.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_adapter.c.o: /work/main/src/service/run/kb_adapter.c
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_adapter.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_45) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_adapter.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_46) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_adapter.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_adapter.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_adapter.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_adapter.c.o -c /work/main/src/service/run/kb_adapter.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_adapter.c.i: cmake_force
@@ -699,7 +713,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_adapter.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context.c.o: /work/main/src/service/run/kb_context.c
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_46) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_47) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context.c.o -c /work/main/src/service/run/kb_context.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context.c.i: cmake_force
@@ -713,7 +727,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context_view.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context_view.c.o: /work/main/src/service/run/kb_context_view.c
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context_view.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_47) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context_view.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_48) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context_view.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context_view.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context_view.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context_view.c.o -c /work/main/src/service/run/kb_context_view.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context_view.c.i: cmake_force
@@ -727,7 +741,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_context_view.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_execution.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_execution.c.o: /work/main/src/service/run/kb_execution.c
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_execution.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_48) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_execution.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_49) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_execution.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_execution.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_execution.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_execution.c.o -c /work/main/src/service/run/kb_execution.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_execution.c.i: cmake_force
@@ -741,7 +755,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_execution.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_result.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_result.c.o: /work/main/src/service/run/kb_result.c
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_result.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_49) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_result.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_50) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_result.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_result.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_result.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_result.c.o -c /work/main/src/service/run/kb_result.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_result.c.i: cmake_force
@@ -755,7 +769,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_result.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run.c.o: /work/main/src/service/run/kb_run.c
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_50) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_51) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run.c.o -c /work/main/src/service/run/kb_run.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run.c.i: cmake_force
@@ -769,7 +783,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run_table.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run_table.c.o: /work/main/src/service/run/kb_run_table.c
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run_table.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_51) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run_table.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_52) "Building C object CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run_table.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run_table.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run_table.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run_table.c.o -c /work/main/src/service/run/kb_run_table.c
 
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run_table.c.i: cmake_force
@@ -783,7 +797,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run_table.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/state/kb_db.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/state/kb_db.c.o: /work/main/src/state/kb_db.c
 CMakeFiles/kernelbridge_obj.dir/src/state/kb_db.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_52) "Building C object CMakeFiles/kernelbridge_obj.dir/src/state/kb_db.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_53) "Building C object CMakeFiles/kernelbridge_obj.dir/src/state/kb_db.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/state/kb_db.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/state/kb_db.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/state/kb_db.c.o -c /work/main/src/state/kb_db.c
 
 CMakeFiles/kernelbridge_obj.dir/src/state/kb_db.c.i: cmake_force
@@ -797,7 +811,7 @@ CMakeFiles/kernelbridge_obj.dir/src/state/kb_db.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/state/kb_statedir.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/state/kb_statedir.c.o: /work/main/src/state/kb_statedir.c
 CMakeFiles/kernelbridge_obj.dir/src/state/kb_statedir.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_53) "Building C object CMakeFiles/kernelbridge_obj.dir/src/state/kb_statedir.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_54) "Building C object CMakeFiles/kernelbridge_obj.dir/src/state/kb_statedir.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/state/kb_statedir.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/state/kb_statedir.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/state/kb_statedir.c.o -c /work/main/src/state/kb_statedir.c
 
 CMakeFiles/kernelbridge_obj.dir/src/state/kb_statedir.c.i: cmake_force
@@ -811,7 +825,7 @@ CMakeFiles/kernelbridge_obj.dir/src/state/kb_statedir.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_alloc.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_alloc.c.o: /work/main/src/util/kb_alloc.c
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_alloc.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_54) "Building C object CMakeFiles/kernelbridge_obj.dir/src/util/kb_alloc.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_55) "Building C object CMakeFiles/kernelbridge_obj.dir/src/util/kb_alloc.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/util/kb_alloc.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/util/kb_alloc.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/util/kb_alloc.c.o -c /work/main/src/util/kb_alloc.c
 
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_alloc.c.i: cmake_force
@@ -825,7 +839,7 @@ CMakeFiles/kernelbridge_obj.dir/src/util/kb_alloc.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_buf.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_buf.c.o: /work/main/src/util/kb_buf.c
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_buf.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_55) "Building C object CMakeFiles/kernelbridge_obj.dir/src/util/kb_buf.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_56) "Building C object CMakeFiles/kernelbridge_obj.dir/src/util/kb_buf.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/util/kb_buf.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/util/kb_buf.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/util/kb_buf.c.o -c /work/main/src/util/kb_buf.c
 
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_buf.c.i: cmake_force
@@ -839,7 +853,7 @@ CMakeFiles/kernelbridge_obj.dir/src/util/kb_buf.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_clock.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_clock.c.o: /work/main/src/util/kb_clock.c
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_clock.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_56) "Building C object CMakeFiles/kernelbridge_obj.dir/src/util/kb_clock.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_57) "Building C object CMakeFiles/kernelbridge_obj.dir/src/util/kb_clock.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/util/kb_clock.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/util/kb_clock.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/util/kb_clock.c.o -c /work/main/src/util/kb_clock.c
 
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_clock.c.i: cmake_force
@@ -853,7 +867,7 @@ CMakeFiles/kernelbridge_obj.dir/src/util/kb_clock.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_loop.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_loop.c.o: /work/main/src/util/kb_loop.c
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_loop.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_57) "Building C object CMakeFiles/kernelbridge_obj.dir/src/util/kb_loop.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_58) "Building C object CMakeFiles/kernelbridge_obj.dir/src/util/kb_loop.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/util/kb_loop.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/util/kb_loop.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/util/kb_loop.c.o -c /work/main/src/util/kb_loop.c
 
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_loop.c.i: cmake_force
@@ -867,7 +881,7 @@ CMakeFiles/kernelbridge_obj.dir/src/util/kb_loop.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_prom.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_prom.c.o: /work/main/src/util/kb_prom.c
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_prom.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_58) "Building C object CMakeFiles/kernelbridge_obj.dir/src/util/kb_prom.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_59) "Building C object CMakeFiles/kernelbridge_obj.dir/src/util/kb_prom.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/util/kb_prom.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/util/kb_prom.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/util/kb_prom.c.o -c /work/main/src/util/kb_prom.c
 
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_prom.c.i: cmake_force
@@ -881,7 +895,7 @@ CMakeFiles/kernelbridge_obj.dir/src/util/kb_prom.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_utf8.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_utf8.c.o: /work/main/src/util/kb_utf8.c
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_utf8.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_59) "Building C object CMakeFiles/kernelbridge_obj.dir/src/util/kb_utf8.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_60) "Building C object CMakeFiles/kernelbridge_obj.dir/src/util/kb_utf8.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/util/kb_utf8.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/util/kb_utf8.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/util/kb_utf8.c.o -c /work/main/src/util/kb_utf8.c
 
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_utf8.c.i: cmake_force
@@ -895,7 +909,7 @@ CMakeFiles/kernelbridge_obj.dir/src/util/kb_utf8.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_vec.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_vec.c.o: /work/main/src/util/kb_vec.c
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_vec.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_60) "Building C object CMakeFiles/kernelbridge_obj.dir/src/util/kb_vec.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_61) "Building C object CMakeFiles/kernelbridge_obj.dir/src/util/kb_vec.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/util/kb_vec.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/util/kb_vec.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/util/kb_vec.c.o -c /work/main/src/util/kb_vec.c
 
 CMakeFiles/kernelbridge_obj.dir/src/util/kb_vec.c.i: cmake_force
@@ -909,7 +923,7 @@ CMakeFiles/kernelbridge_obj.dir/src/util/kb_vec.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_replay.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_replay.c.o: /work/main/src/wire/kb_replay.c
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_replay.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_61) "Building C object CMakeFiles/kernelbridge_obj.dir/src/wire/kb_replay.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_62) "Building C object CMakeFiles/kernelbridge_obj.dir/src/wire/kb_replay.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/wire/kb_replay.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/wire/kb_replay.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/wire/kb_replay.c.o -c /work/main/src/wire/kb_replay.c
 
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_replay.c.i: cmake_force
@@ -923,7 +937,7 @@ CMakeFiles/kernelbridge_obj.dir/src/wire/kb_replay.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_scan.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_scan.c.o: /work/main/src/wire/kb_scan.c
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_scan.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_62) "Building C object CMakeFiles/kernelbridge_obj.dir/src/wire/kb_scan.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_63) "Building C object CMakeFiles/kernelbridge_obj.dir/src/wire/kb_scan.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/wire/kb_scan.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/wire/kb_scan.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/wire/kb_scan.c.o -c /work/main/src/wire/kb_scan.c
 
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_scan.c.i: cmake_force
@@ -937,7 +951,7 @@ CMakeFiles/kernelbridge_obj.dir/src/wire/kb_scan.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire.c.o: /work/main/src/wire/kb_wire.c
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_63) "Building C object CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_64) "Building C object CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire.c.o -c /work/main/src/wire/kb_wire.c
 
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire.c.i: cmake_force
@@ -951,7 +965,7 @@ CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire_json.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire_json.c.o: /work/main/src/wire/kb_wire_json.c
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire_json.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_64) "Building C object CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire_json.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_65) "Building C object CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire_json.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire_json.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire_json.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire_json.c.o -c /work/main/src/wire/kb_wire_json.c
 
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire_json.c.i: cmake_force
@@ -965,7 +979,7 @@ CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wire_json.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wsmsg.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wsmsg.c.o: /work/main/src/wire/kb_wsmsg.c
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wsmsg.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_65) "Building C object CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wsmsg.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_66) "Building C object CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wsmsg.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wsmsg.c.o -MF CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wsmsg.c.o.d -o CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wsmsg.c.o -c /work/main/src/wire/kb_wsmsg.c
 
 CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wsmsg.c.i: cmake_force
@@ -979,7 +993,7 @@ CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wsmsg.c.s: cmake_force
 CMakeFiles/kernelbridge_obj.dir/generated/kb_console_files.c.o: CMakeFiles/kernelbridge_obj.dir/flags.make
 CMakeFiles/kernelbridge_obj.dir/generated/kb_console_files.c.o: generated/kb_console_files.c
 CMakeFiles/kernelbridge_obj.dir/generated/kb_console_files.c.o: CMakeFiles/kernelbridge_obj.dir/compiler_depend.ts
-	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_66) "Building C object CMakeFiles/kernelbridge_obj.dir/generated/kb_console_files.c.o"
+	@$(CMAKE_COMMAND) -E cmake_echo_color --switch=$(COLOR) --green --progress-dir=/work/main/build2/CMakeFiles --progress-num=$(CMAKE_PROGRESS_67) "Building C object CMakeFiles/kernelbridge_obj.dir/generated/kb_console_files.c.o"
 	/usr/bin/cc $(C_DEFINES) $(C_INCLUDES) $(C_FLAGS) -MD -MT CMakeFiles/kernelbridge_obj.dir/generated/kb_console_files.c.o -MF CMakeFiles/kernelbridge_obj.dir/generated/kb_console_files.c.o.d -o CMakeFiles/kernelbridge_obj.dir/generated/kb_console_files.c.o -c /work/main/build2/generated/kb_console_files.c
 
 CMakeFiles/kernelbridge_obj.dir/generated/kb_console_files.c.i: cmake_force
@@ -1015,6 +1029,7 @@ kernelbridge_obj: CMakeFiles/kernelbridge_obj.dir/src/server/kb_routes.c.o
 kernelbridge_obj: CMakeFiles/kernelbridge_obj.dir/src/server/kb_server.c.o
 kernelbridge_obj: CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws.c.o
 kernelbridge_obj: CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_handshake.c.o
+kernelbridge_obj: CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.o
 kernelbridge_obj: CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_persist.c.o
 kernelbridge_obj: CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_restore.c.o
 kernelbridge_obj: CMakeFiles/kernelbridge_obj.dir/src/service/engine/kb_call.c.o

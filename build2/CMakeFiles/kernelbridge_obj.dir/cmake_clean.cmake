@@ -51,6 +51,8 @@ file(REMOVE_RECURSE
   "CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws.c.o.d"
   "CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_handshake.c.o"
   "CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_handshake.c.o.d"
+  "CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.o"
+  "CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.o.d"
   "CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_persist.c.o"
   "CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_persist.c.o.d"
   "CMakeFiles/kernelbridge_obj.dir/src/service/durable/kb_restore.c.o"

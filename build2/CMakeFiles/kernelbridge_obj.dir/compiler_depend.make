@@ -3087,6 +3087,7 @@ CMakeFiles/kernelbridge_obj.dir/src/server/kb_jupyter_sessions.c.o: /work/main/s
   /work/main/src/service/engine/kb_request.h \
   /usr/include/string.h \
   /usr/include/strings.h \
+  /work/main/src/util/kb_alloc.h \
   /work/main/src/util/kb_clock.h \
   /work/main/src/util/kb_vec.h
 
@@ -3972,22 +3973,7 @@ CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws.c.o: /work/main/src/server/kb_w
   /usr/include/asm-generic/sockios.h \
   /usr/include/x86_64-linux-gnu/bits/types/struct_osockaddr.h \
   /usr/lib/gcc/x86_64-linux-gnu/12/include/stdbool.h \
-  /work/main/src/util/kb_clock.h \
-  /usr/include/pthread.h \
-  /usr/include/sched.h \
-  /usr/include/x86_64-linux-gnu/bits/sched.h \
-  /usr/include/x86_64-linux-gnu/bits/types/struct_sched_param.h \
-  /usr/include/x86_64-linux-gnu/bits/cpu-set.h \
-  /usr/include/time.h \
-  /usr/include/x86_64-linux-gnu/bits/time.h \
-  /usr/include/x86_64-linux-gnu/bits/timex.h \
-  /usr/include/x86_64-linux-gnu/bits/types/struct_tm.h \
-  /usr/include/x86_64-linux-gnu/bits/types/struct_itimerspec.h \
-  /usr/include/x86_64-linux-gnu/bits/types/locale_t.h \
-  /usr/include/x86_64-linux-gnu/bits/types/__locale_t.h \
-  /usr/include/x86_64-linux-gnu/bits/setjmp.h \
-  /usr/include/x86_64-linux-gnu/bits/types/struct___jmp_buf_tag.h \
-  /usr/include/x86_64-linux-gnu/bits/pthread_stack_min-dynamic.h \
+  /work/main/src/server/kb_ws_impl.h \
   /work/main/src/server/kb_ws_handshake.h \
   /work/main/src/util/kb_buf.h \
   /usr/include/jansson.h \
@@ -4006,12 +3992,31 @@ CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws.c.o: /work/main/src/server/kb_w
   /usr/include/stdlib.h \
   /usr/include/x86_64-linux-gnu/bits/waitflags.h \
   /usr/include/x86_64-linux-gnu/bits/waitstatus.h \
+  /usr/include/x86_64-linux-gnu/bits/types/locale_t.h \
+  /usr/include/x86_64-linux-gnu/bits/types/__locale_t.h \
   /usr/include/alloca.h \
   /usr/include/x86_64-linux-gnu/bits/stdlib-bsearch.h \
   /usr/include/x86_64-linux-gnu/bits/stdlib-float.h \
   /usr/include/jansson_config.h \
   /work/main/include/kernelbridge/kb_error.h \
   /work/main/include/kernelbridge/kb_export.h \
+  /usr/include/pthread.h \
+  /usr/include/sched.h \
+  /usr/include/x86_64-linux-gnu/bits/sched.h \
+  /usr/include/x86_64-linux-gnu/bits/types/struct_sched_param.h \
+  /usr/include/x86_64-linux-gnu/bits/cpu-set.h \
+  /usr/include/time.h \
+  /usr/include/x86_64-linux-gnu/bits/time.h \
+  /usr/include/x86_64-linux-gnu/bits/timex.h \
+  /usr/include/x86_64-linux-gnu/bits/types/struct_tm.h \
+  /usr/include/x86_64-linux-gnu/bits/types/struct_itimerspec.h \
+  /usr/include/x86_64-linux-gnu/bits/setjmp.h \
+  /usr/include/x86_64-linux-gnu/bits/types/struct___jmp_buf_tag.h \
+  /usr/include/x86_64-linux-gnu/bits/pthread_stack_min-dynamic.h \
+  /usr/lib/gcc/x86_64-linux-gnu/12/include/stdatomic.h \
+  /usr/include/wslay/wslay.h \
+  /usr/include/wslay/wslayver.h \
+  /work/main/src/util/kb_clock.h \
   /usr/include/assert.h \
   /usr/include/errno.h \
   /usr/include/x86_64-linux-gnu/bits/errno.h \
@@ -4020,25 +4025,10 @@ CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws.c.o: /work/main/src/server/kb_w
   /usr/include/asm-generic/errno.h \
   /usr/include/asm-generic/errno-base.h \
   /usr/include/x86_64-linux-gnu/bits/types/error_t.h \
-  /usr/include/fcntl.h \
-  /usr/include/x86_64-linux-gnu/bits/fcntl.h \
-  /usr/include/x86_64-linux-gnu/bits/fcntl-linux.h \
-  /usr/include/linux/falloc.h \
-  /usr/include/x86_64-linux-gnu/bits/stat.h \
-  /usr/include/x86_64-linux-gnu/bits/struct_stat.h \
-  /usr/include/netinet/in.h \
-  /usr/include/x86_64-linux-gnu/bits/in.h \
-  /usr/include/netinet/tcp.h \
-  /usr/include/poll.h \
-  /usr/include/x86_64-linux-gnu/sys/poll.h \
-  /usr/include/x86_64-linux-gnu/bits/poll.h \
-  /usr/lib/gcc/x86_64-linux-gnu/12/include/stdatomic.h \
   /usr/include/string.h \
   /usr/include/strings.h \
   /usr/include/x86_64-linux-gnu/sys/eventfd.h \
-  /usr/include/x86_64-linux-gnu/bits/eventfd.h \
-  /usr/include/wslay/wslay.h \
-  /usr/include/wslay/wslayver.h
+  /usr/include/x86_64-linux-gnu/bits/eventfd.h
 
 CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_handshake.c.o: /work/main/src/server/kb_ws_handshake.c \
   /usr/include/stdc-predef.h \
@@ -4181,6 +4171,144 @@ CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_handshake.c.o: /work/main/src/s
   /usr/include/openssl/asn1err.h \
   /usr/include/openssl/objectserr.h \
   /usr/lib/gcc/x86_64-linux-gnu/12/include/stdbool.h \
+  /usr/include/string.h \
+  /usr/include/strings.h
+
+CMakeFiles/kernelbridge_obj.dir/src/server/kb_ws_loop.c.o: /work/main/src/server/kb_ws_loop.c \
+  /usr/include/stdc-predef.h \
+  /work/main/src/server/kb_ws_impl.h \
+  /work/main/src/server/kb_ws.h \
+  /usr/include/microhttpd.h \
+  /usr/lib/gcc/x86_64-linux-gnu/12/include/stdarg.h \
+  /usr/lib/gcc/x86_64-linux-gnu/12/include/stdint.h \
+  /usr/include/stdint.h \
+  /usr/include/x86_64-linux-gnu/bits/libc-header-start.h \
+  /usr/include/features.h \
+  /usr/include/features-time64.h \
+  /usr/include/x86_64-linux-gnu/bits/wordsize.h \
+  /usr/include/x86_64-linux-gnu/bits/timesize.h \
+  /usr/include/x86_64-linux-gnu/sys/cdefs.h \
+  /usr/include/x86_64-linux-gnu/bits/long-double.h \
+  /usr/include/x86_64-linux-gnu/gnu/stubs.h \
+  /usr/include/x86_64-linux-gnu/gnu/stubs-64.h \
+  /usr/include/x86_64-linux-gnu/bits/types.h \
+  /usr/include/x86_64-linux-gnu/bits/typesizes.h \
+  /usr/include/x86_64-linux-gnu/bits/time64.h \
+  /usr/include/x86_64-linux-gnu/bits/wchar.h \
+  /usr/include/x86_64-linux-gnu/bits/stdint-intn.h \
+  /usr/include/x86_64-linux-gnu/bits/stdint-uintn.h \
+  /usr/include/x86_64-linux-gnu/sys/types.h \
+  /usr/include/x86_64-linux-gnu/bits/types/clock_t.h \
+  /usr/include/x86_64-linux-gnu/bits/types/clockid_t.h \
+  /usr/include/x86_64-linux-gnu/bits/types/time_t.h \
+  /usr/include/x86_64-linux-gnu/bits/types/timer_t.h \
+  /usr/lib/gcc/x86_64-linux-gnu/12/include/stddef.h \
+  /usr/include/endian.h \
+  /usr/include/x86_64-linux-gnu/bits/endian.h \
+  /usr/include/x86_64-linux-gnu/bits/endianness.h \
+  /usr/include/x86_64-linux-gnu/bits/byteswap.h \
+  /usr/include/x86_64-linux-gnu/bits/uintn-identity.h \
+  /usr/include/x86_64-linux-gnu/sys/select.h \
+  /usr/include/x86_64-linux-gnu/bits/select.h \
+  /usr/include/x86_64-linux-gnu/bits/types/sigset_t.h \
+  /usr/include/x86_64-linux-gnu/bits/types/__sigset_t.h \
+  /usr/include/x86_64-linux-gnu/bits/types/struct_timeval.h \
+  /usr/include/x86_64-linux-gnu/bits/types/struct_timespec.h \
+  /usr/include/x86_64-linux-gnu/bits/pthreadtypes.h \
+  /usr/include/x86_64-linux-gnu/bits/thread-shared-types.h \
+  /usr/include/x86_64-linux-gnu/bits/pthreadtypes-arch.h \
+  /usr/include/x86_64-linux-gnu/bits/atomic_wide_counter.h \
+  /usr/include/x86_64-linux-gnu/bits/struct_mutex.h \
+  /usr/include/x86_64-linux-gnu/bits/struct_rwlock.h \
+  /usr/include/unistd.h \
+  /usr/include/x86_64-linux-gnu/bits/posix_opt.h \
+  /usr/include/x86_64-linux-gnu/bits/environments.h \
+  /usr/include/x86_64-linux-gnu/bits/confname.h \
+  /usr/include/x86_64-linux-gnu/bits/getopt_posix.h \
+  /usr/include/x86_64-linux-gnu/bits/getopt_core.h \
+  /usr/include/x86_64-linux-gnu/bits/unistd_ext.h \
+  /usr/include/linux/close_range.h \
+  /usr/include/x86_64-linux-gnu/sys/time.h \
+  /usr/include/x86_64-linux-gnu/sys/socket.h \
+  /usr/include/x86_64-linux-gnu/bits/types/struct_iovec.h \
+  /usr/include/x86_64-linux-gnu/bits/socket.h \
+  /usr/include/x86_64-linux-gnu/bits/socket_type.h \
+  /usr/include/x86_64-linux-gnu/bits/sockaddr.h \
+  /usr/include/x86_64-linux-gnu/asm/socket.h \
+  /usr/include/asm-generic/socket.h \
+  /usr/include/linux/posix_types.h \
+  /usr/include/linux/stddef.h \
+  /usr/include/x86_64-linux-gnu/asm/posix_types.h \
+  /usr/include/x86_64-linux-gnu/asm/posix_types_64.h \
+  /usr/include/asm-generic/posix_types.h \
+  /usr/include/x86_64-linux-gnu/asm/bitsperlong.h \
+  /usr/include/asm-generic/bitsperlong.h \
+  /usr/include/x86_64-linux-gnu/asm/sockios.h \
+  /usr/include/asm-generic/sockios.h \
+  /usr/include/x86_64-linux-gnu/bits/types/struct_osockaddr.h \
+  /usr/lib/gcc/x86_64-linux-gnu/12/include/stdbool.h \
+  /work/main/src/server/kb_ws_handshake.h \
+  /work/main/src/util/kb_buf.h \
+  /usr/include/jansson.h \
+  /usr/include/stdio.h \
+  /usr/include/x86_64-linux-gnu/bits/types/__fpos_t.h \
+  /usr/include/x86_64-linux-gnu/bits/types/__mbstate_t.h \
+  /usr/include/x86_64-linux-gnu/bits/types/__fpos64_t.h \
+  /usr/include/x86_64-linux-gnu/bits/types/__FILE.h \
+  /usr/include/x86_64-linux-gnu/bits/types/FILE.h \
+  /usr/include/x86_64-linux-gnu/bits/types/struct_FILE.h \
+  /usr/include/x86_64-linux-gnu/bits/types/cookie_io_functions_t.h \
+  /usr/include/x86_64-linux-gnu/bits/stdio_lim.h \
+  /usr/include/x86_64-linux-gnu/bits/floatn.h \
+  /usr/include/x86_64-linux-gnu/bits/floatn-common.h \
+  /usr/include/x86_64-linux-gnu/bits/stdio.h \
+  /usr/include/stdlib.h \
+  /usr/include/x86_64-linux-gnu/bits/waitflags.h \
+  /usr/include/x86_64-linux-gnu/bits/waitstatus.h \
+  /usr/include/x86_64-linux-gnu/bits/types/locale_t.h \
+  /usr/include/x86_64-linux-gnu/bits/types/__locale_t.h \
+  /usr/include/alloca.h \
+  /usr/include/x86_64-linux-gnu/bits/stdlib-bsearch.h \
+  /usr/include/x86_64-linux-gnu/bits/stdlib-float.h \
+  /usr/include/jansson_config.h \
+  /work/main/include/kernelbridge/kb_error.h \
+  /work/main/include/kernelbridge/kb_export.h \
+  /usr/include/pthread.h \
+  /usr/include/sched.h \
+  /usr/include/x86_64-linux-gnu/bits/sched.h \
+  /usr/include/x86_64-linux-gnu/bits/types/struct_sched_param.h \
+  /usr/include/x86_64-linux-gnu/bits/cpu-set.h \
+  /usr/include/time.h \
+  /usr/include/x86_64-linux-gnu/bits/time.h \
+  /usr/include/x86_64-linux-gnu/bits/timex.h \
+  /usr/include/x86_64-linux-gnu/bits/types/struct_tm.h \
+  /usr/include/x86_64-linux-gnu/bits/types/struct_itimerspec.h \
+  /usr/include/x86_64-linux-gnu/bits/setjmp.h \
+  /usr/include/x86_64-linux-gnu/bits/types/struct___jmp_buf_tag.h \
+  /usr/include/x86_64-linux-gnu/bits/pthread_stack_min-dynamic.h \
+  /usr/lib/gcc/x86_64-linux-gnu/12/include/stdatomic.h \
+  /usr/include/wslay/wslay.h \
+  /usr/include/wslay/wslayver.h \
+  /usr/include/assert.h \
+  /usr/include/errno.h \
+  /usr/include/x86_64-linux-gnu/bits/errno.h \
+  /usr/include/linux/errno.h \
+  /usr/include/x86_64-linux-gnu/asm/errno.h \
+  /usr/include/asm-generic/errno.h \
+  /usr/include/asm-generic/errno-base.h \
+  /usr/include/x86_64-linux-gnu/bits/types/error_t.h \
+  /usr/include/fcntl.h \
+  /usr/include/x86_64-linux-gnu/bits/fcntl.h \
+  /usr/include/x86_64-linux-gnu/bits/fcntl-linux.h \
+  /usr/include/linux/falloc.h \
+  /usr/include/x86_64-linux-gnu/bits/stat.h \
+  /usr/include/x86_64-linux-gnu/bits/struct_stat.h \
+  /usr/include/netinet/in.h \
+  /usr/include/x86_64-linux-gnu/bits/in.h \
+  /usr/include/netinet/tcp.h \
+  /usr/include/poll.h \
+  /usr/include/x86_64-linux-gnu/sys/poll.h \
+  /usr/include/x86_64-linux-gnu/bits/poll.h \
   /usr/include/string.h \
   /usr/include/strings.h
 
@@ -7598,7 +7726,8 @@ CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_pool.c.o: /work/main/src/serv
   /work/main/src/kernel/kb_kernel_user.h \
   /work/main/src/wire/kb_wire.h \
   /work/main/src/util/kb_loop.h \
-  /work/main/src/service/engine/kb_kernel_source.h
+  /work/main/src/service/engine/kb_kernel_source.h \
+  /work/main/src/util/kb_alloc.h
 
 CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_procstore.c.o: /work/main/src/service/output/kb_procstore.c \
   /usr/include/stdc-predef.h \
@@ -7866,6 +7995,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_procstore.c.o: /work/main/
   /usr/include/zmonitor.h \
   /usr/include/zproxy.h \
   /usr/include/zrex.h \
+  /work/main/src/util/kb_alloc.h \
   /work/main/src/util/kb_clock.h \
   /work/main/src/util/kb_vec.h
 
@@ -8113,6 +8243,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_stream.c.o: /work/main/src
   /work/main/include/kernelbridge/kb_error.h \
   /work/main/src/wire/kb_scan.h \
   /work/main/src/service/output/kb_result_doc.h \
+  /work/main/src/util/kb_alloc.h \
   /work/main/src/util/kb_clock.h \
   /usr/include/pthread.h \
   /usr/include/sched.h \
@@ -8844,6 +8975,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_execution.c.o: /work/main/src
   /work/main/src/wire/kb_scan.h \
   /work/main/src/wire/kb_wire.h \
   /work/main/src/service/run/kb_result_internal.h \
+  /work/main/src/util/kb_alloc.h \
   /work/main/src/util/kb_utf8.h \
   /usr/include/assert.h \
   /usr/lib/gcc/x86_64-linux-gnu/12/include/stdint.h \
@@ -9202,6 +9334,7 @@ CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run.c.o: /work/main/src/servi
   /work/main/src/service/run/kb_run_table.h \
   /work/main/src/service/run/kb_adapter.h \
   /work/main/src/service/run/kb_execution.h \
+  /work/main/src/util/kb_alloc.h \
   /work/main/src/util/kb_clock.h
 
 CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run_table.c.o: /work/main/src/service/run/kb_run_table.c \
@@ -9791,6 +9924,7 @@ CMakeFiles/kernelbridge_obj.dir/src/util/kb_loop.c.o: /work/main/src/util/kb_loo
   /usr/include/x86_64-linux-gnu/bits/wchar.h \
   /usr/include/x86_64-linux-gnu/bits/stdint-intn.h \
   /usr/include/x86_64-linux-gnu/bits/stdint-uintn.h \
+  /work/main/src/util/kb_alloc.h \
   /work/main/src/util/kb_vec.h \
   /work/main/src/util/kb_buf.h \
   /usr/include/jansson.h \
@@ -10487,10 +10621,6 @@ CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wsmsg.c.o: /work/main/src/wire/kb_ws
 
 /work/main/src/service/run/kb_result_internal.h:
 
-/work/main/src/util/kb_alloc.h:
-
-/work/main/src/service/output/kb_stream.c:
-
 /work/main/src/service/output/kb_runlog.c:
 
 /work/main/src/service/output/kb_result_doc.c:
@@ -10539,11 +10669,11 @@ CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wsmsg.c.o: /work/main/src/wire/kb_ws
 
 /work/main/src/service/output/kb_runlog.h:
 
-/usr/include/wslay/wslay.h:
-
 /usr/include/x86_64-linux-gnu/bits/eventfd.h:
 
 /usr/include/x86_64-linux-gnu/sys/eventfd.h:
+
+/usr/include/wslay/wslay.h:
 
 /work/main/src/server/kb_ws_handshake.h:
 
@@ -10556,6 +10686,10 @@ CMakeFiles/kernelbridge_obj.dir/src/wire/kb_wsmsg.c.o: /work/main/src/wire/kb_ws
 /work/main/src/server/kb_router.c:
 
 /work/main/src/server/kb_metrics_http.c:
+
+/work/main/src/service/output/kb_stream.c:
+
+/work/main/src/util/kb_alloc.h:
 
 /work/main/src/server/kb_jupyter.h:
 
@@ -10945,6 +11079,8 @@ generated/kb_console_files.c:
 
 /usr/include/x86_64-linux-gnu/bits/pthread_stack_min-dynamic.h:
 
+/work/main/src/server/kb_ws_loop.c:
+
 /usr/include/linux/errno.h:
 
 /usr/include/features-time64.h:
@@ -11152,6 +11288,8 @@ generated/kb_console_files.c:
 /usr/include/pwd.h:
 
 /usr/include/x86_64-linux-gnu/bits/signal_ext.h:
+
+/work/main/src/server/kb_ws_impl.h:
 
 /usr/include/openssl/randerr.h:
 

@@ -4,7 +4,7 @@
 # compile C with /usr/bin/cc
 C_DEFINES = -DKB_INSTALL_DATADIR=\"/usr/local/share\" -DKB_SYSTEM_PYTHON=\"/usr/bin/python3\" -DKB_VERSION=\"0.1.0\"
 
-C_INCLUDES = -I/work/main/tests -I/work/main/include -I/work/main/src -isystem /usr/include/pgm-5.3 -isystem /usr/include/libxml2 -isystem /usr/include/uuid -isystem /usr/include/nss -isystem /usr/include/nspr -isystem /usr/include/mit-krb5 -isystem /usr/include/p11-kit-1
+C_INCLUDES = -I/work/main/tests -I/work/main/include -I/work/main/src -isystem /usr/include/pgm-5.3 -isystem /usr/include/libxml2 -isystem /usr/include/uuid -isystem /usr/include/nss -isystem /usr/include/nspr -isystem /usr/include/p11-kit-1
 
-C_FLAGS = -O2 -g  -Wall -Wextra -Wshadow -Wno-unused-parameter -D_GNU_SOURCE -Werror -std=gnu11
+C_FLAGS = -O2 -g  -Wall -Wextra -Wshadow -Wno-unused-parameter -D_GNU_SOURCE -Werror -isystem /usr/include/mit-krb5 -std=gnu11
 

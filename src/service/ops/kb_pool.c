@@ -10,6 +10,7 @@
     repeated failures. Engine thread only.
 */
 #include "service/ops/kb_pool.h"
+#include "util/kb_alloc.h"
 
 #include <czmq.h>
 
@@ -161,9 +162,9 @@ static void s_fill(kb_pool_slot_t *slot)
                 return;
             }
         }
-        kb_pooled_t *pooled = calloc(1, sizeof *pooled);
+        kb_pooled_t *pooled = kb_xcalloc(1, sizeof *pooled);
         pooled->slot = slot;
-        pooled->spec_name = strdup(spec->name);
+        pooled->spec_name = kb_xstrdup(spec->name);
         pooled->kernel = self->launcher->launch(self->launcher->impl, spec, NULL, NULL, 0,
                                                 &s_pooled_callbacks, pooled, &err);
         kb_kernelspec_destroy(&spec);
@@ -203,8 +204,9 @@ kb_pool_t *kb_pool_new(const char *const *entries, const kb_kernel_source_t *lau
     }
     self->launcher = launcher;
     self->loop = loop;
-    self->slots = calloc(count + 1, sizeof(kb_pool_slot_t *));
+    self->slots = kb_xcalloc(count + 1, sizeof(kb_pool_slot_t *));
     self->pooled = zlistx_new();
+    KB_NOT_NULL(self->pooled);
     for (size_t i = 0; i < count; i++) {
         const char *entry = entries[i];
         const char *eq = strchr(entry, '=');
@@ -216,9 +218,10 @@ kb_pool_t *kb_pool_new(const char *const *entries, const kb_kernel_source_t *lau
             kb_pool_destroy(&self);
             return NULL;
         }
-        kb_pool_slot_t *slot = calloc(1, sizeof *slot);
+        kb_pool_slot_t *slot = kb_xcalloc(1, sizeof *slot);
         slot->pool = self;
         slot->key = strndup(entry, (size_t)(eq - entry));
+        KB_NOT_NULL(slot->key);
         for (char *p = slot->key; *p; p++)
             *p = (char)tolower((unsigned char)*p);
         slot->target = (size_t)target;

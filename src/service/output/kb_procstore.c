@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/kb_alloc.h"
 #include "util/kb_clock.h"
 #include "util/kb_vec.h"
 
@@ -55,6 +56,7 @@ struct kb_procstore {
 };
 
 static void s_make_room(void *arg, size_t need, kb_runlog_t *asking);
+static void s_answer_json(kb_call_t *call, json_t *json);
 
 kb_procstore_t *kb_procstore_new(kb_loop_t *loop, size_t max_records, size_t max_bytes,
                                  size_t max_memory)
@@ -73,6 +75,9 @@ kb_procstore_t *kb_procstore_new(kb_loop_t *loop, size_t max_records, size_t max
     self->procs = zhashx_new();
     self->finished = zlistx_new();
     self->dirty = zlistx_new();
+    KB_NOT_NULL(self->procs);
+    KB_NOT_NULL(self->finished);
+    KB_NOT_NULL(self->dirty);
     return self;
 }
 
@@ -108,6 +113,11 @@ static void s_unstore(kb_proc_t *proc)
 static void s_put_row(kb_procstore_t *self, kb_proc_t *proc)
 {
     char *result = proc->result ? json_dumps(proc->result, JSON_COMPACT) : NULL;
+    if (proc->result && !result) {
+        /* a row without its result would be dropped on restore: keep the old one */
+        zsys_warning("record %s: out of memory, its row is not stored", proc->id);
+        return;
+    }
     kb_db_record_t row = {
         .id = proc->id,
         .context_id = proc->context_id,
@@ -212,17 +222,21 @@ void kb_procstore_destroy(kb_procstore_t **self_p)
 
 kb_proc_t *kb_procstore_add(kb_procstore_t *self, const char *context_id, const char *language)
 {
-    kb_proc_t *proc = calloc(1, sizeof *proc);
+    kb_proc_t *proc = kb_xcalloc(1, sizeof *proc);
     proc->store = self;
     proc->id = kb_random_id("prc_");
-    proc->context_id = strdup(context_id);
-    proc->language = strdup(language);
+    KB_NOT_NULL(proc->id);
+    proc->context_id = kb_xstrdup(context_id);
+    proc->language = kb_xstrdup(language);
     proc->running = true;
     proc->submitted_at = kb_now();
     proc->exit_code = -1;
     proc->log = kb_runlog_new(&self->budget);
     proc->followers = zlistx_new();
     proc->waiters = zlistx_new();
+    KB_NOT_NULL(proc->log);
+    KB_NOT_NULL(proc->followers);
+    KB_NOT_NULL(proc->waiters);
     proc->seq = ++self->next_seq;
     zhashx_insert(self->procs, proc->id, proc);
     s_mark(proc, true);
@@ -250,7 +264,7 @@ kb_proc_t *kb_procstore_restore(kb_procstore_t *self, const kb_db_record_t *row)
     proc->reason = row->running ? KB_REASON_NONE : s_reason_of(row->reason);
     proc->exit_code = row->exit_code;
     proc->signal = s_static_signal(row->signal);
-    proc->raw_reason = row->raw_reason ? strdup(row->raw_reason) : NULL;
+    proc->raw_reason = kb_xstrdup(row->raw_reason);
     proc->log = kb_runlog_new(&self->budget);
     proc->followers = zlistx_new();
     proc->waiters = zlistx_new();
@@ -440,7 +454,7 @@ void kb_proc_end(kb_proc_t *proc, json_t *result, kb_reason_t reason, int exit_c
     proc->reason = reason;
     proc->exit_code = exit_code;
     proc->signal = signal;
-    proc->raw_reason = raw_reason ? strdup(raw_reason) : NULL;
+    proc->raw_reason = kb_xstrdup(raw_reason);
     kb_stream_t *follower;
     while ((follower = zlistx_detach(proc->followers, NULL))) {
         kb_stream_push(follower, KB_EVENT_END,
@@ -450,9 +464,7 @@ void kb_proc_end(kb_proc_t *proc, json_t *result, kb_reason_t reason, int exit_c
     kb_call_t *waiter;
     while ((waiter = zlistx_detach(proc->waiters, NULL))) {
         kb_timer_stop(&waiter->timer);
-        waiter->result = s_wait_json(proc);
-        waiter->rc = 0;
-        kb_call_answer(waiter);
+        s_answer_json(waiter, s_wait_json(proc));
     }
     zlistx_add_end(self->finished, proc);
     proc->bytes = s_proc_bytes(proc);
@@ -470,6 +482,16 @@ static void s_answer(kb_call_t *call, json_t *json)
     kb_call_answer(call);
 }
 
+/*  Answer with json built for the call; NULL (out of memory building it)
+    fails the call. */
+static void s_answer_json(kb_call_t *call, json_t *json)
+{
+    if (json)
+        s_answer(call, json);
+    else
+        kb_call_fail(call, KB_ERR_INTERNAL, "out of memory");
+}
+
 static kb_proc_t *s_lookup(kb_procstore_t *self, kb_call_t *call)
 {
     kb_proc_t *proc = kb_procstore_find(self, call->id);
@@ -482,16 +504,20 @@ static kb_proc_t *s_lookup(kb_procstore_t *self, kb_call_t *call)
 static void s_handle_list(kb_procstore_t *self, kb_call_t *call)
 {
     json_t *list = json_array();
-    for (kb_proc_t *proc = zhashx_first(self->procs); proc; proc = zhashx_next(self->procs)) {
+    for (kb_proc_t *proc = zhashx_first(self->procs); proc && list;
+         proc = zhashx_next(self->procs)) {
         if (call->filter_state && *call->filter_state
             && strcmp(call->filter_state, proc->running ? "running" : "terminal") != 0)
             continue;
         if (call->filter_context && *call->filter_context
             && strcmp(call->filter_context, proc->context_id) != 0)
             continue;
-        json_array_append_new(list, s_proc_json(proc));
+        if (json_array_append_new(list, s_proc_json(proc)) != 0) {
+            json_decref(list);
+            list = NULL;
+        }
     }
-    s_answer(call, json_pack("{s:o}", "processes", list));
+    s_answer_json(call, list ? json_pack("{s:o}", "processes", list) : NULL);
 }
 
 static void s_handle_logs(kb_procstore_t *self, kb_call_t *call)
@@ -504,8 +530,8 @@ static void s_handle_logs(kb_procstore_t *self, kb_call_t *call)
     long long next = call->cursor >= 0 ? call->cursor : 0;
     for (; next < end && (!call->limit || json_array_size(frames) < call->limit); next++)
         json_array_append_new(frames, kb_runlog_frame_json(proc->log, next));
-    s_answer(call, json_pack("{s:o, s:I, s:b}", "frames", frames, "next_cursor", (json_int_t)next,
-                             "eof", !proc->running && next >= end));
+    s_answer_json(call, json_pack("{s:o, s:I, s:b}", "frames", frames, "next_cursor",
+                                  (json_int_t)next, "eof", !proc->running && next >= end));
 }
 
 static void s_handle_follow(kb_procstore_t *self, kb_call_t *call)
@@ -531,8 +557,8 @@ static void s_on_wait_timeout(kb_timer_t *timer, void *arg)
     void *handle = zlistx_find(proc->waiters, call);
     if (handle)
         zlistx_detach(proc->waiters, handle);
-    s_answer(call, json_pack("{s:s, s:n, s:n, s:n, s:n}", "state", "running", "exit_code", "signal",
-                             "reason", "raw_reason"));
+    s_answer_json(call, json_pack("{s:s, s:n, s:n, s:n, s:n}", "state", "running", "exit_code",
+                                  "signal", "reason", "raw_reason"));
 }
 
 static void s_handle_wait(kb_procstore_t *self, kb_call_t *call)
@@ -541,7 +567,7 @@ static void s_handle_wait(kb_procstore_t *self, kb_call_t *call)
     if (!proc)
         return;
     if (!proc->running || call->timeout == 0) {
-        s_answer(call, s_wait_json(proc));
+        s_answer_json(call, s_wait_json(proc));
         return;
     }
     zlistx_add_end(proc->waiters, call);
@@ -576,7 +602,7 @@ void kb_procstore_handle(kb_procstore_t *self, kb_call_t *call)
             break;
         case KB_CALL_PROC_GET:
             if ((proc = s_lookup(self, call)))
-                s_answer(call, s_proc_json(proc));
+                s_answer_json(call, s_proc_json(proc));
             break;
         case KB_CALL_PROC_RESULT:
             if (!(proc = s_lookup(self, call)))

@@ -1,5 +1,6 @@
 /*  kb_stream.c - a locked event queue between the engine and one reader. */
 #include "service/output/kb_stream.h"
+#include "util/kb_alloc.h"
 #include "util/kb_clock.h"
 #include "service/run/kb_result_internal.h"
 
@@ -145,7 +146,7 @@ static bool s_wanted(const kb_stream_t *self, kb_event_type_t type)
 
 void kb_stream_push(kb_stream_t *self, kb_event_type_t type, json_t *data)
 {
-    kb_event_node_t *node = s_wanted(self, type) ? calloc(1, sizeof *node) : NULL;
+    kb_event_node_t *node = s_wanted(self, type) ? kb_xcalloc(1, sizeof *node) : NULL;
     if (node) {
         node->event.type = type;
         node->event.data = data;
@@ -159,7 +160,7 @@ void kb_stream_push(kb_stream_t *self, kb_event_type_t type, json_t *data)
 void kb_stream_push_text(kb_stream_t *self, kb_event_type_t type, kb_runlog_t *log,
                          long long cursor)
 {
-    kb_event_node_t *node = s_wanted(self, type) ? calloc(1, sizeof *node) : NULL;
+    kb_event_node_t *node = s_wanted(self, type) ? kb_xcalloc(1, sizeof *node) : NULL;
     if (!node)
         return;
     node->event.type = type;
@@ -174,15 +175,13 @@ void kb_stream_push_text(kb_stream_t *self, kb_event_type_t type, kb_runlog_t *l
 
 void kb_stream_push_result(kb_stream_t *self, json_t *head, kb_result_doc_t *doc)
 {
-    kb_event_node_t *node = calloc(1, sizeof *node);
-    if (node) {
-        node->event.type = KB_EVENT_RESULT;
-        node->event.data = head;
-        node->event.doc = doc;
-        if (s_enqueue(self, node))
-            return;
-        free(node);
-    }
+    kb_event_node_t *node = kb_xcalloc(1, sizeof *node);
+    node->event.type = KB_EVENT_RESULT;
+    node->event.data = head;
+    node->event.doc = doc;
+    if (s_enqueue(self, node))
+        return;
+    free(node);
     json_decref(head);
     kb_result_doc_destroy(&doc);
 }

@@ -496,7 +496,8 @@ static kb_context_t *s_alloc(const kb_context_env_t *env, const kb_kernelspec_t 
     self->queue = zlistx_new();
     self->held = zlistx_new();
     if (!self->spec || !self->id || !self->kernel_id[0] || !self->language || !self->queue
-        || !self->held || !self->start_dir || (opts->cwd && !self->cwd)) {
+        || !self->held || !self->start_dir || (opts->cwd && !self->cwd)
+        || (opts->env && !self->kernel_env)) {
         kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         kb_context_destroy(&self);
         return NULL;

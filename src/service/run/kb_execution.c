@@ -3,6 +3,7 @@
     See kb_execution.h for the rules. Pure code: no I/O, no clock. */
 #include "service/run/kb_execution.h"
 #include "service/run/kb_result_internal.h"
+#include "util/kb_alloc.h"
 #include "util/kb_utf8.h"
 #include "wire/kb_scan.h"
 
@@ -673,6 +674,6 @@ kb_result_t *kb_execution_finish(kb_execution_t *self, kb_reason_t reason, int e
     result->has_exit_code = exit_code >= 0;
     result->exit_code = exit_code >= 0 ? exit_code : 0;
     result->signal = signal;
-    result->raw_reason = raw_reason ? strdup(raw_reason) : NULL;
+    result->raw_reason = kb_xstrdup(raw_reason);
     return result;
 }

@@ -101,8 +101,7 @@ void kb_execution_set_error(kb_execution_t *self, const char *name, const char *
     caller passes exit_code 0 or 1 from kb_execution_has_error. process_id,
     sandbox_id, context_id and language are left NULL for the caller to fill
     (malloc'd strings, freed by kb_result_destroy). Does not emit RESULT (the
-    caller does). Call at most once. Never NULL (raw_reason is left NULL if
-    it cannot be copied). Caller owns the result. */
+    caller does). Call at most once. Never NULL. Caller owns the result. */
 kb_result_t *kb_execution_finish(kb_execution_t *self, kb_reason_t reason, int exit_code,
                                  const char *signal, const char *raw_reason);
 

@@ -2,8 +2,7 @@
     transition table (kb_run_table.c) says each event does, and this file
     does the I/O: the steps sent to the kernel, their messages, the
     timers, the interrupts and signals, and the end written to the record
-    and the stream. Engine thread only.
-*/
+    and the stream. Engine thread only. */
 #include "service/run/kb_run.h"
 
 #include <assert.h>
@@ -15,6 +14,7 @@
 #include "kernel/kb_kernelspec.h"
 #include "service/run/kb_adapter.h"
 #include "service/run/kb_execution.h"
+#include "util/kb_alloc.h"
 #include "util/kb_clock.h"
 
 #define KB_INTERRUPTED_REPLY 0.2 /* after an interrupt, wait for the other of reply and idle */
@@ -163,10 +163,11 @@ static void s_end(kb_run_t *self, kb_run_outcome_t outcome, const char *value,
         exit_code = kb_execution_has_error(exec) ? 1 : 0;
     long long count = kb_execution_count(exec);
     kb_result_t *result = kb_execution_finish(exec, row->reason, exit_code, signal, raw_reason);
-    result->process_id = strdup(kb_proc_id(self->proc));
-    result->sandbox_id = strdup(json_string_value(json_object_get(self->identity, "sandbox_id")));
-    result->context_id = strdup(json_string_value(json_object_get(self->identity, "context_id")));
-    result->language = strdup(self->language);
+    const json_t *who = self->identity;
+    result->process_id = kb_xstrdup(kb_proc_id(self->proc));
+    result->sandbox_id = kb_xstrdup(json_string_value(json_object_get(who, "sandbox_id")));
+    result->context_id = kb_xstrdup(json_string_value(json_object_get(who, "context_id")));
+    result->language = kb_xstrdup(self->language);
     result->generation = json_integer_value(json_object_get(self->identity, "generation"));
     s_measure(self, &result->resources);
     kb_metrics_run_ended(self->settings->metrics, self->language, row->reason,
@@ -732,17 +733,13 @@ kb_run_t *kb_run_new(const kb_run_settings_t *settings, kb_proc_t *proc, const k
                      double timeout, const char *language, json_t *identity, bool use_adapter,
                      kb_stream_t *stream)
 {
-    kb_run_t *self = calloc(1, sizeof *self);
-    if (!self) {
-        json_decref(identity);
-        return NULL;
-    }
+    kb_run_t *self = kb_xcalloc(1, sizeof *self);
     self->settings = settings;
     self->state = KB_RUN_QUEUED;
     self->proc = proc;
     self->identity = identity;
-    self->language = strdup(language);
-    self->code = strdup(opts->code);
+    self->language = kb_xstrdup(language);
+    self->code = kb_xstrdup(opts->code);
     self->strip_ansi = opts->strip_ansi;
     self->timeout = timeout;
     kb_timer_init(&self->timeout_timer);
@@ -752,8 +749,11 @@ kb_run_t *kb_run_new(const kb_run_settings_t *settings, kb_proc_t *proc, const k
     kb_timer_init(&self->interrupt_timer);
     if (use_adapter) {
         self->use_adapter = true;
-        self->cwd = opts->cwd ? strdup(opts->cwd) : NULL;
-        self->env = opts->env && json_object_size(opts->env) ? json_deep_copy(opts->env) : NULL;
+        self->cwd = kb_xstrdup(opts->cwd);
+        if (opts->env && json_object_size(opts->env)) {
+            self->env = json_deep_copy(opts->env);
+            KB_NOT_NULL(self->env);
+        }
     }
     kb_proc_set_owner(proc, self);
     if (stream) {

@@ -65,7 +65,7 @@ typedef void(kb_run_meter_fn)(kb_run_t *run, kb_resources_t *out, void *arg);
 /*  A queued run of opts on a context (its identity JSON is stolen), for
     the record proc. With use_adapter the opts' cwd/env are applied by the
     language's snippets. stream is the caller's (a reference is taken) or
-    NULL. Its timeout starts now. Caller owns it until it ends. */
+    NULL. Its timeout starts now. Never NULL. Caller owns it until it ends. */
 kb_run_t *kb_run_new(const kb_run_settings_t *settings, kb_proc_t *proc, const kb_run_opts_t *opts,
                      double timeout, const char *language, json_t *identity, bool use_adapter,
                      kb_stream_t *stream);

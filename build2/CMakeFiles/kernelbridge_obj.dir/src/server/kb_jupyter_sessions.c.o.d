@@ -103,5 +103,5 @@ CMakeFiles/kernelbridge_obj.dir/src/server/kb_jupyter_sessions.c.o: \
  /work/main/include/kernelbridge/kb_result.h \
  /work/main/src/server/kb_ws.h /work/main/src/util/kb_buf.h \
  /work/main/src/service/engine/kb_request.h /usr/include/string.h \
- /usr/include/strings.h /work/main/src/util/kb_clock.h \
- /work/main/src/util/kb_vec.h
+ /usr/include/strings.h /work/main/src/util/kb_alloc.h \
+ /work/main/src/util/kb_clock.h /work/main/src/util/kb_vec.h

@@ -18,9 +18,10 @@ CMakeFiles/kernelbridge_obj.dir/src/util/kb_loop.c.o: \
  /usr/include/x86_64-linux-gnu/bits/wchar.h \
  /usr/include/x86_64-linux-gnu/bits/stdint-intn.h \
  /usr/include/x86_64-linux-gnu/bits/stdint-uintn.h \
- /work/main/src/util/kb_vec.h /work/main/src/util/kb_buf.h \
- /usr/include/jansson.h /usr/lib/gcc/x86_64-linux-gnu/12/include/stdarg.h \
- /usr/include/stdio.h /usr/include/x86_64-linux-gnu/bits/types/__fpos_t.h \
+ /work/main/src/util/kb_alloc.h /work/main/src/util/kb_vec.h \
+ /work/main/src/util/kb_buf.h /usr/include/jansson.h \
+ /usr/lib/gcc/x86_64-linux-gnu/12/include/stdarg.h /usr/include/stdio.h \
+ /usr/include/x86_64-linux-gnu/bits/types/__fpos_t.h \
  /usr/include/x86_64-linux-gnu/bits/types/__mbstate_t.h \
  /usr/include/x86_64-linux-gnu/bits/types/__fpos64_t.h \
  /usr/include/x86_64-linux-gnu/bits/types/__FILE.h \

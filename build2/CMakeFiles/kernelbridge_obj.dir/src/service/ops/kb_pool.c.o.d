@@ -193,4 +193,5 @@ CMakeFiles/kernelbridge_obj.dir/src/service/ops/kb_pool.c.o: \
  /work/main/src/util/kb_buf.h /work/main/src/kernel/kb_launch.h \
  /work/main/src/kernel/kb_kernel_user.h /work/main/src/wire/kb_wire.h \
  /work/main/src/util/kb_loop.h \
- /work/main/src/service/engine/kb_kernel_source.h
+ /work/main/src/service/engine/kb_kernel_source.h \
+ /work/main/src/util/kb_alloc.h

@@ -198,5 +198,5 @@ CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_procstore.c.o: \
  /usr/include/zstr.h /usr/include/zsys.h /usr/include/zuuid.h \
  /usr/include/zauth.h /usr/include/zbeacon.h /usr/include/zgossip.h \
  /usr/include/czmq.h /usr/include/zmonitor.h /usr/include/zproxy.h \
- /usr/include/zrex.h /work/main/src/util/kb_clock.h \
- /work/main/src/util/kb_vec.h
+ /usr/include/zrex.h /work/main/src/util/kb_alloc.h \
+ /work/main/src/util/kb_clock.h /work/main/src/util/kb_vec.h

@@ -64,8 +64,9 @@ CMakeFiles/kernelbridge_obj.dir/src/service/output/kb_stream.c.o: \
  /work/main/src/util/kb_buf.h /work/main/include/kernelbridge/kb_error.h \
  /work/main/src/wire/kb_scan.h \
  /work/main/src/service/output/kb_result_doc.h \
- /work/main/src/util/kb_clock.h /usr/include/pthread.h \
- /usr/include/sched.h /usr/include/x86_64-linux-gnu/bits/sched.h \
+ /work/main/src/util/kb_alloc.h /work/main/src/util/kb_clock.h \
+ /usr/include/pthread.h /usr/include/sched.h \
+ /usr/include/x86_64-linux-gnu/bits/sched.h \
  /usr/include/x86_64-linux-gnu/bits/types/struct_sched_param.h \
  /usr/include/x86_64-linux-gnu/bits/cpu-set.h /usr/include/time.h \
  /usr/include/x86_64-linux-gnu/bits/time.h \

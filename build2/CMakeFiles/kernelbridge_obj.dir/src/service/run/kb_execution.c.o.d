@@ -65,8 +65,8 @@ CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_execution.c.o: \
  /work/main/src/util/kb_buf.h /work/main/include/kernelbridge/kb_error.h \
  /work/main/src/wire/kb_scan.h /work/main/src/wire/kb_wire.h \
  /work/main/src/service/run/kb_result_internal.h \
- /work/main/src/util/kb_utf8.h /usr/include/assert.h \
- /usr/lib/gcc/x86_64-linux-gnu/12/include/stdint.h /usr/include/stdint.h \
- /usr/include/x86_64-linux-gnu/bits/wchar.h \
+ /work/main/src/util/kb_alloc.h /work/main/src/util/kb_utf8.h \
+ /usr/include/assert.h /usr/lib/gcc/x86_64-linux-gnu/12/include/stdint.h \
+ /usr/include/stdint.h /usr/include/x86_64-linux-gnu/bits/wchar.h \
  /usr/include/x86_64-linux-gnu/bits/stdint-uintn.h /usr/include/string.h \
  /usr/include/strings.h

@@ -208,4 +208,5 @@ CMakeFiles/kernelbridge_obj.dir/src/service/run/kb_run.c.o: \
  /work/main/src/service/durable/kb_persist.h /work/main/src/state/kb_db.h \
  /work/main/src/service/run/kb_run_table.h \
  /work/main/src/service/run/kb_adapter.h \
- /work/main/src/service/run/kb_execution.h /work/main/src/util/kb_clock.h
+ /work/main/src/service/run/kb_execution.h /work/main/src/util/kb_alloc.h \
+ /work/main/src/util/kb_clock.h
