@@ -41,3 +41,53 @@ void kb_call_fini(kb_call_t *call)
     pthread_mutex_destroy(&call->lock);
     pthread_cond_destroy(&call->cond);
 }
+
+void kb_call_answer_json(kb_call_t *call, json_t *result)
+{
+    json_decref(call->result);
+    call->result = result;
+    call->rc = 0;
+    kb_call_answer(call);
+}
+
+void kb_call_answer_doc(kb_call_t *call, kb_result_doc_t *doc)
+{
+    call->doc = doc;
+    kb_call_answer_json(call, NULL);
+}
+
+void kb_call_answer_text(kb_call_t *call, char *text)
+{
+    call->text = text;
+    kb_call_answer_json(call, NULL);
+}
+
+void kb_call_answer_not_yet(kb_call_t *call)
+{
+    call->rc = 1;
+    kb_call_answer(call);
+}
+
+void *kb_call_take_msg(kb_call_t *call)
+{
+    void *msg = call->msg;
+    call->msg = NULL;
+    return msg;
+}
+
+void kb_call_set_owner(kb_call_t *call, void *owner)
+{
+    call->owner = owner;
+}
+
+void kb_call_set_next(kb_call_t *call, kb_call_t *next)
+{
+    call->next = next;
+}
+
+void kb_call_refuse(kb_call_t *call, kb_code_t code, const char *message)
+{
+    call->rc = -1;
+    call->err.code = code;
+    snprintf(call->err.message, sizeof call->err.message, "%s", message);
+}

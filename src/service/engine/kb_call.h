@@ -83,6 +83,29 @@ void kb_call_answer(kb_call_t *request);
 void kb_call_fail(kb_call_t *request, kb_code_t code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/*  Answer with success: result (stolen; may be NULL), doc (PROC_RESULT,
+    stolen) or text (METRICS, stolen); rc 0. */
+void kb_call_answer_json(kb_call_t *call, json_t *result);
+void kb_call_answer_doc(kb_call_t *call, kb_result_doc_t *doc);
+void kb_call_answer_text(kb_call_t *call, char *text);
+
+/*  Answer "not yet, ask again" (rc 1, no error): CHANNELS_READY. */
+void kb_call_answer_not_yet(kb_call_t *call);
+
+/*  CHANNELS_INPUT: the message the client sent (a kb_msg_t *), which the
+    caller now owns; the call holds it no more. */
+void *kb_call_take_msg(kb_call_t *call);
+
+/*  A deferred wait: what the call waits on (borrowed), for its timer. */
+void kb_call_set_owner(kb_call_t *call, void *owner);
+
+/*  The mailbox's link: the call after this one, or NULL. */
+void kb_call_set_next(kb_call_t *call, kb_call_t *next);
+
+/*  Fail a call that never reached the engine (the service is stopping),
+    on the caller's own thread: its error set, rc -1, nothing to wait for. */
+void kb_call_refuse(kb_call_t *call, kb_code_t code, const char *message);
+
 /*  A call of that type with nothing asked yet (cursor -1, no timer). */
 void kb_call_init(kb_call_t *call, kb_call_type_t type);
 

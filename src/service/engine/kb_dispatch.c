@@ -95,18 +95,11 @@ static kb_context_t *s_default_context(kb_engine_t *self, const char *language,
     return ctx;
 }
 
-static void s_answer_json(kb_call_t *call, json_t *json)
-{
-    call->result = json;
-    call->rc = 0;
-    kb_call_answer(call);
-}
-
 /*  Answer with json, built for the answer: NULL is out of memory. */
 static void s_answer_built(kb_call_t *call, json_t *json)
 {
     if (json)
-        s_answer_json(call, json);
+        kb_call_answer_json(call, json);
     else
         kb_call_fail(call, KB_ERR_INTERNAL, "out of memory");
 }
@@ -246,7 +239,7 @@ static void s_handle_delete(kb_engine_t *self, kb_call_t *call)
         return;
     }
     kb_context_delete(ctx);
-    s_answer_json(call, NULL);
+    kb_call_answer_json(call, NULL);
 }
 
 static void s_handle_restart(kb_engine_t *self, kb_call_t *call)
@@ -332,8 +325,7 @@ static void s_handle_metrics(kb_engine_t *self, kb_call_t *call)
         kb_call_fail(call, KB_ERR_INTERNAL, "out of memory");
         return;
     }
-    call->text = kb_buf_take(&out, NULL);
-    s_answer_json(call, NULL);
+    kb_call_answer_text(call, kb_buf_take(&out, NULL));
 }
 
 /* ---- runs ---------------------------------------------------------------------- */
@@ -423,7 +415,7 @@ static void s_handle_signal(kb_engine_t *self, kb_call_t *call)
     kb_run_t *run = kb_proc_owner(proc);
     if (run)
         kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_SIGNAL, .signal = sig });
-    s_answer_json(call, NULL);
+    kb_call_answer_json(call, NULL);
 }
 
 /* ---- websocket clients of kernels' channels ----------------------------------- */
@@ -441,13 +433,11 @@ static void s_handle_channels(kb_engine_t *self, kb_call_t *call)
             break;
         case KB_CALL_CHANNELS_INPUT:
             if (!ctx) {
-                kb_msg_t *msg = call->msg;
+                kb_msg_t *msg = kb_call_take_msg(call);
                 kb_msg_destroy(&msg);
-                call->msg = NULL;
                 rc = kb_error_set(&err, KB_ERR_SESSION_NOT_FOUND, "the kernel is gone");
             } else {
-                kb_msg_t *msg = call->msg;
-                call->msg = NULL;
+                kb_msg_t *msg = kb_call_take_msg(call);
                 rc = kb_context_channels_input(ctx, call->channels, (kb_channel_t)call->channel,
                                                msg, &err);
             }
@@ -461,13 +451,12 @@ static void s_handle_channels(kb_engine_t *self, kb_call_t *call)
                 kb_context_channels_detach(ctx, call->channels);
             break;
     }
-    if (rc == 1) {
-        call->rc = 1;
-        kb_call_answer(call);
-    } else if (rc != 0)
+    if (rc == 1)
+        kb_call_answer_not_yet(call);
+    else if (rc != 0)
         kb_call_fail(call, err.code, "%s", err.message);
     else
-        s_answer_json(call, NULL);
+        kb_call_answer_json(call, NULL);
 }
 
 /* ---- dispatch ------------------------------------------------------------------ */
@@ -507,7 +496,7 @@ void kb_dispatch_handle(kb_engine_t *self, kb_call_t *call)
         case KB_CALL_CTX_INTERRUPT:
             if ((ctx = s_lookup(self, call->id, call))) {
                 kb_context_interrupt(ctx);
-                s_answer_json(call, NULL);
+                kb_call_answer_json(call, NULL);
             }
             break;
         case KB_CALL_RUN:

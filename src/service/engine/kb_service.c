@@ -47,16 +47,14 @@ static int s_call(kb_service_t *self, kb_call_t *request, kb_error_t *err)
     bool closed = self->closed;
     if (!closed) {
         if (self->tail)
-            self->tail->next = request;
+            kb_call_set_next(self->tail, request);
         else
             self->head = request;
         self->tail = request;
     }
     pthread_mutex_unlock(&self->mailbox_lock);
     if (closed) {
-        request->rc = -1;
-        request->err.code = KB_ERR_UNAVAILABLE;
-        snprintf(request->err.message, sizeof request->err.message, "the service is stopping");
+        kb_call_refuse(request, KB_ERR_UNAVAILABLE, "the service is stopping");
     } else {
         uint64_t one = 1;
         if (write(self->eventfd, &one, sizeof one) < 0 && errno != EAGAIN)
@@ -90,7 +88,7 @@ static void s_on_mailbox(kb_io_t *io, void *arg)
     pthread_mutex_unlock(&self->mailbox_lock);
     while (request) {
         kb_call_t *next = request->next; /* the answer may free it */
-        request->next = NULL;
+        kb_call_set_next(request, NULL);
         if (self->engine->stopping)
             kb_call_fail(request, KB_ERR_UNAVAILABLE, "the service is stopping");
         else

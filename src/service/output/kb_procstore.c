@@ -475,19 +475,12 @@ void kb_proc_end(kb_proc_t *proc, json_t *result, kb_reason_t reason, int exit_c
 
 /* ---- calls ---------------------------------------------------------------------- */
 
-static void s_answer(kb_call_t *call, json_t *json)
-{
-    call->result = json;
-    call->rc = 0;
-    kb_call_answer(call);
-}
-
 /*  Answer with json built for the call; NULL (out of memory building it)
     fails the call. */
 static void s_answer_json(kb_call_t *call, json_t *json)
 {
     if (json)
-        s_answer(call, json);
+        kb_call_answer_json(call, json);
     else
         kb_call_fail(call, KB_ERR_INTERNAL, "out of memory");
 }
@@ -546,7 +539,7 @@ static void s_handle_follow(kb_procstore_t *self, kb_call_t *call)
         zlistx_add_end(proc->followers, kb_stream_ref(call->stream));
     else
         kb_stream_push(call->stream, KB_EVENT_END, json_pack("{s:I}", "cursor", (json_int_t)end));
-    s_answer(call, NULL);
+    kb_call_answer_json(call, NULL);
 }
 
 /*  A wait ran out before the run ended: answer "still running". */
@@ -571,7 +564,7 @@ static void s_handle_wait(kb_procstore_t *self, kb_call_t *call)
         return;
     }
     zlistx_add_end(proc->waiters, call);
-    call->owner = proc;
+    kb_call_set_owner(call, proc);
     if (kb_loop_delay_ms(call->timeout))
         kb_timer_start(self->loop, &call->timer, kb_loop_delay_ms(call->timeout), 0,
                        s_on_wait_timeout, call);
@@ -590,12 +583,13 @@ static void s_handle_delete(kb_procstore_t *self, kb_call_t *call)
     self->finished_bytes -= proc->bytes;
     zhashx_delete(self->procs, proc->id);
     s_proc_free(proc);
-    s_answer(call, NULL);
+    kb_call_answer_json(call, NULL);
 }
 
 void kb_procstore_handle(kb_procstore_t *self, kb_call_t *call)
 {
     kb_proc_t *proc;
+    kb_result_doc_t *doc;
     switch (call->type) {
         case KB_CALL_PROC_LIST:
             s_handle_list(self, call);
@@ -609,10 +603,10 @@ void kb_procstore_handle(kb_procstore_t *self, kb_call_t *call)
                 break;
             if (proc->running)
                 kb_call_fail(call, KB_ERR_PROCESS_RUNNING, "process %s is still running", proc->id);
-            else if (!(call->doc = kb_result_doc_new(proc->result, proc->log)))
+            else if (!(doc = kb_result_doc_new(proc->result, proc->log)))
                 kb_call_fail(call, KB_ERR_INTERNAL, "out of memory");
             else
-                s_answer(call, NULL);
+                kb_call_answer_doc(call, doc);
             break;
         case KB_CALL_PROC_LOGS:
             s_handle_logs(self, call);

@@ -287,9 +287,7 @@ static void s_became_ready(kb_context_t *self)
     self->ready_at = kb_now();
     kb_call_t *call;
     while ((call = zlistx_detach(self->held, NULL))) {
-        call->result = kb_context_json(self);
-        call->rc = 0;
-        kb_call_answer(call);
+        kb_call_answer_json(call, kb_context_json(self));
     }
     for (kb_run_t *run = zlistx_first(self->queue); run; run = zlistx_next(self->queue))
         kb_run_answer_call(run);
@@ -544,9 +542,7 @@ void kb_context_destroy(kb_context_t **self_p)
 void kb_context_hold_call(kb_context_t *self, kb_call_t *call)
 {
     if (self->ready) {
-        call->result = kb_context_json(self);
-        call->rc = 0;
-        kb_call_answer(call);
+        kb_call_answer_json(call, kb_context_json(self));
     } else
         zlistx_add_end(self->held, call);
 }

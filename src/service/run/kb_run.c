@@ -118,8 +118,7 @@ static void s_free(void *arg)
 void kb_run_answer_call(kb_run_t *self)
 {
     if (self->held_call) {
-        self->held_call->rc = 0;
-        kb_call_answer(self->held_call);
+        kb_call_answer_json(self->held_call, NULL);
         self->held_call = NULL;
     }
 }
