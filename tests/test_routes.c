@@ -255,6 +255,22 @@ static void test_reuse(void)
     CHECK(req.param_count == 0 && !req.id_too_long && !req.open && !req.wants_body);
 }
 
+/*  A refused request (401 before its handler) serves no route and keeps no
+    body, but keeps what the error's form needs: Jupyter's paths answer
+    {message, reason}. */
+static void test_refuse(void)
+{
+    kb_code_t code;
+    kb_http_req_t req = s_match(NATIVE, "POST", "/api/kernels", &code);
+    CHECK(code == OK && req.jupyter && req.handler && req.wants_body);
+    kb_router_refuse(&req);
+    CHECK(req.handler == NULL && req.route == NULL && !req.wants_body);
+    CHECK(req.jupyter);
+    req = s_match(NATIVE, "GET", "/contexts/c1", &code);
+    kb_router_refuse(&req);
+    CHECK(req.handler == NULL && !req.jupyter && strcmp(req.id, "c1") == 0);
+}
+
 /*  The path a route's pattern describes, each {param} as "x" ({rest*}: "x"). */
 static void s_sample_path(const char *pattern, char *out, size_t size)
 {
@@ -308,6 +324,7 @@ int main(void)
     RUN_TEST(test_cases);
     RUN_TEST(test_params);
     RUN_TEST(test_reuse);
+    RUN_TEST(test_refuse);
     RUN_TEST(test_tables);
     return kb_test_summary();
 }

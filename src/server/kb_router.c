@@ -88,6 +88,13 @@ void kb_router_reset(kb_http_req_t *req)
     req->param_count = 0;
 }
 
+void kb_router_refuse(kb_http_req_t *req)
+{
+    req->route = NULL;
+    req->handler = NULL;
+    req->wants_body = false;
+}
+
 /*  Add method to the Allow list, once. */
 static void s_allow(kb_http_req_t *req, const char *method)
 {

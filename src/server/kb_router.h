@@ -68,6 +68,11 @@ kb_code_t kb_router_match(kb_http_req_t *req, const kb_route_table_t *const *tab
     request struct is reused). */
 void kb_router_reset(kb_http_req_t *req);
 
+/*  The request is refused (401, 503, 413) before its handler: no route
+    is served and no body kept; the rest (jupyter, id) stays, for the
+    error's form. */
+void kb_router_refuse(kb_http_req_t *req);
+
 /*  The path parameter called name of the matched route (borrowed from the
     path, len bytes, not NUL-terminated), or NULL. */
 const char *kb_router_param(const kb_http_req_t *req, const char *name, size_t *len);

@@ -301,7 +301,7 @@ static void request_begin(kb_server_t *self, kb_http_req_t *req, const char *met
 
     kb_code_t code = kb_router_match(req, kb_router_tables(self->api));
     if (!req->open && !kb_http_authorized(req)) {
-        kb_router_reset(req); /* refused: no route is served */
+        kb_router_refuse(req);
         kb_http_reply_errorf(req, KB_ERR_UNAUTHORIZED,
                              self->api == KB_API_E2B
                                  ? "missing or wrong token: send X-Access-Token: <token>"
@@ -309,7 +309,7 @@ static void request_begin(kb_server_t *self, kb_http_req_t *req, const char *met
         return;
     }
     if (kb_conns_reserved(self->conns, &req->conn) && !req->reserve) {
-        kb_router_reset(req); /* refused: no route is served */
+        kb_router_refuse(req);
         kb_http_reply_errorf(req, KB_ERR_UNAVAILABLE,
                              "every connection slot is taken; this one is kept for GET /health "
                              "and GET /metrics");
@@ -329,7 +329,7 @@ static void request_begin(kb_server_t *self, kb_http_req_t *req, const char *met
     if (length) {
         unsigned long long declared = strtoull(length, NULL, 10);
         if (declared > self->max_body) {
-            kb_router_reset(req); /* refused: no route is served */
+            kb_router_refuse(req);
             kb_http_reply_errorf(req, KB_ERR_PAYLOAD_TOO_LARGE,
                                  "the request body of %llu bytes is over the limit of %zu",
                                  declared, self->max_body);
