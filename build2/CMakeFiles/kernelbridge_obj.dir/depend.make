@@ -1,2 +1,0 @@
-# Empty dependencies file for kernelbridge_obj.
-# This may be replaced when dependencies are built.
