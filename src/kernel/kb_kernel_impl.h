@@ -100,7 +100,8 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err);
 /*  The control socket, connected on first use; NULL when it cannot be. */
 zsock_t *kb_kernel_control(kb_kernel_t *self);
 
-/*  sock (stolen) with linger 0 connected to endpoint, or NULL (destroyed). */
+/*  sock (stolen) with linger 0 connected to endpoint, or NULL (destroyed;
+    also when sock or endpoint is NULL). */
 zsock_t *kb_kernel_connect_endpoint(zsock_t *sock, const char *endpoint);
 
 /*  kernel_info_request: on control for an adopted kernel, else shell. */

@@ -29,8 +29,10 @@ const char *kb_channel_name(kb_channel_t channel)
 
 zsock_t *kb_kernel_connect_endpoint(zsock_t *sock, const char *endpoint)
 {
-    if (!sock)
+    if (!sock || !endpoint) { /* no endpoint: it could not be built (out of memory) */
+        zsock_destroy(&sock);
         return NULL;
+    }
     zsock_set_linger(sock, 0);
     if (strncmp(endpoint, "tcp://[", 7) == 0)
         zsock_set_ipv6(sock, 1);

@@ -451,7 +451,11 @@ static void s_sweep(zhashx_t *contexts, const char *dir, bool sockets)
         if (sockets && !keep && entry->d_type == DT_DIR) {
             /* the socket dir of a kernel of another uid: <dir>/<hex>/k-<n> */
             char *base = zsys_sprintf("%s/k", path);
-            if (base && !zhashx_lookup(used, base))
+            if (!base) {
+                free(path);
+                break; /* out of memory: the rest stays, to be swept next time */
+            }
+            if (!zhashx_lookup(used, base))
                 kb_work_dir_remove(path);
             free(base);
             free(path);
