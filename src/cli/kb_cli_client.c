@@ -61,7 +61,10 @@ static char *s_read_token(const char *prog, const char *path)
     }
     fclose(in);
     line[strcspn(line, "\r\n")] = 0;
-    return strdup(line);
+    char *token = strdup(line);
+    if (!token)
+        fprintf(stderr, "%s: out of memory\n", prog);
+    return token;
 }
 
 /*  Where and how to reach the daemon, from the flags and environment.
@@ -80,8 +83,11 @@ static int s_client_setup(kb_client_t *self, const char *token_file)
         token_file = getenv("KB_TOKEN_FILE");
     if (token_file && !(self->token = s_read_token(self->prog, token_file)))
         return -1;
-    if (!token_file && getenv("KB_TOKEN") && *getenv("KB_TOKEN"))
-        self->token = strdup(getenv("KB_TOKEN"));
+    if (!token_file && getenv("KB_TOKEN") && *getenv("KB_TOKEN")
+        && !(self->token = strdup(getenv("KB_TOKEN")))) {
+        fprintf(stderr, "%s: out of memory\n", self->prog);
+        return -1;
+    }
     self->daemon.token = self->token;
     return 0;
 }

@@ -251,10 +251,10 @@ static void s_on_ready_tick(kb_timer_t *timer, void *arg)
         char *tail = kb_kernel_output_tail(self, KB_TAIL_BYTES);
         snprintf(why, sizeof why, "%s not ready after %.1f s (%s); its output ends with: %s",
                  self->adopted ? "adopted kernel" : "kernel", (now - self->started_ms) / 1000.0,
-                 self->info_replied ? "no iopub message came"
-                 : self->adopted    ? "no kernel_info_reply came on control: a wrong key, or "
-                                      "a kernel that does not answer"
-                                    : "no kernel_info_reply came",
+                 self->io.info_replied ? "no iopub message came"
+                 : self->adopted       ? "no kernel_info_reply came on control: a wrong key, or "
+                                         "a kernel that does not answer"
+                                       : "no kernel_info_reply came",
                  tail && *tail ? tail : "(nothing)");
         free(tail);
         /*  One we launched is killed; an adopted one is left as it is, for
@@ -270,8 +270,8 @@ static void s_on_ready_tick(kb_timer_t *timer, void *arg)
     /*  The first request waits in the socket until the kernel binds; a
         reply without an iopub message means our subscription was not live
         yet when the kernel published, so ask again. */
-    if (now - self->last_info_ms >= KB_KI_RESEND_MS
-        && (self->info_replied || now - self->last_info_ms >= 1000))
+    if (now - self->io.last_info_ms >= KB_KI_RESEND_MS
+        && (self->io.info_replied || now - self->io.last_info_ms >= 1000))
         kb_kernel_send_kernel_info(self);
 }
 
@@ -594,9 +594,8 @@ static void s_free(kb_kernel_t *self, bool remove_files)
         close(self->log_fd);
     s_close_socket(&self->hb_io, &self->hb);
     s_close_socket(&self->shell_io, &self->shell);
-    s_close_socket(&self->control_io, &self->control);
     s_close_socket(&self->iopub_io, &self->iopub);
-    kb_kernel_close_stdin(self);
+    kb_kernel_io_close(self);
     if (remove_files) {
         kb_connection_remove(&self->conn);
         if (self->work_dir)
@@ -610,7 +609,6 @@ static void s_free(kb_kernel_t *self, bool remove_files)
     free(self->control_endpoint);
     free(self->stdin_endpoint);
     free(self->hb_endpoint);
-    free(self->language_info);
     free(self);
 }
 

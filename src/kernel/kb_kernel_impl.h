@@ -1,15 +1,27 @@
 /*  kb_kernel_impl.h - the kernel's struct and the steps of a start that
     kb_kernel.c (launch, lifecycle), kb_kernel_io.c (sockets, messages) and
-    kb_kernel_adopt.c (adoption) share. Private to those files. Fields are
-    set in kb_kernel.c, but the socket and readiness fields kb_kernel_io.c
-    sets as messages come; kb_kernel_adopt.c and kb_kernel_query.c only
-    read them.
+    kb_kernel_adopt.c (adoption) share. Private to those files. The
+    fields of struct kb_kernel are set in kb_kernel.c, those of its io
+    (struct kb_kernel_io_state) in kb_kernel_io.c; kb_kernel_adopt.c and
+    kb_kernel_query.c only read them.
 */
 #ifndef KB_KERNEL_IMPL_H_INCLUDED
 #define KB_KERNEL_IMPL_H_INCLUDED
 
 #include "kernel/kb_kernel.h"
 #include "kernel/kb_launch.h"
+
+/*  What kb_kernel_io.c alone writes: the sockets it connects on first use
+    and the readiness it reads from messages. */
+struct kb_kernel_io_state {
+    zsock_t *control;    /* connected on first use */
+    zsock_t *stdin_sock; /* connected on first use, with the shell's routing id */
+    kb_io_t control_io, stdin_io;
+    bool info_replied;    /* a kernel_info_reply came */
+    bool iopub_live;      /* a message came on iopub */
+    int64_t last_info_ms; /* when kernel_info_request was last sent */
+    char *language_info;  /* language_info.name of the reply, or NULL */
+};
 
 struct kb_kernel {
     kb_loop_t *loop;
@@ -43,24 +55,19 @@ struct kb_kernel {
     char *stdin_endpoint;   /* idem */
     char *hb_endpoint;
     zsock_t *shell;
-    zsock_t *control;
     zsock_t *iopub;
-    zsock_t *stdin_sock; /* connected on first use, with the shell's routing id */
-    zsock_t *hb;         /* only without a pidfd */
-    kb_io_t shell_io, control_io, iopub_io, stdin_io, hb_io;
-    char routing_id[40]; /* shell's and stdin's: the kernel sends input_request to it */
+    zsock_t *hb; /* only without a pidfd */
+    kb_io_t shell_io, iopub_io, hb_io;
+    struct kb_kernel_io_state io; /* written by kb_kernel_io.c only */
+    char routing_id[40];          /* shell's and stdin's: the kernel sends input_request to it */
     kb_timer_t hb_timer;
     bool hb_waiting;    /* a ping is out and its echo has not come */
     unsigned hb_misses; /* periods in a row without an echo */
 
     /* readiness */
-    bool info_replied;
-    bool iopub_live;
     int64_t started_ms;
-    int64_t last_info_ms;
     int64_t deadline_ms;
     kb_timer_t ready_timer;
-    char *language_info;
 
     /* shutdown escalation */
     kb_timer_t shutdown_timer;
@@ -93,7 +100,8 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err);
 /*  The control socket, connected on first use; NULL when it cannot be. */
 zsock_t *kb_kernel_control(kb_kernel_t *self);
 
-/*  sock (stolen) with linger 0 connected to endpoint, or NULL (destroyed). */
+/*  sock (stolen) with linger 0 connected to endpoint, or NULL (destroyed;
+    also when sock or endpoint is NULL). */
 zsock_t *kb_kernel_connect_endpoint(zsock_t *sock, const char *endpoint);
 
 /*  kernel_info_request: on control for an adopted kernel, else shell. */
@@ -104,8 +112,9 @@ void kb_kernel_on_shell(kb_io_t *io, void *arg);
 void kb_kernel_on_iopub(kb_io_t *io, void *arg);
 void kb_kernel_on_control(kb_io_t *io, void *arg);
 
-/*  Close the stdin socket, if it was connected. */
-void kb_kernel_close_stdin(kb_kernel_t *self);
+/*  Close the control and stdin sockets, if they were connected, and free
+    the rest of self->io. */
+void kb_kernel_io_close(kb_kernel_t *self);
 
 /*  Watch self->pid through a pidfd; without pidfds (Linux before 5.3), or
     for an attached kernel (pid 0), run the heartbeat. 0, or -1 with err. */

@@ -9,6 +9,7 @@
 #include "kernel/kb_kernel.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernel/kb_kernel_impl.h"
@@ -28,8 +29,10 @@ const char *kb_channel_name(kb_channel_t channel)
 
 zsock_t *kb_kernel_connect_endpoint(zsock_t *sock, const char *endpoint)
 {
-    if (!sock)
+    if (!sock || !endpoint) { /* no endpoint: it could not be built (out of memory) */
+        zsock_destroy(&sock);
         return NULL;
+    }
     zsock_set_linger(sock, 0);
     if (strncmp(endpoint, "tcp://[", 7) == 0)
         zsock_set_ipv6(sock, 1);
@@ -41,15 +44,15 @@ zsock_t *kb_kernel_connect_endpoint(zsock_t *sock, const char *endpoint)
 /*  The control socket, connected on first use: most kernels never need it. */
 zsock_t *kb_kernel_control(kb_kernel_t *self)
 {
-    if (self->control)
-        return self->control;
-    self->control = kb_kernel_connect_endpoint(zsock_new(ZMQ_DEALER), self->control_endpoint);
-    if (self->control
-        && kb_io_start_zmq(self->loop, &self->control_io, zsock_resolve(self->control),
+    if (self->io.control)
+        return self->io.control;
+    self->io.control = kb_kernel_connect_endpoint(zsock_new(ZMQ_DEALER), self->control_endpoint);
+    if (self->io.control
+        && kb_io_start_zmq(self->loop, &self->io.control_io, zsock_resolve(self->io.control),
                            kb_kernel_on_control, self)
                != 0)
-        zsock_destroy(&self->control);
-    return self->control;
+        zsock_destroy(&self->io.control);
+    return self->io.control;
 }
 
 int kb_kernel_send(kb_kernel_t *self, kb_channel_t channel, const char *msg_type, json_t *content,
@@ -77,7 +80,7 @@ int kb_kernel_send(kb_kernel_t *self, kb_channel_t channel, const char *msg_type
             rc = -1;
     kb_frames_free(frames, count);
     /*  A send may take the socket's ZMQ_FD signal while replies wait. */
-    kb_io_poke(control ? &self->control_io : &self->shell_io);
+    kb_io_poke(control ? &self->io.control_io : &self->shell_io);
     return rc;
 }
 
@@ -85,7 +88,7 @@ static void s_on_stdin(kb_io_t *io, void *arg);
 
 int kb_kernel_open_stdin(kb_kernel_t *self)
 {
-    if (self->stdin_sock)
+    if (self->io.stdin_sock)
         return 0;
     if (self->state == KB_KERNEL_DEAD || !self->stdin_endpoint)
         return -1;
@@ -94,24 +97,28 @@ int kb_kernel_open_stdin(kb_kernel_t *self)
         zsock_set_identity(sock, self->routing_id);
         zsock_set_immediate(sock, 1); /* writable once connected: kb_kernel_stdin_connected */
     }
-    self->stdin_sock = kb_kernel_connect_endpoint(sock, self->stdin_endpoint);
-    if (self->stdin_sock
-        && kb_io_start_zmq(self->loop, &self->stdin_io, zsock_resolve(self->stdin_sock), s_on_stdin,
-                           self)
+    self->io.stdin_sock = kb_kernel_connect_endpoint(sock, self->stdin_endpoint);
+    if (self->io.stdin_sock
+        && kb_io_start_zmq(self->loop, &self->io.stdin_io, zsock_resolve(self->io.stdin_sock),
+                           s_on_stdin, self)
                != 0)
-        zsock_destroy(&self->stdin_sock);
-    return self->stdin_sock ? 0 : -1;
+        zsock_destroy(&self->io.stdin_sock);
+    return self->io.stdin_sock ? 0 : -1;
 }
 
 bool kb_kernel_stdin_connected(kb_kernel_t *self)
 {
-    return self->stdin_sock && (zsock_events(self->stdin_sock) & ZMQ_POLLOUT);
+    return self->io.stdin_sock && (zsock_events(self->io.stdin_sock) & ZMQ_POLLOUT);
 }
 
-void kb_kernel_close_stdin(kb_kernel_t *self)
+void kb_kernel_io_close(kb_kernel_t *self)
 {
-    kb_io_stop(&self->stdin_io);
-    zsock_destroy(&self->stdin_sock);
+    kb_io_stop(&self->io.control_io);
+    zsock_destroy(&self->io.control);
+    kb_io_stop(&self->io.stdin_io);
+    zsock_destroy(&self->io.stdin_sock);
+    free(self->io.language_info);
+    self->io.language_info = NULL;
 }
 
 kb_wire_t *kb_kernel_wire(kb_kernel_t *self)
@@ -131,10 +138,10 @@ int kb_kernel_send_frames(kb_kernel_t *self, kb_channel_t channel, const kb_fram
         io = &self->shell_io;
     } else if (channel == KB_CHANNEL_CONTROL) {
         sock = kb_kernel_control(self);
-        io = &self->control_io;
+        io = &self->io.control_io;
     } else if (channel == KB_CHANNEL_STDIN && kb_kernel_open_stdin(self) == 0) {
-        sock = self->stdin_sock;
-        io = &self->stdin_io;
+        sock = self->io.stdin_sock;
+        io = &self->io.stdin_io;
     }
     if (!sock)
         return -1;
@@ -165,7 +172,7 @@ int kb_kernel_execute(kb_kernel_t *self, const char *code, bool silent, char *ms
     iopub for control requests too, which shows that iopub is live). */
 void kb_kernel_send_kernel_info(kb_kernel_t *self)
 {
-    self->last_info_ms = kb_launch_now_ms();
+    self->io.last_info_ms = kb_launch_now_ms();
     kb_kernel_send(self, self->adopted ? KB_CHANNEL_CONTROL : KB_CHANNEL_SHELL,
                    "kernel_info_request", json_object(), NULL, 0);
 }
@@ -185,15 +192,17 @@ static void s_dispatch(kb_kernel_t *self, kb_channel_t channel, const kb_msg_t *
 {
     if (self->state == KB_KERNEL_STARTING) {
         if (channel == KB_CHANNEL_IOPUB)
-            self->iopub_live = true;
+            self->io.iopub_live = true;
         else if (strcmp(msg->msg_type, "kernel_info_reply") == 0) {
-            self->info_replied = true;
+            self->io.info_replied = true;
             json_t *info = json_object_get(msg->content, "language_info");
             const char *name = json_string_value(json_object_get(info, "name"));
-            if (name && !self->language_info)
-                self->language_info = strdup(name);
+            /* a copy that fails leaves the language unknown, as when none is named */
+            char *copy = name && !self->io.language_info ? strdup(name) : NULL;
+            if (copy)
+                self->io.language_info = copy;
         }
-        if (self->info_replied && self->iopub_live)
+        if (self->io.info_replied && self->io.iopub_live)
             s_became_ready(self);
         return;
     }
@@ -286,7 +295,7 @@ void kb_kernel_on_shell(kb_io_t *io, void *arg)
 void kb_kernel_on_control(kb_io_t *io, void *arg)
 {
     kb_kernel_t *self = arg;
-    s_drain(self, io, self->control, KB_CHANNEL_CONTROL);
+    s_drain(self, io, self->io.control, KB_CHANNEL_CONTROL);
 }
 
 void kb_kernel_on_iopub(kb_io_t *io, void *arg)
@@ -298,5 +307,5 @@ void kb_kernel_on_iopub(kb_io_t *io, void *arg)
 static void s_on_stdin(kb_io_t *io, void *arg)
 {
     kb_kernel_t *self = arg;
-    s_drain(self, io, self->stdin_sock, KB_CHANNEL_STDIN);
+    s_drain(self, io, self->io.stdin_sock, KB_CHANNEL_STDIN);
 }

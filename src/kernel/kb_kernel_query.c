@@ -31,7 +31,7 @@ size_t kb_kernel_dropped(const kb_kernel_t *self)
 
 const char *kb_kernel_language_info(const kb_kernel_t *self)
 {
-    return self->language_info;
+    return self->io.language_info;
 }
 
 pid_t kb_kernel_pgid(const kb_kernel_t *self)

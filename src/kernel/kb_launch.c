@@ -151,6 +151,10 @@ static int s_create_files(kb_connection_t *conn, const kb_kernel_opts_t *opts, c
         free(conn->log_file);
         conn->connection_file = zsys_sprintf("%s/k-%s.json", opts->runtime_dir, hex);
         conn->log_file = zsys_sprintf("%s/k-%s.log", opts->runtime_dir, hex);
+        if (!conn->connection_file || !conn->log_file) {
+            kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+            goto fail;
+        }
         int fd = kb_launch_create_excl(conn->connection_file);
         if (fd < 0 && errno == EEXIST)
             continue;
@@ -197,6 +201,10 @@ static int s_pick_ipc_base(kb_connection_t *conn, const kb_kernel_opts_t *opts,
         conn->ipc_base = NULL;
         if (cred) {
             char *own = zsys_sprintf("%s/%s", dir, hex);
+            if (!own) {
+                kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+                return -1;
+            }
             if (kb_work_dir_make(own, cred, err) != 0) {
                 bool taken = errno == EEXIST;
                 free(own);
@@ -205,6 +213,12 @@ static int s_pick_ipc_base(kb_connection_t *conn, const kb_kernel_opts_t *opts,
                 return -1;
             }
             conn->ipc_base = zsys_sprintf("%s/k", own);
+            if (!conn->ipc_base) {
+                kb_work_dir_remove(own);
+                free(own);
+                kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+                return -1;
+            }
             free(own);
             for (int i = 0; i < 5; i++)
                 conn->ipc_ports[i] = i + 1;
@@ -213,6 +227,10 @@ static int s_pick_ipc_base(kb_connection_t *conn, const kb_kernel_opts_t *opts,
         /*  3 bytes are enough in a private per-daemon dir, and keep
             "ipc:///tmp/kbXXXXXX/k123abc-1" within xeus's 31 characters. */
         conn->ipc_base = zsys_sprintf("%s/k%s", dir, hex);
+        if (!conn->ipc_base) {
+            kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+            return -1;
+        }
         bool taken = false;
         for (int i = 0; i < 5 && !taken; i++) {
             char path[600];

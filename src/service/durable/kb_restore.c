@@ -22,6 +22,7 @@
 #include "kernel/kb_launch.h"
 #include "state/kb_db.h"
 #include "state/kb_statedir.h"
+#include "util/kb_alloc.h"
 #include "util/kb_clock.h"
 
 struct kb_restore {
@@ -174,10 +175,14 @@ static void s_end_unfinished(kb_restore_t *self, kb_proc_t *proc, const char *co
 
 static int s_restore_records(kb_restore_t *self, kb_error_t *err)
 {
-    kb_records_load_t load = { .store = self->env->procs,
-                               .procs = zhashx_new(),
-                               .views = zlistx_new(),
-                               .view_of = zhashx_new() };
+    zhashx_t *procs = zhashx_new();
+    zlistx_t *views = zlistx_new();
+    zhashx_t *view_of = zhashx_new();
+    KB_NOT_NULL(procs);
+    KB_NOT_NULL(views);
+    KB_NOT_NULL(view_of);
+    kb_records_load_t load
+        = { .store = self->env->procs, .procs = procs, .views = views, .view_of = view_of };
     zhashx_set_destructor(load.view_of, (zhashx_destructor_fn *)zstr_free);
     int rc = kb_db_record_each(self->db, s_on_record, &load);
     if (rc == 0)
@@ -419,6 +424,7 @@ static void s_sweep(zhashx_t *contexts, const char *dir, bool sockets)
     if (!d)
         return;
     zhashx_t *used = zhashx_new();
+    KB_NOT_NULL(used);
     for (kb_context_t *ctx = zhashx_first(contexts); ctx; ctx = zhashx_next(contexts)) {
         kb_db_context_t row;
         char *strings = kb_context_row(ctx, &row);
@@ -445,7 +451,11 @@ static void s_sweep(zhashx_t *contexts, const char *dir, bool sockets)
         if (sockets && !keep && entry->d_type == DT_DIR) {
             /* the socket dir of a kernel of another uid: <dir>/<hex>/k-<n> */
             char *base = zsys_sprintf("%s/k", path);
-            if (base && !zhashx_lookup(used, base))
+            if (!base) {
+                free(path);
+                break; /* out of memory: the rest stays, to be swept next time */
+            }
+            if (!zhashx_lookup(used, base))
                 kb_work_dir_remove(path);
             free(base);
             free(path);
@@ -470,6 +480,7 @@ static void s_sweep(zhashx_t *contexts, const char *dir, bool sockets)
 static int s_restore_kernels(kb_restore_t *self)
 {
     zlistx_t *rows = zlistx_new();
+    KB_NOT_NULL(rows);
     zlistx_set_destructor(rows, (zlistx_destructor_fn *)s_row_free);
     if (kb_db_context_each(self->db, s_on_context, rows) != 0) {
         zlistx_destroy(&rows);

@@ -306,8 +306,11 @@ static void s_handle_metrics(kb_engine_t *self, kb_call_t *call)
 {
     size_t count = 0;
     const char **states = calloc(zhashx_size(self->contexts) + 1, sizeof *states);
-    for (kb_context_t *ctx = zhashx_first(self->contexts); states && ctx;
-         ctx = zhashx_next(self->contexts))
+    if (!states) {
+        kb_call_fail(call, KB_ERR_INTERNAL, "out of memory");
+        return;
+    }
+    for (kb_context_t *ctx = zhashx_first(self->contexts); ctx; ctx = zhashx_next(self->contexts))
         if (!kb_context_isolated(ctx))
             states[count++] = kb_context_state(ctx);
     json_t *pool = kb_pool_json(self->pool);
@@ -317,7 +320,7 @@ static void s_handle_metrics(kb_engine_t *self, kb_call_t *call)
                                    .budget = kb_procstore_budget(self->procs) };
     kb_buf_t out = KB_BUF_INIT;
     kb_metrics_render(self->metrics, &sample, &out);
-    bool ok = states && kb_buf_status(&out) == KB_BUF_OK;
+    bool ok = kb_buf_status(&out) == KB_BUF_OK;
     json_decref(pool);
     free(states);
     if (!ok) {
