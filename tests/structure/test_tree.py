@@ -265,21 +265,23 @@ def _held_by(struct):
     return held
 
 
-WRITTEN_ONCE = [("kb_engine", "kb_engine_t"), ("kb_kernel", "kb_kernel_t"),
-                ("kb_kernel_io_state", None)]
 
 
-def test_engine_and_kernel_have_their_declared_writers():
-    """struct kb_engine, struct kb_kernel and the io state it holds are each
-    written by one file only, the one the table of who writes what names."""
+def test_every_struct_has_one_declared_writer():
+    """Each struct of the table of who writes what is written by one file
+    only, the one the table names (a struct no function writes through a
+    pointer, only its constructor whole, has no write to find)."""
     declared = writers_declared()
-    for struct, typedef in WRITTEN_ONCE:
+    written = 0
+    for struct in sorted(declared):
+        typedef = f"{struct}_t"
         assert len(declared.get(struct, ())) == 1, \
             f"docs/ARCHITECTURE.md names not one writer of struct {struct}: {declared.get(struct)}"
         found = writers_found(struct, typedef)
-        assert found, f"no write of struct {struct} found: the scan is broken"
+        written += bool(found)
         stray = {f: sorted(fields) for f, fields in found.items() if f not in declared[struct]}
         assert not stray, f"struct {struct} is written outside {sorted(declared[struct])}: {stray}"
+    assert written >= 25, f"writes found of only {written} structs: the scan is broken"
 
 
 def test_every_struct_has_a_declared_writer():

@@ -28,10 +28,8 @@ void kb_call_fail(kb_call_t *call, kb_code_t code, const char *fmt, ...)
 
 void kb_call_init(kb_call_t *call, kb_call_type_t type)
 {
-    memset(call, 0, sizeof *call);
-    call->type = type;
+    *call = (kb_call_t){ .type = type, .ask = { .cursor = -1 } };
     kb_timer_init(&call->timer);
-    call->cursor = -1;
     pthread_mutex_init(&call->lock, NULL);
     pthread_cond_init(&call->cond, NULL);
 }
@@ -70,9 +68,8 @@ void kb_call_answer_not_yet(kb_call_t *call)
 
 void *kb_call_take_msg(kb_call_t *call)
 {
-    void *msg = call->msg;
-    call->msg = NULL;
-    return msg;
+    call->msg_taken = true;
+    return call->ask.msg;
 }
 
 void kb_call_set_owner(kb_call_t *call, void *owner)

@@ -45,9 +45,10 @@ typedef enum {
     KB_CALL_CHANNELS_CLOSE,
 } kb_call_type_t;
 
-typedef struct kb_call {
-    kb_call_type_t type;
-    /* inputs, borrowed from the blocked caller */
+/*  What a call asks: filled by the asking side (kb_service.c) before the
+    call is posted, read-only afterwards; its pointers are borrowed from the
+    blocked caller. */
+typedef struct kb_call_ask {
     const kb_context_opts_t *context_opts;
     const kb_run_opts_t *run_opts;
     const char *id;
@@ -55,19 +56,27 @@ typedef struct kb_call {
     const char *filter_context;
     const char *signal;
     bool all;
-    long long cursor;
+    long long cursor; /* -1: none given */
     size_t limit;
     double timeout;
     kb_stream_t *stream;     /* run / follow: the caller's stream */
     kb_channels_t *channels; /* CHANNELS_*: the websocket client */
-    void *msg;               /* CHANNELS_INPUT: what it sent (kb_msg_t *), stolen by the engine */
+    void *msg;               /* CHANNELS_INPUT: what it sent (kb_msg_t *), for the engine to take */
     int channel;             /* CHANNELS_INPUT: its kb_channel_t */
+} kb_call_ask_t;
+
+/*  One call: its question, and its answer and handshake, written by
+    kb_call.c alone (the answering handlers call its functions). */
+typedef struct kb_call {
+    kb_call_type_t type;
+    kb_call_ask_t ask;
     /* outputs */
     json_t *result;
     kb_result_doc_t *doc; /* PROC_RESULT: the result as a document */
     char *text;           /* METRICS: the engine's families, Prometheus text; the caller's */
     kb_error_t err;
     int rc;
+    bool msg_taken; /* CHANNELS_INPUT: the engine took ask.msg */
     /* answer handshake */
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -93,7 +102,7 @@ void kb_call_answer_text(kb_call_t *call, char *text);
 void kb_call_answer_not_yet(kb_call_t *call);
 
 /*  CHANNELS_INPUT: the message the client sent (a kb_msg_t *), which the
-    caller now owns; the call holds it no more. */
+    engine now owns (msg_taken: the asking side frees it no more). */
 void *kb_call_take_msg(kb_call_t *call);
 
 /*  A deferred wait: what the call waits on (borrowed), for its timer. */

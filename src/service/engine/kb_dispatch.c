@@ -147,7 +147,7 @@ static kb_context_t *s_context_attach(kb_engine_t *self, const char *id,
 
 static void s_handle_create(kb_engine_t *self, kb_call_t *call)
 {
-    const kb_context_opts_t *opts = call->context_opts; /* checked: kb_context_opts_validate */
+    const kb_context_opts_t *opts = call->ask.context_opts; /* checked: kb_context_opts_validate */
     char *id = opts->context_id ? strdup(opts->context_id) : kb_random_id("ctx_");
     if (!id) {
         kb_call_fail(call, KB_ERR_INTERNAL, "out of memory");
@@ -178,7 +178,7 @@ static void s_handle_create(kb_engine_t *self, kb_call_t *call)
 
 static void s_handle_default(kb_engine_t *self, kb_call_t *call)
 {
-    const kb_context_opts_t *opts = call->context_opts; /* checked: kb_context_opts_validate */
+    const kb_context_opts_t *opts = call->ask.context_opts; /* checked: kb_context_opts_validate */
     kb_error_t err;
     kb_context_t *ctx = s_default_context(self, opts->kernel_name ? NULL : opts->language,
                                           opts->kernel_name, &err);
@@ -217,7 +217,7 @@ static void s_handle_list(kb_engine_t *self, kb_call_t *call)
         return;
     }
     for (kb_context_t *ctx = zhashx_first(self->contexts); ctx; ctx = zhashx_next(self->contexts))
-        if (!kb_context_isolated(ctx) && (!kb_context_is_default(ctx) || call->all))
+        if (!kb_context_isolated(ctx) && (!kb_context_is_default(ctx) || call->ask.all))
             items[count++] = ctx;
     qsort(items, count, sizeof *items, s_by_created_at); /* oldest first */
     json_t *list = json_array();
@@ -229,7 +229,7 @@ static void s_handle_list(kb_engine_t *self, kb_call_t *call)
 
 static void s_handle_delete(kb_engine_t *self, kb_call_t *call)
 {
-    kb_context_t *ctx = s_lookup(self, call->id, call);
+    kb_context_t *ctx = s_lookup(self, call->ask.id, call);
     if (!ctx)
         return;
     if (kb_context_is_default(ctx)) {
@@ -244,7 +244,7 @@ static void s_handle_delete(kb_engine_t *self, kb_call_t *call)
 
 static void s_handle_restart(kb_engine_t *self, kb_call_t *call)
 {
-    kb_context_t *ctx = s_lookup(self, call->id, call);
+    kb_context_t *ctx = s_lookup(self, call->ask.id, call);
     if (!ctx)
         return;
     kb_error_t err;
@@ -337,7 +337,7 @@ static void s_handle_metrics(kb_engine_t *self, kb_call_t *call)
     one; NULL after failing the call. */
 static kb_context_t *s_context_for_run(kb_engine_t *self, kb_call_t *call)
 {
-    const kb_run_opts_t *opts = call->run_opts;
+    const kb_run_opts_t *opts = call->ask.run_opts;
     kb_error_t err;
     if (opts->context_id)
         return s_lookup(self, opts->context_id, call);
@@ -367,7 +367,7 @@ static kb_context_t *s_context_for_run(kb_engine_t *self, kb_call_t *call)
 
 static void s_handle_run(kb_engine_t *self, kb_call_t *call)
 {
-    const kb_run_opts_t *opts = call->run_opts; /* checked: kb_run_opts_validate */
+    const kb_run_opts_t *opts = call->ask.run_opts; /* checked: kb_run_opts_validate */
     kb_context_t *ctx = s_context_for_run(self, call);
     if (!ctx)
         return;
@@ -383,7 +383,7 @@ static void s_handle_run(kb_engine_t *self, kb_call_t *call)
     kb_proc_t *proc = kb_procstore_add(self->procs, kb_context_id(ctx), kb_context_language(ctx));
     double timeout = opts->timeout > 0 ? opts->timeout : self->config.default_timeout;
     kb_run_t *run = kb_run_new(&self->run_settings, proc, opts, timeout, kb_context_language(ctx),
-                               kb_context_identity(ctx), use_adapter, call->stream);
+                               kb_context_identity(ctx), use_adapter, call->ask.stream);
     if (!run) {
         kb_proc_forget(proc);
         kb_call_fail(call, KB_ERR_INTERNAL, "out of memory");
@@ -400,17 +400,17 @@ static void s_handle_run(kb_engine_t *self, kb_call_t *call)
 
 static void s_handle_signal(kb_engine_t *self, kb_call_t *call)
 {
-    kb_proc_t *proc = kb_procstore_find(self->procs, call->id);
+    kb_proc_t *proc = kb_procstore_find(self->procs, call->ask.id);
     if (!proc) {
         kb_call_fail(call, KB_ERR_PROCESS_NOT_FOUND, "no process %s",
-                     call->id ? call->id : "(none)");
+                     call->ask.id ? call->ask.id : "(none)");
         return;
     }
-    int sig = !call->signal                          ? 0
-              : strcmp(call->signal, "SIGINT") == 0  ? SIGINT
-              : strcmp(call->signal, "SIGTERM") == 0 ? SIGTERM
-              : strcmp(call->signal, "SIGKILL") == 0 ? SIGKILL
-                                                     : 0;
+    int sig = !call->ask.signal                          ? 0
+              : strcmp(call->ask.signal, "SIGINT") == 0  ? SIGINT
+              : strcmp(call->ask.signal, "SIGTERM") == 0 ? SIGTERM
+              : strcmp(call->ask.signal, "SIGKILL") == 0 ? SIGKILL
+                                                         : 0;
     if (!sig) {
         kb_call_fail(call, KB_ERR_BAD_REQUEST, "signal must be SIGINT, SIGTERM or SIGKILL");
         return;
@@ -425,14 +425,14 @@ static void s_handle_signal(kb_engine_t *self, kb_call_t *call)
 
 static void s_handle_channels(kb_engine_t *self, kb_call_t *call)
 {
-    kb_context_t *ctx = kb_channels_context(call->channels);
+    kb_context_t *ctx = kb_channels_context(call->ask.channels);
     kb_error_t err = { KB_OK, "" };
     int rc = 0;
     switch (call->type) {
         case KB_CALL_CHANNELS_OPEN:
-            if (!(ctx = s_lookup(self, call->id, call)))
+            if (!(ctx = s_lookup(self, call->ask.id, call)))
                 return;
-            rc = kb_context_channels_attach(ctx, call->channels, &err);
+            rc = kb_context_channels_attach(ctx, call->ask.channels, &err);
             break;
         case KB_CALL_CHANNELS_INPUT:
             if (!ctx) {
@@ -441,8 +441,8 @@ static void s_handle_channels(kb_engine_t *self, kb_call_t *call)
                 rc = kb_error_set(&err, KB_ERR_SESSION_NOT_FOUND, "the kernel is gone");
             } else {
                 kb_msg_t *msg = kb_call_take_msg(call);
-                rc = kb_context_channels_input(ctx, call->channels, (kb_channel_t)call->channel,
-                                               msg, &err);
+                rc = kb_context_channels_input(ctx, call->ask.channels,
+                                               (kb_channel_t)call->ask.channel, msg, &err);
             }
             break;
         case KB_CALL_CHANNELS_READY:
@@ -451,7 +451,7 @@ static void s_handle_channels(kb_engine_t *self, kb_call_t *call)
             break;
         default:
             if (ctx)
-                kb_context_channels_detach(ctx, call->channels);
+                kb_context_channels_detach(ctx, call->ask.channels);
             break;
     }
     if (rc == 1)
@@ -484,7 +484,7 @@ void kb_dispatch_handle(kb_engine_t *self, kb_call_t *call)
             s_handle_default(self, call);
             break;
         case KB_CALL_CTX_GET:
-            if ((ctx = s_lookup(self, call->id, call)))
+            if ((ctx = s_lookup(self, call->ask.id, call)))
                 s_answer_built(call, kb_context_json(ctx));
             break;
         case KB_CALL_CTX_LIST:
@@ -497,7 +497,7 @@ void kb_dispatch_handle(kb_engine_t *self, kb_call_t *call)
             s_handle_restart(self, call);
             break;
         case KB_CALL_CTX_INTERRUPT:
-            if ((ctx = s_lookup(self, call->id, call))) {
+            if ((ctx = s_lookup(self, call->ask.id, call))) {
                 kb_context_interrupt(ctx);
                 kb_call_answer_json(call, NULL);
             }

@@ -268,8 +268,8 @@ kb_channels_t *kb_service_channels_open(kb_service_t *self, const kb_channels_op
     }
     kb_call_t request;
     kb_call_init(&request, KB_CALL_CHANNELS_OPEN);
-    request.id = opts->kernel_id;
-    request.channels = channels;
+    request.ask.id = opts->kernel_id;
+    request.ask.channels = channels;
     if (s_call(self, &request, err) != 0) {
         kb_channels_destroy(&channels);
         return NULL;
@@ -281,7 +281,7 @@ kb_channels_t *kb_service_channels_open(kb_service_t *self, const kb_channels_op
     for (int ms = 0; ms < KB_STDIN_CONNECT_MS; ms++) {
         kb_call_t ready;
         kb_call_init(&ready, KB_CALL_CHANNELS_READY);
-        ready.channels = channels;
+        ready.ask.channels = channels;
         if (s_call(self, &ready, NULL) != 1)
             break;
         usleep(1000);
@@ -310,12 +310,12 @@ int kb_service_channels_input(kb_service_t *self, kb_channels_t *channels, bool 
     }
     kb_call_t request;
     kb_call_init(&request, KB_CALL_CHANNELS_INPUT);
-    request.channels = channels;
-    request.msg = msg;
-    request.channel = (int)to_kernel[channel];
+    request.ask.channels = channels;
+    request.ask.msg = msg;
+    request.ask.channel = (int)to_kernel[channel];
     int rc = s_call(self, &request, err);
-    msg = request.msg;
-    kb_msg_destroy(&msg); /* when the engine did not take it */
+    if (!request.msg_taken)
+        kb_msg_destroy(&msg); /* the engine never got it */
     return rc;
 }
 
@@ -325,7 +325,7 @@ void kb_service_channels_close(kb_service_t *self, kb_channels_t **channels_p)
         return;
     kb_call_t request;
     kb_call_init(&request, KB_CALL_CHANNELS_CLOSE);
-    request.channels = *channels_p;
+    request.ask.channels = *channels_p;
     s_call(self, &request, NULL);
     kb_channels_destroy(channels_p);
 }
@@ -337,7 +337,7 @@ json_t *kb_service_context_create(kb_service_t *self, const kb_context_opts_t *o
         return NULL;
     kb_call_t request;
     kb_call_init(&request, KB_CALL_CTX_CREATE);
-    request.context_opts = opts;
+    request.ask.context_opts = opts;
     return s_call_json(self, &request, err);
 }
 
@@ -345,7 +345,7 @@ static json_t *s_call_id(kb_service_t *self, kb_call_type_t type, const char *id
 {
     kb_call_t request;
     kb_call_init(&request, type);
-    request.id = id;
+    request.ask.id = id;
     return s_call_json(self, &request, err);
 }
 
@@ -353,7 +353,7 @@ static int s_call_id_rc(kb_service_t *self, kb_call_type_t type, const char *id,
 {
     kb_call_t request;
     kb_call_init(&request, type);
-    request.id = id;
+    request.ask.id = id;
     int rc = s_call(self, &request, err);
     json_decref(request.result);
     return rc;
@@ -369,7 +369,7 @@ json_t *kb_service_context_default(kb_service_t *self, const kb_context_opts_t *
         return NULL;
     kb_call_t request;
     kb_call_init(&request, KB_CALL_CTX_DEFAULT);
-    request.context_opts = &which;
+    request.ask.context_opts = &which;
     return s_call_json(self, &request, err);
 }
 
@@ -382,7 +382,7 @@ json_t *kb_service_context_list(kb_service_t *self, bool all, kb_error_t *err)
 {
     kb_call_t request;
     kb_call_init(&request, KB_CALL_CTX_LIST);
-    request.all = all;
+    request.ask.all = all;
     return s_call_json(self, &request, err);
 }
 
@@ -415,21 +415,21 @@ static kb_stream_t *s_run_start(kb_service_t *self, const kb_run_opts_t *opts, b
         return NULL;
     kb_call_t request;
     kb_call_init(&request, KB_CALL_RUN);
-    request.run_opts = opts;
-    request.stream = kb_stream_new();
-    if (!request.stream) {
+    request.ask.run_opts = opts;
+    request.ask.stream = kb_stream_new();
+    if (!request.ask.stream) {
         kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         return NULL;
     }
     if (final_only)
-        kb_stream_keep_final_only(request.stream);
+        kb_stream_keep_final_only(request.ask.stream);
     if (s_call(self, &request, err) != 0) {
         json_decref(request.result);
-        kb_stream_destroy(&request.stream);
+        kb_stream_destroy(&request.ask.stream);
         return NULL;
     }
     json_decref(request.result);
-    return request.stream;
+    return request.ask.stream;
 }
 
 kb_stream_t *kb_service_run_start(kb_service_t *self, const kb_run_opts_t *opts, kb_error_t *err)
@@ -498,8 +498,8 @@ json_t *kb_service_process_list(kb_service_t *self, const char *state, const cha
 {
     kb_call_t request;
     kb_call_init(&request, KB_CALL_PROC_LIST);
-    request.filter_state = state;
-    request.filter_context = context_id;
+    request.ask.filter_state = state;
+    request.ask.filter_context = context_id;
     return s_call_json(self, &request, err);
 }
 
@@ -513,7 +513,7 @@ kb_result_doc_t *kb_service_process_result_doc(kb_service_t *self, const char *p
 {
     kb_call_t request;
     kb_call_init(&request, KB_CALL_PROC_RESULT);
-    request.id = process_id;
+    request.ask.id = process_id;
     if (s_call(self, &request, err) != 0) {
         kb_result_doc_destroy(&request.doc);
         return NULL;
@@ -531,9 +531,9 @@ json_t *kb_service_process_logs(kb_service_t *self, const char *process_id, long
 {
     kb_call_t request;
     kb_call_init(&request, KB_CALL_PROC_LOGS);
-    request.id = process_id;
-    request.cursor = cursor;
-    request.limit = limit;
+    request.ask.id = process_id;
+    request.ask.cursor = cursor;
+    request.ask.limit = limit;
     return s_call_json(self, &request, err);
 }
 
@@ -542,14 +542,14 @@ kb_stream_t *kb_service_process_follow(kb_service_t *self, const char *process_i
 {
     kb_call_t request;
     kb_call_init(&request, KB_CALL_PROC_FOLLOW);
-    request.id = process_id;
-    request.cursor = cursor;
-    request.stream = kb_stream_new();
+    request.ask.id = process_id;
+    request.ask.cursor = cursor;
+    request.ask.stream = kb_stream_new();
     if (s_call(self, &request, err) != 0) {
-        kb_stream_destroy(&request.stream);
+        kb_stream_destroy(&request.ask.stream);
         return NULL;
     }
-    return request.stream;
+    return request.ask.stream;
 }
 
 json_t *kb_service_process_wait(kb_service_t *self, const char *process_id, double timeout,
@@ -557,8 +557,8 @@ json_t *kb_service_process_wait(kb_service_t *self, const char *process_id, doub
 {
     kb_call_t request;
     kb_call_init(&request, KB_CALL_PROC_WAIT);
-    request.id = process_id;
-    request.timeout = timeout;
+    request.ask.id = process_id;
+    request.ask.timeout = timeout;
     return s_call_json(self, &request, err);
 }
 
@@ -567,8 +567,8 @@ int kb_service_process_signal(kb_service_t *self, const char *process_id, const 
 {
     kb_call_t request;
     kb_call_init(&request, KB_CALL_PROC_SIGNAL);
-    request.id = process_id;
-    request.signal = signal;
+    request.ask.id = process_id;
+    request.ask.signal = signal;
     int rc = s_call(self, &request, err);
     json_decref(request.result);
     return rc;

@@ -487,10 +487,10 @@ static void s_answer_json(kb_call_t *call, json_t *json)
 
 static kb_proc_t *s_lookup(kb_procstore_t *self, kb_call_t *call)
 {
-    kb_proc_t *proc = kb_procstore_find(self, call->id);
+    kb_proc_t *proc = kb_procstore_find(self, call->ask.id);
     if (!proc)
         kb_call_fail(call, KB_ERR_PROCESS_NOT_FOUND, "no process %s",
-                     call->id ? call->id : "(none)");
+                     call->ask.id ? call->ask.id : "(none)");
     return proc;
 }
 
@@ -499,11 +499,11 @@ static void s_handle_list(kb_procstore_t *self, kb_call_t *call)
     json_t *list = json_array();
     for (kb_proc_t *proc = zhashx_first(self->procs); proc && list;
          proc = zhashx_next(self->procs)) {
-        if (call->filter_state && *call->filter_state
-            && strcmp(call->filter_state, proc->running ? "running" : "terminal") != 0)
+        if (call->ask.filter_state && *call->ask.filter_state
+            && strcmp(call->ask.filter_state, proc->running ? "running" : "terminal") != 0)
             continue;
-        if (call->filter_context && *call->filter_context
-            && strcmp(call->filter_context, proc->context_id) != 0)
+        if (call->ask.filter_context && *call->ask.filter_context
+            && strcmp(call->ask.filter_context, proc->context_id) != 0)
             continue;
         if (json_array_append_new(list, s_proc_json(proc)) != 0) {
             json_decref(list);
@@ -520,8 +520,8 @@ static void s_handle_logs(kb_procstore_t *self, kb_call_t *call)
         return;
     json_t *frames = json_array();
     long long end = kb_runlog_next_cursor(proc->log);
-    long long next = call->cursor >= 0 ? call->cursor : 0;
-    for (; next < end && (!call->limit || json_array_size(frames) < call->limit); next++)
+    long long next = call->ask.cursor >= 0 ? call->ask.cursor : 0;
+    for (; next < end && (!call->ask.limit || json_array_size(frames) < call->ask.limit); next++)
         json_array_append_new(frames, kb_runlog_frame_json(proc->log, next));
     s_answer_json(call, json_pack("{s:o, s:I, s:b}", "frames", frames, "next_cursor",
                                   (json_int_t)next, "eof", !proc->running && next >= end));
@@ -533,12 +533,13 @@ static void s_handle_follow(kb_procstore_t *self, kb_call_t *call)
     if (!proc)
         return;
     long long end = kb_runlog_next_cursor(proc->log);
-    for (long long i = call->cursor >= 0 ? call->cursor : 0; i < end; i++)
-        kb_stream_push_text(call->stream, KB_EVENT_LOG, proc->log, i);
+    for (long long i = call->ask.cursor >= 0 ? call->ask.cursor : 0; i < end; i++)
+        kb_stream_push_text(call->ask.stream, KB_EVENT_LOG, proc->log, i);
     if (proc->running)
-        zlistx_add_end(proc->followers, kb_stream_ref(call->stream));
+        zlistx_add_end(proc->followers, kb_stream_ref(call->ask.stream));
     else
-        kb_stream_push(call->stream, KB_EVENT_END, json_pack("{s:I}", "cursor", (json_int_t)end));
+        kb_stream_push(call->ask.stream, KB_EVENT_END,
+                       json_pack("{s:I}", "cursor", (json_int_t)end));
     kb_call_answer_json(call, NULL);
 }
 
@@ -559,14 +560,14 @@ static void s_handle_wait(kb_procstore_t *self, kb_call_t *call)
     kb_proc_t *proc = s_lookup(self, call);
     if (!proc)
         return;
-    if (!proc->running || call->timeout == 0) {
+    if (!proc->running || call->ask.timeout == 0) {
         s_answer_json(call, s_wait_json(proc));
         return;
     }
     zlistx_add_end(proc->waiters, call);
     kb_call_set_owner(call, proc);
-    if (kb_loop_delay_ms(call->timeout))
-        kb_timer_start(self->loop, &call->timer, kb_loop_delay_ms(call->timeout), 0,
+    if (kb_loop_delay_ms(call->ask.timeout))
+        kb_timer_start(self->loop, &call->timer, kb_loop_delay_ms(call->ask.timeout), 0,
                        s_on_wait_timeout, call);
 }
 
