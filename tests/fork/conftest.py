@@ -1,0 +1,174 @@
+"""Real ipykernels driven with jupyter_client: a parent started by a
+KernelManager with python/ on its path, and forks reached from the
+connection info the test chose. The test process is a child subreaper (as
+the daemon is), so forks become its children and are reaped here."""
+
+import ctypes
+import os
+import signal
+import socket
+import sys
+import time
+import uuid
+
+import pytest
+from jupyter_client import BlockingKernelClient
+from jupyter_client.manager import KernelManager
+
+PACKAGE_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+if PACKAGE_DIR not in sys.path:
+    sys.path.insert(0, PACKAGE_DIR)
+
+PR_SET_CHILD_SUBREAPER = 36
+ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+TIMEOUT = 30
+
+
+def free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def new_connection():
+    shell, iopub, stdin, control, hb = free_ports(5)
+    return {"transport": "tcp", "ip": "127.0.0.1", "shell_port": shell, "iopub_port": iopub,
+            "stdin_port": stdin, "control_port": control, "hb_port": hb,
+            "key": uuid.uuid4().hex, "signature_scheme": "hmac-sha256"}
+
+
+def execute(kc, code, *, silent=False, user_expressions=None, stdin_reply=None, timeout=TIMEOUT):
+    """Run `code`; returns (reply content, [iopub messages of this request])."""
+    msg_id = kc.execute(code, silent=silent, store_history=not silent,
+                        user_expressions=user_expressions or {}, allow_stdin=stdin_reply is not None)
+    if stdin_reply is not None:
+        req = kc.get_stdin_msg(timeout=timeout)
+        assert req["msg_type"] == "input_request"
+        kc.input(stdin_reply)
+    reply = kc.get_shell_msg(timeout=timeout)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=timeout)
+    outputs = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg = kc.get_iopub_msg(timeout=timeout)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+        outputs.append(msg)
+    return reply["content"], outputs
+
+
+def value(kc, expr):
+    """The text/plain of `expr` in the kernel, read without running a cell."""
+    content, _ = execute(kc, "", silent=True, user_expressions={"v": expr})
+    assert content["status"] == "ok", content
+    got = content["user_expressions"]["v"]
+    assert got["status"] == "ok", got
+    return got["data"]["text/plain"]
+
+
+def stdout_of(outputs):
+    return "".join(m["content"]["text"] for m in outputs
+                   if m["msg_type"] == "stream" and m["content"]["name"] == "stdout")
+
+
+def ask_fork(kc, call):
+    """Send the daemon's fork request; returns the reply content."""
+    content, outputs = execute(kc, f"__import__('kernelbridge_fork').{call}", silent=True,
+                               user_expressions={"fork": "__import__('kernelbridge_fork').last"})
+    assert not [m for m in outputs if m["msg_type"] != "status"], outputs
+    return content
+
+
+def connect(info):
+    kc = BlockingKernelClient()
+    kc.load_connection_info(info)
+    kc.start_channels()
+    kc.wait_for_ready(timeout=TIMEOUT)
+    return kc
+
+
+def reap(pid, limit=10.0):
+    """Kill the fork's process group and reap it; True once it is gone."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return True
+        except ChildProcessError:
+            return not os.path.exists(f"/proc/{pid}")
+        time.sleep(0.01)
+    return False
+
+
+class Fork:
+    """One fork: its pid, its connection info and a client on it."""
+
+    def __init__(self, pid, info, kc):
+        self.pid, self.info, self.kc = pid, info, kc
+
+
+class Forks:
+    """Makes forks and removes them (process and group) after the test."""
+
+    def __init__(self):
+        self.made = []
+        self.pids = []
+
+    def of(self, kc, *, info=None):
+        info = info or new_connection()
+        content = ask_fork(kc, f"fork({info!r})")
+        assert content["status"] == "ok", content
+        pid = content["user_expressions"]["fork"]["data"]["application/json"]["pid"]
+        return self.adopt(pid, info)
+
+    def adopt(self, pid, info):
+        self.pids.append(pid)
+        fork = Fork(pid, info, connect(info))
+        self.made.append(fork)
+        return fork
+
+    def close(self):
+        for fork in self.made:
+            fork.kc.stop_channels()
+        for pid in self.pids:
+            reap(pid)
+
+
+@pytest.fixture
+def forks():
+    made = Forks()
+    yield made
+    made.close()
+
+
+def start_parent(extra_env=None):
+    km = KernelManager(kernel_name="python3")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PACKAGE_DIR + os.pathsep + env.get("PYTHONPATH", "")
+    env.pop("PYTEST_CURRENT_TEST", None)
+    env.update(extra_env or {})
+    km.start_kernel(env=env)
+    kc = km.client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=TIMEOUT)
+    return km, kc
+
+
+@pytest.fixture
+def parent():
+    km, kc = start_parent()
+    yield km, kc
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
