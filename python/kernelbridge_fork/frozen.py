@@ -51,6 +51,8 @@ def _fork_from_frozen(app, kernel, shell, info, timeout):
 
     def become(ready):
         child.reseed()
+        # The history locks were held across the fork: a history of its own.
+        child.own_history(shell)
         child.run_kernel(app, kernel, shell, info, ready)
 
     return spawn(become, shell.history_manager, timeout)

@@ -79,11 +79,23 @@ def stdout_of(outputs):
 
 
 def ask_fork(kc, call):
-    """Send the daemon's fork request; returns the reply content."""
+    """Send the daemon's fork request; returns the reply content. A fork
+    publishes nothing; a refusal publishes only its error."""
     content, outputs = execute(kc, f"__import__('kernelbridge_fork').{call}", silent=True,
                                user_expressions={"fork": "__import__('kernelbridge_fork').last"})
-    assert not [m for m in outputs if m["msg_type"] != "status"], outputs
+    allowed = ("status",) if content["status"] == "ok" else ("status", "error")
+    assert not [m for m in outputs if m["msg_type"] not in allowed], outputs
     return content
+
+
+def wait_exit(pid, limit=10.0):
+    """Wait for a child of ours to exit by itself and reap it."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return True
+        time.sleep(0.01)
+    return False
 
 
 def connect(info):
