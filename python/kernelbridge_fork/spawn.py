@@ -34,10 +34,9 @@ def fork(connection, *, timeout=30.0):
     (a connection-file dict: transport, ip, the five ports, key,
     signature_scheme). Returns a ForkResult once the new kernel's sockets are
     bound; raises ForkRefused or ForkFailed."""
-    from kernelbridge_fork import child
-
     info = checked_connection(connection)
     app, kernel, shell = running_kernel()
+    from kernelbridge_fork import child
 
     def become(ready):
         child.leave_parent(app, kernel, shell)
