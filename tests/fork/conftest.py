@@ -89,13 +89,15 @@ def ask_fork(kc, call):
 
 
 def wait_exit(pid, limit=10.0):
-    """Wait for a child of ours to exit by itself and reap it."""
+    """Wait for a child of ours to exit by itself and reap it: its exit
+    status, or None if it still runs."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return True
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return os.waitstatus_to_exitcode(status)
         time.sleep(0.01)
-    return False
+    return None
 
 
 def connect(info):

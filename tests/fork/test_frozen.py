@@ -49,7 +49,7 @@ def test_the_frozen_process_runs_nothing_and_sigterm_removes_its_socket(parent, 
     stat = open(f"/proc/{frozen}/stat").read().rsplit(")", 1)[1].split()
     assert stat[0] == "S"
     os.kill(frozen, signal.SIGTERM)
-    assert wait_exit(frozen)
+    assert wait_exit(frozen) == 0
     assert not path.exists()
 
 

@@ -3,7 +3,7 @@ key; forks of forks work ten deep."""
 
 import os
 
-from conftest import execute, stdout_of, value
+from conftest import execute, stdout_of, value, wait_exit
 
 
 def test_the_parent_is_not_disturbed(parent, forks):
@@ -50,3 +50,11 @@ def test_forks_of_forks_ten_deep(parent, forks):
     content, outputs = execute(client, "import matplotlib.pyplot as plt\nplt.plot([1])\n1/0")
     assert content["ename"] == "ZeroDivisionError"
     assert any(m["msg_type"] == "display_data" for m in outputs)
+
+
+def test_a_shutdown_request_ends_the_fork_and_not_the_parent(parent, forks):
+    _, kc = parent
+    fork = forks.of(kc)
+    fork.kc.shutdown()
+    assert wait_exit(fork.pid) == 0
+    assert value(kc, "'parent alive'") == "'parent alive'"
