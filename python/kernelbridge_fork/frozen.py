@@ -50,6 +50,7 @@ def _fork_from_frozen(app, kernel, shell, info, timeout):
     from kernelbridge_fork import child
 
     def become(ready):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the checkpoint's socket is not ours
         child.reseed()
         # The history locks were held across the fork: a history of its own.
         child.own_history(shell)

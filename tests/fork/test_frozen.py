@@ -41,6 +41,21 @@ def test_a_frozen_fork_can_be_forked_again_and_again(parent, forks, tmp_path):
     assert value(grandchild.kc, "state['n']") == "1"
 
 
+def test_terminating_a_fork_of_a_checkpoint_leaves_the_checkpoint(parent, forks, tmp_path):
+    _, kc = parent
+    path = tmp_path / "ckpt.sock"
+    forks.pids.append(freeze(kc, path))
+    info = new_connection()
+    fork = forks.adopt(kernelbridge_fork.request(str(path), info).pid, info)
+    fork.kc.stop_channels()
+    os.kill(fork.pid, signal.SIGTERM)
+    assert wait_exit(fork.pid) is not None
+    assert path.exists()
+    info = new_connection()
+    again = forks.adopt(kernelbridge_fork.request(str(path), info).pid, info)
+    assert value(again.kc, "2 * 21") == "42"
+
+
 def test_the_frozen_process_runs_nothing_and_sigterm_removes_its_socket(parent, forks, tmp_path):
     _, kc = parent
     path = tmp_path / "ckpt.sock"
