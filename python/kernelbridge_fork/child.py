@@ -9,6 +9,7 @@ it) is kept and handed to a new kernel application."""
 
 import asyncio
 import copy
+import logging
 import os
 import random
 import signal
@@ -80,6 +81,11 @@ def release_inherited_fds(extra_pipes=()):
         os.close(null)
 
 
+# The parent's sys.stdout and sys.stderr, by name, kept (also across a
+# frozen fork) so that what still holds them can be pointed at the new ones.
+_parent_streams = {}
+
+
 def restore_stdio():
     """ipykernel's OutStreams point fds 1 and 2 into pipes that the parent's
     threads read; put back the process's own stdout and stderr. Returns the
@@ -87,6 +93,7 @@ def restore_stdio():
     pipes = set()
     for fd, name in ((1, "stdout"), (2, "stderr")):
         stream = getattr(sys, name)
+        _parent_streams[name] = stream
         try:
             original = stream.fileno() if stream is not getattr(sys, f"__{name}__") else None
         except (OSError, ValueError, AttributeError):
@@ -154,6 +161,19 @@ def new_app(old_app, old_kernel, info):
                                     kernel_class=type(old_kernel), parent_handle=1)
 
 
+def retarget_logging():
+    """A logging handler made in the parent (logging.basicConfig() in a cell)
+    holds the parent's OutStream, whose session refuses to send from another
+    process: point it at this kernel's stream of the same name."""
+    loggers = [logging.getLogger()] + [logger for logger in logging.Logger.manager.loggerDict.values()
+                                       if isinstance(logger, logging.Logger)]
+    for logger in loggers:
+        for handler in logger.handlers:
+            for name, old in _parent_streams.items():
+                if isinstance(handler, logging.StreamHandler) and handler.stream is old:
+                    handler.setStream(getattr(sys, name))
+
+
 def remove_bound_ipc(app):
     """After a failed start, remove the ipc socket files this process bound
     (and only those: a path in use belongs to someone else)."""
@@ -178,6 +198,7 @@ def run_kernel(old_app, old_kernel, shell, info, ready):
     except BaseException:
         remove_bound_ipc(app)
         raise
+    retarget_logging()
     shell.kernel = app.kernel
     shell.parent = app.kernel
     data_pub = getattr(shell, "_data_pub", None)

@@ -83,3 +83,16 @@ def test_sigint_to_the_forks_group_interrupts_a_sleep(parent, forks):
     assert time.monotonic() - started < 10
     assert value(fork.kc, "'alive'") == "'alive'"
     assert value(kc, "'parent alive'") == "'parent alive'"
+
+
+def test_a_logging_handler_made_in_the_parent_writes_to_the_forks_stderr(parent, forks):
+    _, kc = parent
+    execute(kc, "import logging\nlogging.basicConfig(level=logging.INFO, force=True)")
+    fork = forks.of(kc)
+    content, outputs = execute(fork.kc, "logging.info('from the fork')")
+    errs = "".join(m["content"]["text"] for m in outputs
+                   if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
+    assert errs == "INFO:root:from the fork\n"
+    content, outputs = execute(kc, "logging.info('from the parent')")
+    assert "INFO:root:from the parent" in "".join(
+        m["content"].get("text", "") for m in outputs if m["msg_type"] == "stream")
