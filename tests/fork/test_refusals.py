@@ -6,6 +6,8 @@ import socket
 import subprocess
 import sys
 
+from jupyter_client.manager import KernelManager
+
 from conftest import PACKAGE_DIR, ask_fork, execute, new_connection, value
 
 
@@ -101,3 +103,19 @@ def test_an_ipc_fork_that_fails_half_way_leaves_no_file(parent, tmp_path):
     assert content["status"] == "error" and content["ename"] == "ForkFailed", content
     assert_no_process_left(before)
     assert sorted(os.listdir(tmp_path)) == ["kernel-2"]
+
+
+def test_xeus_python_a_python_kernel_that_is_not_ipykernel_is_refused():
+    km = KernelManager(kernel_name="xpython")
+    km.start_kernel(env=dict(os.environ, PYTHONPATH=PACKAGE_DIR))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        content = ask_fork(kc, f"fork({new_connection()!r})")
+        # xeus-python names the exception by its class's repr
+        assert content["status"] == "error" and "ForkRefused" in content["ename"], content
+        assert content["evalue"] == "not running in an ipykernel (ipykernel is not loaded)"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
