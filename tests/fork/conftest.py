@@ -20,7 +20,6 @@ if PACKAGE_DIR not in sys.path:
     sys.path.insert(0, PACKAGE_DIR)
 
 PR_SET_CHILD_SUBREAPER = 36
-ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 TIMEOUT = 30
 
 
@@ -157,6 +156,39 @@ class Forks:
         for fork in self.made:
             fork.kc.stop_channels()
         for pid in self.pids:
+            reap(pid)
+
+
+def our_children():
+    pid = os.getpid()
+    kids = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/children") as f:
+            kids.update(int(p) for p in f.read().split())
+    return kids
+
+
+def subreaper(on):
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _forks_are_our_children():
+    """While these tests run the test process is a child subreaper (as the
+    daemon is), so forks become its children. Afterwards, a fork a failed
+    test could not note is killed, and the test process is an ordinary
+    parent again for whatever runs next."""
+    before = our_children()
+    subreaper(True)
+    yield
+    subreaper(False)
+    for pid in our_children() - before:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                ours = b"ipykernel" in f.read()
+        except OSError:
+            ours = True
+        if ours:
             reap(pid)
 
 

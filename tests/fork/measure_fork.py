@@ -15,7 +15,7 @@ import time
 
 from jupyter_client import BlockingKernelClient
 
-from conftest import ask_fork, execute, new_connection, reap, start_parent
+from conftest import ask_fork, execute, new_connection, reap, start_parent, subreaper
 
 ROUNDS = 11
 
@@ -63,5 +63,6 @@ def measure(mib):
 
 
 if __name__ == "__main__":
+    subreaper(True)
     for size in sys.argv[1:] or ["10", "500"]:
         measure(int(size))

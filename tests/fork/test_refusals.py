@@ -8,16 +8,7 @@ import sys
 
 from jupyter_client.manager import KernelManager
 
-from conftest import PACKAGE_DIR, ask_fork, execute, new_connection, value
-
-
-def our_children():
-    pid = os.getpid()
-    kids = set()
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/children") as f:
-            kids.update(int(p) for p in f.read().split())
-    return kids
+from conftest import PACKAGE_DIR, ask_fork, execute, new_connection, our_children, value
 
 
 def state(pid):
