@@ -86,9 +86,14 @@ def spawn(become, history, timeout):
                 _middle(rfd, wfd, become)
     finally:
         os.close(wfd)
+    seen = {}
     try:
         os.waitpid(middle, 0)
-        return ForkResult(_await_child(rfd, timeout))
+        return ForkResult(_await_child(rfd, timeout, seen))
+    except BaseException:
+        # Interrupted while waiting (or the child failed): no child runs on.
+        _kill(seen.get("pid"))
+        raise
     finally:
         os.close(rfd)
 
@@ -145,25 +150,24 @@ def _write(fd, message):
     os.write(fd, (json.dumps(message) + "\n").encode())
 
 
-def _await_child(rfd, timeout):
+def _await_child(rfd, timeout, seen):
+    """The grandchild's pid once it is ready; its pid goes into `seen` as
+    soon as it is known, so that whoever gives up can kill it."""
     deadline = time.monotonic() + timeout
-    buf, pid = b"", None
+    buf = b""
     while True:
         left = deadline - time.monotonic()
         if left <= 0 or not select.select([rfd], [], [], left)[0]:
-            _kill(pid)
             raise ForkFailed(f"the child did not become ready within {timeout} s; killed")
         chunk = os.read(rfd, 4096)
         if not chunk:
-            _wait_gone(pid)
             raise ForkFailed("the child exited before it was ready")
         buf += chunk
         while b"\n" in buf:
             line, buf = buf.split(b"\n", 1)
             msg = json.loads(line)
-            pid = msg.get("pid", msg.get("spawned", pid))
+            seen["pid"] = msg.get("pid", msg.get("spawned", seen.get("pid")))
             if "error" in msg:
-                _wait_gone(pid)
                 raise ForkFailed(f"the child could not become a kernel: {msg['error']}")
             if msg.get("ready"):
                 return msg["pid"]

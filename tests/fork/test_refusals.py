@@ -110,3 +110,13 @@ def test_xeus_python_a_python_kernel_that_is_not_ipykernel_is_refused():
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_a_child_not_ready_in_time_is_killed(parent):
+    _, kc = parent
+    before = our_children()
+    content = ask_fork(kc, f"fork({new_connection()!r}, timeout=0.001)")
+    assert content["status"] == "error" and content["ename"] == "ForkFailed", content
+    assert "did not become ready within 0.001 s; killed" in content["evalue"]
+    assert_no_process_left(before)
+    assert value(kc, "1 + 1") == "2"
