@@ -15,7 +15,7 @@ import time
 
 from jupyter_client import BlockingKernelClient
 
-from conftest import ask_fork, execute, new_connection, reap, start_parent, subreaper
+from forklib import ask_fork, execute, new_connection, reap, start_parent, subreaper
 
 ROUNDS = 11
 
