@@ -1,0 +1,113 @@
+"""Frozen forks (checkpoints): a fork that runs nothing and holds only the
+pages that diverge, waiting on a unix socket (its path chosen by the caller)
+for "fork now with this connection info"; each request makes a new kernel
+from it and answers the new pid. The frozen process stays, and can be asked
+again."""
+
+import json
+import os
+import signal
+import socket
+
+from kernelbridge_fork.compat import ForkFailed, ForkRefused, running_kernel
+from kernelbridge_fork.spawn import ForkResult, checked_connection, remember, spawn
+
+MAX_REQUEST = 64 * 1024
+
+
+def freeze(path, *, timeout=30.0):
+    """Fork this idle ipykernel into a frozen process listening on the unix
+    socket `path` (which must not exist). Returns a ForkResult (the frozen
+    process's pid) once it listens; SIGTERM makes it remove `path` and exit."""
+    if not isinstance(path, str) or not path:
+        raise ForkRefused("the socket path must be a non-empty string")
+    if os.path.lexists(path):
+        raise ForkRefused(f"{path} exists already")
+    app, kernel, shell = running_kernel()
+    from kernelbridge_fork import child
+
+    def become(ready):
+        child.leave_parent(app, kernel, shell)
+        _serve(path, ready, lambda info, limit: _fork_from_frozen(app, kernel, shell, info, limit))
+
+    return remember(spawn(become, shell.history_manager, timeout))
+
+
+def request(path, connection, *, timeout=30.0):
+    """Ask the frozen process at `path` for a kernel on `connection`.
+    Returns a ForkResult; raises ForkFailed with the reason."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(timeout + 5)
+        s.connect(path)
+        s.sendall((json.dumps({"connection": connection, "timeout": timeout}) + "\n").encode())
+        answer = _read_line(s)
+    if "error" in answer:
+        raise ForkFailed(answer["error"])
+    return ForkResult(answer["pid"])
+
+
+def _fork_from_frozen(app, kernel, shell, info, timeout):
+    from kernelbridge_fork import child
+
+    def become(ready):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the checkpoint's socket is not ours
+        child.reseed()
+        # The history locks were held across the fork: a history of its own.
+        child.own_history(shell)
+        child.run_kernel(app, kernel, shell, info, ready)
+
+    return spawn(become, shell.history_manager, timeout)
+
+
+def _serve(path, ready, fork_one):
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    try:
+        listener.listen(16)
+        os.chmod(path, 0o600)
+
+        def leave(signum, frame):
+            _unlink(path)
+            os._exit(0)
+
+        signal.signal(signal.SIGTERM, leave)
+        ready()
+        while True:
+            conn, _ = listener.accept()
+            with conn:
+                _answer(conn, fork_one)
+    finally:
+        _unlink(path)
+
+
+def _answer(conn, fork_one):
+    try:
+        conn.settimeout(10)
+        msg = _read_line(conn)
+        info = checked_connection(msg.get("connection"))
+        timeout = float(msg.get("timeout", 30.0))
+        conn.settimeout(timeout + 5)
+        reply = {"pid": fork_one(info, timeout).pid}
+    except Exception as e:  # noqa: BLE001 - each request answers, the checkpoint stays
+        reply = {"error": f"{type(e).__name__}: {e}"}
+    try:
+        conn.sendall((json.dumps(reply) + "\n").encode())
+    except OSError:
+        pass
+
+
+def _read_line(conn):
+    buf = b""
+    while b"\n" not in buf:
+        chunk = conn.recv(4096)
+        if not chunk or len(buf) > MAX_REQUEST:
+            raise ForkFailed("the peer closed the connection before a whole line")
+        buf += chunk
+    return json.loads(buf.split(b"\n", 1)[0])
+
+
+def _unlink(path):
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

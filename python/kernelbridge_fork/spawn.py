@@ -1,0 +1,198 @@
+"""The fork itself: a double fork, so the new kernel is no child of the
+kernel it was forked from (it is adopted by the nearest child subreaper, the
+daemon, or by init), with a status pipe on which the child answers once its
+sockets are bound, or says why it could not start."""
+
+import json
+import os
+import select
+import signal
+import sys
+import time
+
+from kernelbridge_fork.compat import ForkFailed, ForkRefused, running_kernel
+
+PORT_NAMES = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
+
+
+class ForkResult:
+    """What a fork answers: the new process's pid. Its repr is the pid (the
+    execute_reply's text/plain) and its JSON form {"pid": N}."""
+
+    def __init__(self, pid):
+        self.pid = pid
+
+    def __repr__(self):
+        return str(self.pid)
+
+    def _repr_json_(self):
+        return {"pid": self.pid}
+
+
+def fork(connection, *, timeout=30.0):
+    """Fork this idle ipykernel into a new kernel listening on `connection`
+    (a connection-file dict: transport, ip, the five ports, key,
+    signature_scheme). Returns a ForkResult once the new kernel's sockets are
+    bound; raises ForkRefused or ForkFailed."""
+    info = checked_connection(connection)
+    app, kernel, shell = running_kernel()
+    from kernelbridge_fork import child
+
+    def become(ready):
+        child.leave_parent(app, kernel, shell)
+        child.run_kernel(app, kernel, shell, info, ready)
+
+    return remember(spawn(become, shell.history_manager, timeout))
+
+
+def remember(result):
+    sys.modules["kernelbridge_fork"].last = result
+    return result
+
+
+def checked_connection(connection):
+    """The connection info, checked before anything is forked."""
+    if not isinstance(connection, dict):
+        raise ForkRefused("the connection info must be a dict")
+    info = dict(connection)
+    transport = info.get("transport", "tcp")
+    if transport not in ("tcp", "ipc"):
+        raise ForkRefused(f"unknown transport {transport!r}")
+    for name in PORT_NAMES:
+        port = info.get(name)
+        if not isinstance(port, int) or isinstance(port, bool) or port <= 0:
+            raise ForkRefused(f"{name} must be a positive integer chosen by the caller")
+    key = info.get("key")
+    if not isinstance(key, str) or not key:
+        raise ForkRefused("the connection info must carry a new, non-empty key")
+    if not isinstance(info.get("ip", "127.0.0.1"), str):
+        raise ForkRefused("ip must be a string")
+    info.setdefault("signature_scheme", "hmac-sha256")
+    info["transport"] = transport
+    return info
+
+
+def spawn(become, history, timeout):
+    """Fork twice and run become(ready) in the grandchild, which must call
+    ready() once it is listening. Returns ForkResult(pid of the grandchild).
+    The history's cache locks are held across the fork, so that IPython's
+    history thread is not in the middle of an sqlite write when the memory
+    is copied."""
+    rfd, wfd = os.pipe()
+    try:
+        with history.db_input_cache_lock, history.db_output_cache_lock:
+            middle = os.fork()
+            if middle == 0:
+                _middle(rfd, wfd, become)
+    finally:
+        os.close(wfd)
+    seen = {}
+    try:
+        os.waitpid(middle, 0)
+        return ForkResult(_await_child(rfd, timeout, seen))
+    except BaseException:
+        # Interrupted while waiting (or the child failed): no child runs on.
+        _kill(seen.get("pid"))
+        raise
+    finally:
+        os.close(rfd)
+
+
+def _middle(rfd, wfd, become):
+    """The intermediate process: forks the kernel-to-be, names it, exits."""
+    try:
+        os.close(rfd)
+        pid = os.fork()
+        if pid == 0:
+            _grandchild(wfd, become)
+        _write(wfd, {"spawned": pid})
+    finally:
+        os._exit(0)
+
+
+class _Reporter:
+    """The grandchild's side of the status pipe: one answer, then closed."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def say(self, message):
+        if self.fd is None:
+            return
+        fd, self.fd = self.fd, None
+        try:
+            _write(fd, dict(message, pid=os.getpid()))
+        finally:
+            os.close(fd)
+
+    def ready(self):
+        self.say({"ready": True})
+
+
+def _grandchild(wfd, become):
+    """Never returns: the parent's call stack below us belongs to the parent."""
+    status = 1
+    reporter = _Reporter(wfd)
+    try:
+        os.setsid()
+        become(reporter.ready)
+        status = 0
+    except BaseException as e:  # noqa: BLE001 - reported, then the process ends
+        try:
+            reporter.say({"error": f"{type(e).__name__}: {e}"})
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        os._exit(status)
+
+
+def _write(fd, message):
+    os.write(fd, (json.dumps(message) + "\n").encode())
+
+
+def _await_child(rfd, timeout, seen):
+    """The grandchild's pid once it is ready; its pid goes into `seen` as
+    soon as it is known, so that whoever gives up can kill it."""
+    deadline = time.monotonic() + timeout
+    buf = b""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([rfd], [], [], left)[0]:
+            raise ForkFailed(f"the child did not become ready within {timeout} s; killed")
+        chunk = os.read(rfd, 4096)
+        if not chunk:
+            raise ForkFailed("the child exited before it was ready")
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            msg = json.loads(line)
+            seen["pid"] = msg.get("pid", msg.get("spawned", seen.get("pid")))
+            if "error" in msg:
+                raise ForkFailed(f"the child could not become a kernel: {msg['error']}")
+            if msg.get("ready"):
+                return msg["pid"]
+
+
+def _kill(pid):
+    if pid is None:
+        return
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    _wait_gone(pid)
+
+
+def _wait_gone(pid, limit=5.0):
+    """Wait until the failed child has exited (gone, or a zombie left for its
+    new parent to reap), so a ForkFailed means no process runs on."""
+    deadline = time.monotonic() + limit
+    while pid is not None and time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    return
+        except OSError:
+            return
+        time.sleep(0.005)

@@ -1,0 +1,60 @@
+"""The parent is not disturbed; each fork has its own pid, process group and
+key; forks of forks work ten deep."""
+
+import os
+
+from forklib import execute, stdout_of, value, wait_exit
+
+
+def test_the_parent_is_not_disturbed(parent, forks):
+    km, kc = parent
+    execute(kc, "import os\nx = [1, 2, 3]")
+    before = execute(kc, "print('before')")[0]["execution_count"]
+    pid = value(kc, "os.getpid()")
+    fork = forks.of(kc)
+    execute(fork.kc, "x.append(4)\ny = 1")
+    content, outputs = execute(kc, "print('after', x)")
+    assert content["execution_count"] == before + 1
+    assert stdout_of(outputs) == "after [1, 2, 3]\n"
+    assert value(kc, "os.getpid()") == pid
+    assert value(kc, "'y' in globals()") == "False"
+    assert value(kc, "len(In)") == str(before + 2)
+    assert km.is_alive()
+
+
+def test_each_fork_has_its_own_pid_group_session_and_key(parent, forks):
+    _, kc = parent
+    execute(kc, "import os")
+    parent_pid = int(value(kc, "os.getpid()"))
+    one, two = forks.of(kc), forks.of(kc)
+    for fork in (one, two):
+        assert int(value(fork.kc, "os.getpid()")) == fork.pid
+        assert os.getpgid(fork.pid) == fork.pid and os.getsid(fork.pid) == fork.pid
+        key = value(fork.kc, "get_ipython().kernel.session.key")
+        assert key == repr(fork.info["key"].encode())
+    assert len({one.pid, two.pid, parent_pid}) == 3
+    assert os.getpgid(parent_pid) != one.pid
+    assert one.info["key"] != two.info["key"]
+
+
+def test_forks_of_forks_ten_deep(parent, forks):
+    _, kc = parent
+    execute(kc, "depth = 0")
+    client = kc
+    for level in range(1, 11):
+        fork = forks.of(client)
+        content, outputs = execute(fork.kc, "depth += 1\nprint(depth)")
+        assert stdout_of(outputs) == f"{level}\n", (level, content)
+        client = fork.kc
+    assert value(kc, "depth") == "0"
+    content, outputs = execute(client, "import matplotlib.pyplot as plt\nplt.plot([1])\n1/0")
+    assert content["ename"] == "ZeroDivisionError"
+    assert any(m["msg_type"] == "display_data" for m in outputs)
+
+
+def test_a_shutdown_request_ends_the_fork_and_not_the_parent(parent, forks):
+    _, kc = parent
+    fork = forks.of(kc)
+    fork.kc.shutdown()
+    assert wait_exit(fork.pid) == 0
+    assert value(kc, "'parent alive'") == "'parent alive'"
