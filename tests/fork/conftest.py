@@ -2,7 +2,7 @@
 
 import pytest
 
-from forklib import Forks, our_children, reap, start_parent, subreaper
+from .forklib import Forks, our_children, reap, start_parent, subreaper
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -4,7 +4,7 @@ state)."""
 
 import os
 
-from forklib import execute, stdout_of, value
+from .forklib import execute, stdout_of, value
 
 
 def test_variables_imports_functions_and_classes_are_carried(parent, forks):

@@ -5,7 +5,7 @@ import os
 import signal
 
 import kernelbridge_fork
-from forklib import ask_fork, execute, new_connection, stdout_of, value, wait_exit
+from .forklib import ask_fork, execute, new_connection, stdout_of, value, wait_exit
 
 
 def freeze(kc, path):

@@ -3,7 +3,7 @@ key; forks of forks work ten deep."""
 
 import os
 
-from forklib import execute, stdout_of, value, wait_exit
+from .forklib import execute, stdout_of, value, wait_exit
 
 
 def test_the_parent_is_not_disturbed(parent, forks):

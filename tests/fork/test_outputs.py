@@ -5,7 +5,7 @@ import signal
 import threading
 import time
 
-from forklib import execute, stdout_of, value
+from .forklib import execute, stdout_of, value
 
 
 def types(outputs):

@@ -8,7 +8,7 @@ import sys
 
 from jupyter_client.manager import KernelManager
 
-from forklib import PACKAGE_DIR, ask_fork, execute, new_connection, our_children, value
+from .forklib import PACKAGE_DIR, ask_fork, execute, new_connection, our_children, value
 
 
 def state(pid):
