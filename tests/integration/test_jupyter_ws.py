@@ -363,8 +363,12 @@ def test_a_client_that_stops_reading_costs_bounded_memory(daemon_factory):
     stalled.ws.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     before = rss_kib(d.proc.pid)
     try:
+        # flushed each MiB: 1 MiB messages, whatever the machine's speed (left
+        # to ipykernel, a fast machine sends 256 MiB as one or two messages,
+        # and the daemon must take a whole message in before anything caps it)
         stalled.execute("import sys\nline = 'x' * 1023 + '\\n'\n"
-                        "for _ in range(256 * 1024):\n    sys.stdout.write(line)\n"
+                        "for i in range(256 * 1024):\n    sys.stdout.write(line)\n"
+                        "    if i % 1024 == 1023:\n        sys.stdout.flush()\n"
                         "sys.stdout.flush()")
         peak = before
         deadline = time.monotonic() + 120
