@@ -48,20 +48,7 @@ def test_layers_include_only_what_is_below_them():
 def test_service_has_no_include_cycle():
     graph = {n: {d for d in deps if d.startswith("service/")}
              for n, deps in modules().items() if n.startswith("service/")}
-    state, cycles = {}, []
-
-    def visit(node, path):
-        state[node] = "open"
-        for dep in sorted(graph.get(node, ())):
-            if state.get(dep) == "open":
-                cycles.append(path[path.index(dep):] + [dep])
-            elif dep not in state:
-                visit(dep, path + [dep])
-        state[node] = "done"
-
-    for node in sorted(graph):
-        if node not in state:
-            visit(node, [node])
+    cycles = cycles_of(graph)
     assert not cycles, cycles
 
 
