@@ -150,7 +150,7 @@ function source(file) {
 // timeout of websockets.
 function shutdownBoundSeconds() {
   const drain = /#define KB_DRAIN_GRACE_S ([0-9.]+)/.exec(source("src/server/kb_server.c"));
-  const stop = /stop_deadline_ms = zclock_mono\(\) \+ ([0-9]+);/.exec(source("src/service/engine/kb_service.c"));
+  const stop = /stop_deadline_ms = zclock_mono\(\) \+ ([0-9]+);/.exec(source("src/service/engine/kb_engine.c"));
   const ws = /#define KB_WS_DEFAULT_CLOSE_MS ([0-9]+)/.exec(source("src/server/kb_ws.c"));
   assert.ok(drain && stop && ws, "the daemon's shutdown constants moved: update shutdownBoundSeconds()");
   const listeners = 3;
@@ -236,16 +236,23 @@ test("probes on GET /health: startup, readiness, liveness", () => {
 });
 
 test("readiness means re-adoption is done: the daemon restores before it listens", () => {
-  // kb_service_new runs kb_engine_new, which runs kb_restore_run; the HTTP
-  // server (and so /health) starts after it. Behaviour:
-  // tests/integration/test_durability.py (contexts are there at once).
+  // kb_service_new runs kb_engine_new, which restores (s_restore runs
+  // kb_restore_run); the HTTP server (and so /health) starts after it.
+  // Behaviour: tests/integration/test_durability.py (contexts are there at once).
   const engine = source("src/service/engine/kb_engine.c");
-  const body = engine.slice(engine.indexOf("kb_engine_t *kb_engine_new("));
-  assert.ok(body.indexOf("kb_restore_run(") > 0, "kb_engine_new restores");
+  const body = (name) => {
+    const at = engine.search(new RegExp(`^[a-z][a-z_ ]*\\*?${name}\\(`, "m"));
+    return at < 0 ? "" : engine.slice(at, engine.indexOf("\n}\n", at));
+  };
+  assert.ok(body("s_restore").includes("kb_restore_run("), "s_restore runs kb_restore_run");
+  assert.ok(body("kb_engine_new").includes("s_restore("), "kb_engine_new restores");
   const serve = source("src/cli/kb_cli_serve.c");
-  const made = serve.indexOf("service = kb_service_new(");
-  const listening = serve.indexOf("server = kb_server_new(service");
+  const start = serve.slice(serve.indexOf("static int start(daemon_t *d)"));
+  const made = start.indexOf("start_service(d)");
+  const listening = start.indexOf("start_server(d)");
   assert.ok(made > 0 && listening > made, "the service (restore) comes before the listener");
+  assert.ok(serve.includes("d->service = kb_service_new("), "start_service makes the service");
+  assert.ok(serve.includes("d->server = kb_server_new(d->service"), "start_server listens");
 });
 
 test("the state dir is in the volume claim, which a restarted pod gets back", () => {
