@@ -5,12 +5,14 @@ import pytest
 from .forklib import Forks, our_children, reap, start_parent, subreaper
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _forks_are_our_children():
+@pytest.fixture(scope="module")
+def forks_are_our_children():
     """While these tests run the test process is a child subreaper (as the
     daemon is), so forks become its children. Afterwards, a fork a failed
     test could not note is killed, and the test process is an ordinary
-    parent again for whatever runs next."""
+    parent again for whatever runs next. Each module here asks for it
+    (pytestmark): an autouse fixture of this conftest reached other suites
+    run in the same pytest process."""
     before = our_children()
     subreaper(True)
     yield

@@ -162,8 +162,11 @@ def our_children():
     pid = os.getpid()
     kids = set()
     for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/children") as f:
-            kids.update(int(p) for p in f.read().split())
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids.update(int(p) for p in f.read().split())
+        except FileNotFoundError:  # a thread that ended since the listing
+            continue
     return kids
 
 

@@ -4,7 +4,11 @@ state)."""
 
 import os
 
+import pytest
+
 from .forklib import execute, stdout_of, value
+
+pytestmark = pytest.mark.usefixtures("forks_are_our_children")
 
 
 def test_variables_imports_functions_and_classes_are_carried(parent, forks):

@@ -5,7 +5,11 @@ import os
 import signal
 
 import kernelbridge_fork
+import pytest
+
 from .forklib import ask_fork, execute, new_connection, stdout_of, value, wait_exit
+
+pytestmark = pytest.mark.usefixtures("forks_are_our_children")
 
 
 def freeze(kc, path):

@@ -3,7 +3,11 @@ key; forks of forks work ten deep."""
 
 import os
 
+import pytest
+
 from .forklib import execute, stdout_of, value, wait_exit
+
+pytestmark = pytest.mark.usefixtures("forks_are_our_children")
 
 
 def test_the_parent_is_not_disturbed(parent, forks):

@@ -5,7 +5,11 @@ import signal
 import threading
 import time
 
+import pytest
+
 from .forklib import execute, stdout_of, value
+
+pytestmark = pytest.mark.usefixtures("forks_are_our_children")
 
 
 def types(outputs):

@@ -8,7 +8,11 @@ import sys
 
 from jupyter_client.manager import KernelManager
 
+import pytest
+
 from .forklib import PACKAGE_DIR, ask_fork, execute, new_connection, our_children, value
+
+pytestmark = pytest.mark.usefixtures("forks_are_our_children")
 
 
 def state(pid):
