@@ -28,6 +28,8 @@ static void test_error_codes(void)
     CHECK_STR(kb_code_name(KB_ERR_INTERNAL), "INTERNAL_ERROR");
     CHECK_STR(kb_code_name(KB_ERR_URI_TOO_LONG), "URI_TOO_LONG");
     CHECK_STR(kb_code_name(KB_ERR_HEADERS_TOO_LARGE), "HEADERS_TOO_LARGE");
+    CHECK_STR(kb_code_name(KB_ERR_LIMIT_EXCEEDED), "LIMIT_EXCEEDED");
+    CHECK_STR(kb_code_name(KB_ERR_CHECKPOINT_NOT_FOUND), "CHECKPOINT_NOT_FOUND");
 
     CHECK(kb_code_http_status(KB_OK) == 200);
     CHECK(kb_code_http_status(KB_ERR_BAD_REQUEST) == 400);
@@ -49,6 +51,8 @@ static void test_error_codes(void)
     CHECK(kb_code_http_status(KB_ERR_INTERNAL) == 500);
     CHECK(kb_code_http_status(KB_ERR_URI_TOO_LONG) == 414);
     CHECK(kb_code_http_status(KB_ERR_HEADERS_TOO_LARGE) == 431);
+    CHECK(kb_code_http_status(KB_ERR_LIMIT_EXCEEDED) == 409);
+    CHECK(kb_code_http_status(KB_ERR_CHECKPOINT_NOT_FOUND) == 404);
 
     kb_error_t err;
     CHECK(kb_error_set(&err, KB_ERR_SESSION_NOT_FOUND, "context %s vanished: %d", "c1", 7) == -1);

@@ -32,6 +32,8 @@ typedef enum {
     KB_ERR_INTERNAL,               /* 500, never for bad input */
     KB_ERR_URI_TOO_LONG,           /* 414 */
     KB_ERR_HEADERS_TOO_LARGE,      /* 431 */
+    KB_ERR_LIMIT_EXCEEDED,         /* 409, a per-context count (--max-checkpoints) */
+    KB_ERR_CHECKPOINT_NOT_FOUND,   /* 404 */
 } kb_code_t;
 
 typedef struct {

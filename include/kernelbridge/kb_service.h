@@ -72,6 +72,7 @@ typedef struct {
                                  websocket cell out, no websocket client connected) is
                                  deleted, and later calls naming it get SESSION_NOT_FOUND
                                  saying so; 0 = never */
+    size_t max_checkpoints;   /* checkpoints per context (SPEC section 13); 0 = 8 */
 } kb_service_config_t;
 
 /*  Start a service and its engine thread. Returns NULL and fills err on
@@ -123,6 +124,9 @@ typedef struct {
                                 NULL: start one; borrowed */
     long long memory_limit;  /* bytes of the kernel's process tree; 0: the service's default */
     long long pids_limit;    /* processes of the kernel's tree; 0: the service's default */
+    const char *fork_from;   /* a context id: the new context is a fork of it (SPEC section
+                                13), and language, kernel_name, cwd, env and
+                                connection_info must not be given; NULL: none */
 } kb_context_opts_t;
 
 /*  Create a context and wait until its kernel is ready. Returns the context
@@ -160,6 +164,54 @@ KB_EXPORT json_t *kb_service_context_restart(kb_service_t *self, const char *con
 /*  Interrupt whatever the context's kernel is running now. */
 KB_EXPORT int kb_service_context_interrupt(kb_service_t *self, const char *context_id,
                                            kb_error_t *err);
+
+/* ---- Forks, checkpoints and restores (SPEC section 13) ------------------ */
+
+#define KB_FORK_MAX 64 /* forks of one request */
+
+typedef struct {
+    size_t count;                   /* 1..KB_FORK_MAX; 0: one per context id, or 1 */
+    const char *const *context_ids; /* count ids (NULL-terminated when count is 0), or NULL:
+                                       generated "ctx_..." */
+    long long memory_limit;         /* 0: the parent's */
+    long long pids_limit;           /* 0: the parent's */
+} kb_fork_opts_t;
+
+/*  Fork a context: every fork a new context with the parent's state at the
+    fork point (the fork waits in the parent's run queue like a run).
+    Returns {contexts: [...]} once every fork is ready, or NULL with err
+    (UNSUPPORTED_OPTION for a kernel that cannot fork, SESSION_NOT_FOUND,
+    CONTEXT_EXISTS, TOO_MANY_CONTEXTS, KERNEL_START_FAILED: then no fork
+    is left). opts may be NULL (one fork). Caller owns. */
+KB_EXPORT json_t *kb_service_context_fork(kb_service_t *self, const char *context_id,
+                                          const kb_fork_opts_t *opts, kb_error_t *err);
+
+/*  A checkpoint of the context (a frozen fork): {checkpoint_id, context_id,
+    execution_count, created_at, memory_bytes}, or NULL with err
+    (LIMIT_EXCEEDED over --max-checkpoints). Caller owns. */
+KB_EXPORT json_t *kb_service_checkpoint_create(kb_service_t *self, const char *context_id,
+                                               kb_error_t *err);
+
+/*  {checkpoints: [...]} of the context, oldest first. Caller owns. */
+KB_EXPORT json_t *kb_service_checkpoint_list(kb_service_t *self, const char *context_id,
+                                             kb_error_t *err);
+
+/*  End a checkpoint. CHECKPOINT_NOT_FOUND when the context has no such. */
+KB_EXPORT int kb_service_checkpoint_delete(kb_service_t *self, const char *context_id,
+                                           const char *checkpoint_id, kb_error_t *err);
+
+/*  Replace the context's kernel with a fork of its checkpoint (which stays
+    restorable); waits until ready. Returns the context object (generation
+    + 1, restored_from). Caller owns. */
+KB_EXPORT json_t *kb_service_context_restore(kb_service_t *self, const char *context_id,
+                                             const char *checkpoint_id, kb_error_t *err);
+
+/*  How many forks opts asks for (count, or the number of ids, or 1). */
+KB_EXPORT size_t kb_fork_opts_count(const kb_fork_opts_t *opts);
+
+/*  Check opts: count 1..KB_FORK_MAX, count and ids agree, ids valid and
+    distinct, limits not negative. 0, or -1 with BAD_REQUEST. */
+KB_EXPORT int kb_fork_opts_validate(const kb_fork_opts_t *opts, kb_error_t *err);
 
 /* ---- Jupyter's kernel channels (a websocket client's) --------------------- */
 

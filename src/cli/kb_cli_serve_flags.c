@@ -156,6 +156,8 @@ static const flag_t flags[] = {
               "websocket connected; later calls naming it say it was culled; 0: never" },
     { "max-contexts", "N", "KB_MAX_CONTEXTS", FLAG_COUNT, FIELD(service.max_contexts),
       .value = "64", .help = "contexts (kernels) at once" },
+    { "max-checkpoints", "N", "KB_MAX_CHECKPOINTS", FLAG_COUNT, FIELD(service.max_checkpoints),
+      .value = "8", .help = "checkpoints of one context (SPEC section 13)" },
     { "max-body", "BYTES", "KB_MAX_BODY", FLAG_BYTES, FIELD(server.max_body), .value = "16M",
       .help = "request body limit" },
     { "max-output", "BYTES", "KB_MAX_OUTPUT", FLAG_BYTES, FIELD(service.max_output_bytes),

@@ -120,6 +120,18 @@ kb_kernel_t *kb_kernel_adopt(kb_loop_t *loop, const kb_kernelspec_t *spec,
                              const kb_adopt_opts_t *opts, const kb_kernel_callbacks_t *callbacks,
                              void *arg, kb_error_t *err);
 
+/*  The connection of a kernel that parent is about to fork (SPEC section
+    13): a new key, new ports (or ipc paths), and a connection file and an
+    empty log named as a launch's, in opts' dirs; conn filled. Returns the
+    connection JSON, key included, for the fork request (caller owns), or
+    NULL with err: UNSUPPORTED_OPTION when parent cannot be forked (not
+    running, attached, or run as another user, whose uid and private dir
+    a fork would share). Then kb_kernel_adopt the forked process with it,
+    and end conn with kb_fork_connection_end (remove: no kernel took it). */
+json_t *kb_kernel_fork_connection(const kb_kernel_t *parent, const kb_kernel_opts_t *opts,
+                                  kb_connection_t *conn, kb_error_t *err);
+void kb_fork_connection_end(kb_connection_t *conn, bool remove);
+
 /*  Kill whatever is left (SIGKILL to the process group, once the pid is
     known to be still the kernel), reap it, close sockets, remove the
     connection file, the log and ipc sockets. Blocks at most for the

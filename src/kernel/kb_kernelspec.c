@@ -301,6 +301,25 @@ static bool is_deno_kernel(const kb_kernelspec_t *self)
     return false;
 }
 
+bool kb_kernelspec_forkable(const kb_kernelspec_t *self, const char **why)
+{
+    const char *unused;
+    why = why ? why : &unused;
+    json_t *given = self->metadata ? json_object_get(self->metadata, "kernelbridge") : NULL;
+    json_t *fork = json_is_object(given) ? json_object_get(given, "fork") : NULL;
+    if (json_is_boolean(fork)) {
+        *why = "its kernelspec says metadata.kernelbridge.fork: false";
+        return json_is_true(fork);
+    }
+    for (size_t i = 1; i + 1 < self->argc; i++)
+        if (strcmp(self->argv[i], "-m") == 0
+            && (strcmp(self->argv[i + 1], "ipykernel_launcher") == 0
+                || strcmp(self->argv[i + 1], "ipykernel") == 0))
+            return true;
+    *why = "only ipykernel's kernels can be forked (its argv does not run -m ipykernel_launcher)";
+    return false;
+}
+
 kb_kernelspec_quirks_t kb_kernelspec_quirks(const kb_kernelspec_t *self)
 {
     assert(self && self->argv && self->argc > 0);

@@ -129,6 +129,14 @@ typedef struct {
 
 kb_kernelspec_quirks_t kb_kernelspec_quirks(const kb_kernelspec_t *self);
 
+/*  Whether a context of this kernelspec can be forked and checkpointed
+    (SPEC section 13): metadata.kernelbridge.fork (true or false) when the
+    kernelspec says, else whether its kernel is ipykernel: argv runs the
+    module ipykernel_launcher or ipykernel (`-m ipykernel_launcher`), the
+    one kernel the kernel side (python/kernelbridge_fork) knows how to
+    fork. When not, *why (may be NULL) gets the reason (static). */
+bool kb_kernelspec_forkable(const kb_kernelspec_t *self, const char **why);
+
 typedef struct kb_kernelspecs kb_kernelspecs_t;
 
 /*  Called once per problem found during discovery; message is borrowed for

@@ -327,12 +327,13 @@ json_t *kb_kernelspecs_to_json(const kb_kernelspecs_t *self)
         for (size_t k = 0; argv && k < spec->argc; k++)
             json_array_append_new(argv, json_string(spec->argv[k]));
         if (json_array_append_new(
-                list, json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:O, s:O}", "name", spec->name,
+                list, json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:O, s:O, s:b}", "name", spec->name,
                                 "display_name", spec->display_name, "language", spec->language,
                                 "interrupt_mode", spec->interrupt_mode, "resource_dir",
                                 spec->resource_dir, "argv", argv, "env",
                                 spec->env ? spec->env : json_null(), "metadata",
-                                spec->metadata ? spec->metadata : json_null()))
+                                spec->metadata ? spec->metadata : json_null(), "fork",
+                                kb_kernelspec_forkable(spec, NULL)))
             < 0)
             goto fail;
     }

@@ -558,3 +558,27 @@ int kb_proc_cwd(pid_t pid, char *buf, size_t len)
     }
     return 0;
 }
+
+int kb_proc_memory(pid_t pid, uint64_t *uss, uint64_t *pss)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
+    FILE *file = fopen(path, "re");
+    if (!file)
+        return -1;
+    unsigned long long kib, clean = 0, dirty = 0, proportional = 0;
+    while (fgets(line, sizeof line, file)) {
+        if (sscanf(line, "Private_Clean: %llu kB", &kib) == 1)
+            clean = kib;
+        else if (sscanf(line, "Private_Dirty: %llu kB", &kib) == 1)
+            dirty = kib;
+        else if (sscanf(line, "Pss: %llu kB", &kib) == 1)
+            proportional = kib;
+    }
+    fclose(file);
+    if (uss)
+        *uss = (uint64_t)(clean + dirty) << 10;
+    if (pss)
+        *pss = (uint64_t)proportional << 10;
+    return 0;
+}

@@ -99,4 +99,9 @@ int kb_proc_limit_data(pid_t pid, uint64_t bytes);
     may ptrace it), its directory deleted, or longer than len. */
 int kb_proc_cwd(pid_t pid, char *buf, size_t len);
 
+/*  The process's memory from /proc/<pid>/smaps_rollup: uss, what it holds
+    alone (Private_Clean + Private_Dirty), and pss, its proportional share
+    (each may be NULL). 0, or -1 with errno (gone, not readable). */
+int kb_proc_memory(pid_t pid, uint64_t *uss, uint64_t *pss);
+
 #endif

@@ -214,6 +214,84 @@ static void route_context_interrupt(kb_http_req_t *req)
     reply_rc(req, MHD_HTTP_NO_CONTENT, rc, &err);
 }
 
+/* ---- Routes: forks, checkpoints, restores (SPEC section 13) --------------- */
+
+static void route_context_fork(kb_http_req_t *req)
+{
+    if (!path_id_ok(req, KB_ERR_SESSION_NOT_FOUND))
+        return;
+    kb_error_t err = { KB_OK, "" };
+    kb_fork_request_t request;
+    if (kb_fork_request_parse(&request, req->body.data, req->body.len, &err) != 0) {
+        kb_http_reply_error(req, &err);
+        return;
+    }
+    json_t *forks = kb_service_context_fork(req->server->service, req->id, &request.opts, &err);
+    reply_object(req, MHD_HTTP_CREATED, forks, &err);
+    kb_fork_request_clear(&request);
+}
+
+static void route_checkpoint_create(kb_http_req_t *req)
+{
+    if (!path_id_ok(req, KB_ERR_SESSION_NOT_FOUND))
+        return;
+    kb_error_t err = { KB_OK, "" };
+    json_t *body
+        = req->body.len ? kb_request_body(req->body.data, req->body.len, true, &err) : NULL;
+    if (req->body.len && !body) {
+        kb_http_reply_error(req, &err);
+        return;
+    }
+    json_decref(body); /* {} : nothing is read from it */
+    reply_object(req, MHD_HTTP_CREATED,
+                 kb_service_checkpoint_create(req->server->service, req->id, &err), &err);
+}
+
+static void route_checkpoints_list(kb_http_req_t *req)
+{
+    if (!path_id_ok(req, KB_ERR_SESSION_NOT_FOUND))
+        return;
+    kb_error_t err = { KB_OK, "" };
+    reply_object(req, MHD_HTTP_OK, kb_service_checkpoint_list(req->server->service, req->id, &err),
+                 &err);
+}
+
+static void route_checkpoint_delete(kb_http_req_t *req)
+{
+    if (!path_id_ok(req, KB_ERR_SESSION_NOT_FOUND))
+        return;
+    size_t len = 0;
+    const char *given = kb_router_param(req, "checkpoint_id", &len);
+    char id[KB_HTTP_ID_MAX + 1];
+    if (!given || len > KB_HTTP_ID_MAX) {
+        kb_http_reply_errorf(req, KB_ERR_CHECKPOINT_NOT_FOUND, "no such checkpoint");
+        return;
+    }
+    memcpy(id, given, len);
+    id[len] = 0;
+    kb_error_t err = { KB_OK, "" };
+    int rc = kb_service_checkpoint_delete(req->server->service, req->id, id, &err);
+    reply_rc(req, MHD_HTTP_NO_CONTENT, rc, &err);
+}
+
+static void route_context_restore(kb_http_req_t *req)
+{
+    if (!path_id_ok(req, KB_ERR_SESSION_NOT_FOUND))
+        return;
+    kb_error_t err = { KB_OK, "" };
+    json_t *body;
+    const char *checkpoint_id
+        = kb_restore_request_parse(&body, req->body.data, req->body.len, &err);
+    if (!checkpoint_id) {
+        kb_http_reply_error(req, &err);
+        return;
+    }
+    json_t *context
+        = kb_service_context_restore(req->server->service, req->id, checkpoint_id, &err);
+    reply_object(req, MHD_HTTP_OK, context, &err);
+    json_decref(body);
+}
+
 /* ---- Routes: runs -------------------------------------------------------- */
 
 static void route_run(kb_http_req_t *req)
@@ -379,6 +457,12 @@ static const kb_route_t s_routes[] = {
     { "DELETE", "/contexts/{id}", route_context_delete, KB_ROUTE_TOKEN },
     { "POST", "/contexts/{id}/restart", route_context_restart, KB_ROUTE_TOKEN },
     { "POST", "/contexts/{id}/interrupt", route_context_interrupt, KB_ROUTE_TOKEN },
+    { "POST", "/contexts/{id}/fork", route_context_fork, KB_ROUTE_BODY },
+    { "POST", "/contexts/{id}/checkpoints", route_checkpoint_create, KB_ROUTE_BODY },
+    { "GET", "/contexts/{id}/checkpoints", route_checkpoints_list, KB_ROUTE_TOKEN },
+    { "DELETE", "/contexts/{id}/checkpoints/{checkpoint_id}", route_checkpoint_delete,
+      KB_ROUTE_TOKEN },
+    { "POST", "/contexts/{id}/restore", route_context_restore, KB_ROUTE_BODY },
     { "POST", "/run", route_run, KB_ROUTE_BODY },
     { "GET", "/processes", route_processes_list, KB_ROUTE_TOKEN },
     { "GET", "/processes/{id}", route_process_get, KB_ROUTE_TOKEN },

@@ -44,6 +44,8 @@ def test_every_daemon_code_has_its_class():
         "INTERNAL_ERROR": kernelbridge.InternalError,
         "URI_TOO_LONG": kernelbridge.UriTooLongError,
         "HEADERS_TOO_LARGE": kernelbridge.HeadersTooLargeError,
+        "LIMIT_EXCEEDED": kernelbridge.LimitExceededError,
+        "CHECKPOINT_NOT_FOUND": kernelbridge.CheckpointNotFoundError,
         "HTTP_VERSION_NOT_SUPPORTED": kernelbridge.HttpVersionNotSupportedError,
     }
     for code, cls in expected.items():

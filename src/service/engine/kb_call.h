@@ -30,6 +30,11 @@ typedef enum {
     KB_CALL_CTX_DELETE,
     KB_CALL_CTX_RESTART,
     KB_CALL_CTX_INTERRUPT,
+    KB_CALL_CTX_FORK,
+    KB_CALL_CTX_RESTORE,
+    KB_CALL_CHECKPOINT_CREATE,
+    KB_CALL_CHECKPOINT_LIST,
+    KB_CALL_CHECKPOINT_DELETE,
     KB_CALL_RUN,
     KB_CALL_PROC_LIST,
     KB_CALL_PROC_GET,
@@ -52,6 +57,8 @@ typedef struct kb_call_ask {
     const kb_context_opts_t *context_opts;
     const kb_run_opts_t *run_opts;
     const char *id;
+    const char *checkpoint_id;       /* CTX_RESTORE, CHECKPOINT_DELETE */
+    const kb_fork_opts_t *fork_opts; /* CTX_FORK: checked; NULL: one fork */
     const char *filter_state;
     const char *filter_context;
     const char *signal;

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "service/engine/kb_dispatch.h"
+#include "service/fork/kb_checkpoints.h"
+#include "service/fork/kb_fork.h"
 #include "service/jupyter/kb_hub.h"
 #include "service/run/kb_adapter.h"
 #include "util/kb_clock.h"
@@ -145,6 +147,22 @@ static kb_context_t *s_context_attach(kb_engine_t *self, const char *id,
     return ctx;
 }
 
+/*  A context made by forking opts->fork_from: the fork request with one
+    id, answered with the context alone. */
+static void s_create_fork(kb_engine_t *self, kb_call_t *call, const char *id)
+{
+    const kb_context_opts_t *opts = call->ask.context_opts;
+    kb_context_t *parent = s_lookup(self, opts->fork_from, call);
+    if (!parent)
+        return;
+    const char *ids[] = { id, NULL };
+    kb_fork_opts_t fork = { .count = 1,
+                            .context_ids = ids,
+                            .memory_limit = opts->memory_limit,
+                            .pids_limit = opts->pids_limit };
+    kb_fork_contexts(self, parent, call, &fork, true); /* copied by the job */
+}
+
 static void s_handle_create(kb_engine_t *self, kb_call_t *call)
 {
     const kb_context_opts_t *opts = call->ask.context_opts; /* checked: kb_context_opts_validate */
@@ -155,6 +173,11 @@ static void s_handle_create(kb_engine_t *self, kb_call_t *call)
     }
     if (kb_engine_context_find(self, id)) {
         kb_call_fail(call, KB_ERR_CONTEXT_EXISTS, "context %s already exists", id);
+        free(id);
+        return;
+    }
+    if (opts->fork_from) {
+        s_create_fork(self, call, id);
         free(id);
         return;
     }
@@ -240,6 +263,41 @@ static void s_handle_delete(kb_engine_t *self, kb_call_t *call)
     }
     kb_context_delete(ctx);
     kb_call_answer_json(call, NULL);
+}
+
+/*  Forks, checkpoints and restores (SPEC section 13). */
+static void s_handle_fork(kb_engine_t *self, kb_call_t *call)
+{
+    kb_context_t *ctx = s_lookup(self, call->ask.id, call);
+    if (!ctx)
+        return;
+    if (!self->checkpoints) {
+        kb_call_fail(call, KB_ERR_UNAVAILABLE, "the service is stopping");
+        return;
+    }
+    switch (call->type) {
+        case KB_CALL_CTX_FORK:
+            kb_fork_contexts(self, ctx, call, call->ask.fork_opts, false);
+            break;
+        case KB_CALL_CTX_RESTORE:
+            kb_fork_restore(self, ctx, call->ask.checkpoint_id, call);
+            break;
+        case KB_CALL_CHECKPOINT_CREATE:
+            kb_fork_checkpoint(self, ctx, call);
+            break;
+        case KB_CALL_CHECKPOINT_LIST:
+            s_answer_built(call, kb_checkpoints_list(self->checkpoints, kb_context_id(ctx)));
+            break;
+        default: {
+            kb_error_t err;
+            if (kb_checkpoints_delete(self->checkpoints, kb_context_id(ctx),
+                                      call->ask.checkpoint_id, &err)
+                != 0)
+                kb_call_fail(call, err.code, "%s", err.message);
+            else
+                kb_call_answer_json(call, NULL);
+        }
+    }
 }
 
 static void s_handle_restart(kb_engine_t *self, kb_call_t *call)
@@ -507,6 +565,13 @@ void kb_dispatch_handle(kb_engine_t *self, kb_call_t *call)
             break;
         case KB_CALL_PROC_SIGNAL:
             s_handle_signal(self, call);
+            break;
+        case KB_CALL_CTX_FORK:
+        case KB_CALL_CTX_RESTORE:
+        case KB_CALL_CHECKPOINT_CREATE:
+        case KB_CALL_CHECKPOINT_LIST:
+        case KB_CALL_CHECKPOINT_DELETE:
+            s_handle_fork(self, call);
             break;
         case KB_CALL_CHANNELS_OPEN:
         case KB_CALL_CHANNELS_INPUT:

@@ -20,6 +20,7 @@
 
 #include "service/engine/kb_engine_dirs.h"
 #include "service/engine/kb_request.h"
+#include "service/fork/kb_checkpoints.h"
 #include "util/kb_clock.h"
 
 #define KB_ADOPT_DEADLINE_MS 3000 /* the whole adoption, however many kernels */
@@ -120,6 +121,19 @@ static kb_kernelspec_t *s_find_spec(void *impl, const char *language, const char
     return copy;
 }
 
+void kb_engine_kernel_opts(kb_engine_t *self, const kb_kernelspec_t *spec, kb_kernel_opts_t *out)
+{
+    /* Deno's kernel, for one, cannot use ipc endpoints */
+    kb_kernelspec_quirks_t quirks = kb_kernelspec_quirks(spec);
+    *out = (kb_kernel_opts_t){
+        .runtime_dir = kb_restore_kernel_dir(self->durable) ? kb_restore_kernel_dir(self->durable)
+                                                            : self->state_dir,
+        .ipc_dir = self->ipc_dir,
+        .serial = ++self->kernel_serial,
+        .transport = quirks.transport ? quirks.transport : self->config.transport,
+    };
+}
+
 static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char *cwd,
                              const json_t *env, uint64_t data_limit,
                              const kb_kernel_callbacks_t *callbacks, void *arg, kb_error_t *err)
@@ -127,22 +141,15 @@ static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char
     kb_engine_t *self = impl;
     const char *drop[] = { "KB_", NULL };
     char **envp = kb_kernelspec_build_env(spec, environ, drop, env);
-    /* Deno's kernel, for one, cannot use ipc endpoints */
-    kb_kernelspec_quirks_t quirks = kb_kernelspec_quirks(spec);
-    kb_kernel_opts_t opts = {
-        .runtime_dir = kb_restore_kernel_dir(self->durable) ? kb_restore_kernel_dir(self->durable)
-                                                            : self->state_dir,
-        .ipc_dir = self->ipc_dir,
-        .serial = ++self->kernel_serial,
-        .transport = quirks.transport ? quirks.transport : self->config.transport,
-        .cwd = cwd,
-        .envp = envp,
-        .system_python = self->system_python,
-        .start_timeout = self->config.start_timeout,
-        .users = self->users,
-        .work_root = self->work_root,
-        .data_limit = data_limit,
-    };
+    kb_kernel_opts_t opts;
+    kb_engine_kernel_opts(self, spec, &opts);
+    opts.cwd = cwd;
+    opts.envp = envp;
+    opts.system_python = self->system_python;
+    opts.start_timeout = self->config.start_timeout;
+    opts.users = self->users;
+    opts.work_root = self->work_root;
+    opts.data_limit = data_limit;
     kb_error_t problem;
     kb_kernel_t *kernel = kb_kernel_new(self->loop, spec, &opts, callbacks, arg, &problem);
     kb_strv_free(envp);
@@ -304,6 +311,7 @@ void kb_engine_context_gone(kb_context_t *ctx, const char *why, bool vanished, v
     }
     s_forget_row(self, ctx);
     kb_engine_context_remove(self, ctx);
+    kb_checkpoints_drop_context(self->checkpoints, kb_context_id(ctx));
     if (zlistx_size(self->gone) == 0)
         kb_loop_defer(self->loop, s_free_gone, self);
     zlistx_add_end(self->gone, ctx);
@@ -421,7 +429,8 @@ static int s_make_tables(kb_engine_t *self, const kb_service_config_t *config, k
         kb_error_set(err, KB_ERR_INTERNAL, "cannot create an epoll set: %s", strerror(errno));
         return -1;
     }
-    if (!(self->metrics = kb_metrics_new()))
+    if (!(self->metrics = kb_metrics_new())
+        || !(self->checkpoints = kb_checkpoints_new(self->loop)))
         goto nomem;
     return 0;
 nomem:
@@ -587,6 +596,7 @@ void kb_engine_destroy(kb_engine_t **self_p)
     *self_p = NULL;
     assert(!self->contexts || zhashx_size(self->contexts) == 0);
     kb_restore_close(&self->durable);
+    kb_checkpoints_destroy(&self->checkpoints, true);
     zhashx_destroy(&self->contexts);
     zhashx_destroy(&self->kernel_ids);
     zlistx_destroy(&self->gone);
@@ -673,6 +683,8 @@ void kb_engine_stop_begin(kb_engine_t *self)
         zlistx_add_end(self->gone, ctx);
     }
     zlistx_destroy(&all);
+    /*  Checkpoints are not recorded in state.db: they end with the daemon. */
+    kb_checkpoints_destroy(&self->checkpoints, true);
 }
 
 static void s_on_stop_tick(kb_timer_t *timer, void *arg)

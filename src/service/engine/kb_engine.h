@@ -74,6 +74,7 @@ struct kb_engine {
     kb_context_env_t context_env;
 
     kb_restore_t *durable; /* the state dir's lock, state.db, its writer; NULL: ephemeral */
+    struct kb_checkpoints *checkpoints; /* every context's (service/fork/kb_checkpoints.h) */
 
     /* kernels run as other users (kb_kernel_user.h); both NULL: as the daemon's */
     kb_kernel_users_t *users;
@@ -109,6 +110,11 @@ intptr_t kb_engine_next_generation(kb_engine_t *self, const char *id);
 
 /*  Kernelspecs as discovered at most 2 s ago (fresh: now). Borrowed. */
 const kb_kernelspecs_t *kb_engine_specs(kb_engine_t *self, bool fresh);
+
+/*  Where a kernel of spec keeps its files and how it is reached (the
+    runtime and ipc dirs, the transport, a new serial): the rest of out
+    zeroed. */
+void kb_engine_kernel_opts(kb_engine_t *self, const kb_kernelspec_t *spec, kb_kernel_opts_t *out);
 
 /*  Kernels of contexts and of the pool. */
 size_t kb_engine_kernel_count(kb_engine_t *self);

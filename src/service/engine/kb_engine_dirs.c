@@ -100,6 +100,8 @@ void kb_engine_default_config(kb_service_config_t *c)
         c->completion_grace = 3.0;
     if (!c->max_contexts)
         c->max_contexts = 64;
+    if (!c->max_checkpoints)
+        c->max_checkpoints = 8;
     if (!c->max_code_bytes)
         c->max_code_bytes = 8 << 20;
     if (!c->max_output_bytes)

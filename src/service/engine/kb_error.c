@@ -49,6 +49,10 @@ const char *kb_code_name(kb_code_t code)
             return "URI_TOO_LONG";
         case KB_ERR_HEADERS_TOO_LARGE:
             return "HEADERS_TOO_LARGE";
+        case KB_ERR_LIMIT_EXCEEDED:
+            return "LIMIT_EXCEEDED";
+        case KB_ERR_CHECKPOINT_NOT_FOUND:
+            return "CHECKPOINT_NOT_FOUND";
     }
     /* A value outside the enum is a bug of the caller; render it as an
        internal error rather than crash the HTTP layer that shows it. */
@@ -71,11 +75,13 @@ int kb_code_http_status(kb_code_t code)
         case KB_ERR_PROCESS_NOT_FOUND:
         case KB_ERR_LANGUAGE_NOT_SUPPORTED:
         case KB_ERR_NOT_FOUND:
+        case KB_ERR_CHECKPOINT_NOT_FOUND:
             return 404;
         case KB_ERR_METHOD_NOT_ALLOWED:
             return 405;
         case KB_ERR_CONTEXT_EXISTS:
         case KB_ERR_PROCESS_RUNNING:
+        case KB_ERR_LIMIT_EXCEEDED:
             return 409;
         case KB_ERR_PAYLOAD_TOO_LARGE:
             return 413;

@@ -5,6 +5,7 @@
     options. Pure code: no I/O, no service state. */
 #include "service/engine/kb_request.h"
 #include "kernel/kb_kernel.h"
+#include "util/kb_alloc.h"
 #include "util/kb_utf8.h"
 
 #include <assert.h>
@@ -34,6 +35,7 @@ typedef enum {
     KB_FIELD_STRIP_ANSI,
     KB_FIELD_MEMORY_LIMIT,
     KB_FIELD_PIDS_LIMIT,
+    KB_FIELD_FORK_FROM,
 } kb_field_id_t;
 
 typedef struct {
@@ -76,6 +78,7 @@ static const kb_field_t s_native_context[] = {
     { "connection_info", KB_FIELD_CONNECTION_INFO },
     { "memory_limit", KB_FIELD_MEMORY_LIMIT },
     { "pids_limit", KB_FIELD_PIDS_LIMIT },
+    { "fork_from", KB_FIELD_FORK_FROM },
 };
 
 static const kb_field_t s_e2b_run[] = {
@@ -263,7 +266,7 @@ const char *kb_request_e2b_context_id(const char *id, kb_error_t *err)
 
 /*  Where each field read goes; NULL for a field the table cannot hold. */
 typedef struct {
-    const char **code, **language, **kernel_name, **context_id, **cwd;
+    const char **code, **language, **kernel_name, **context_id, **cwd, **fork_from;
     bool *isolated, *strip_ansi;
     double *timeout;
     json_t **env, **connection_info;
@@ -326,6 +329,10 @@ static int s_read_fields(const json_t *body, const kb_field_t *fields, size_t co
             case KB_FIELD_PIDS_LIMIT:
                 assert(dest->pids_limit);
                 rc = s_count(body, name, dest->pids_limit, err);
+                break;
+            case KB_FIELD_FORK_FROM:
+                assert(dest->fork_from);
+                rc = kb_request_string(body, name, dest->fork_from, err);
                 break;
         }
         if (rc < 0)
@@ -406,7 +413,8 @@ int kb_context_request_parse(kb_context_request_t *self, kb_front_t front, const
                              .env = &opts->env,
                              .connection_info = &opts->connection_info,
                              .memory_limit = &opts->memory_limit,
-                             .pids_limit = &opts->pids_limit };
+                             .pids_limit = &opts->pids_limit,
+                             .fork_from = &opts->fork_from };
     if (s_read_fields(self->body, spec->context, spec->context_len, &dest, err) != 0)
         goto fail;
     opts->language = language;
@@ -656,7 +664,14 @@ int kb_context_opts_validate(const kb_context_opts_t *opts, kb_error_t *err)
     if (s_context_id_validate(opts->context_id, err) != 0
         || s_env_validate(opts->env, "env", err) != 0)
         return -1;
-    if (!opts->language && !opts->kernel_name)
+    if (opts->fork_from) {
+        if (!kb_context_id_valid(opts->fork_from))
+            return kb_error_set(err, KB_ERR_BAD_REQUEST, "fork_from must be a context id");
+        if (opts->language || opts->kernel_name || opts->cwd || opts->env || opts->connection_info)
+            return kb_error_set(err, KB_ERR_BAD_REQUEST,
+                                "fork_from cannot be given with language, kernel_name, cwd, env or "
+                                "connection_info: a fork has its parent's");
+    } else if (!opts->language && !opts->kernel_name)
         return kb_error_set(err, KB_ERR_BAD_REQUEST, "one of language or kernel_name is required");
     if (kb_limits_validate(opts->memory_limit, opts->pids_limit, err) != 0)
         return -1;
@@ -674,4 +689,110 @@ int kb_context_opts_validate(const kb_context_opts_t *opts, kb_error_t *err)
             return kb_error_set(err, KB_ERR_BAD_REQUEST, "connection_info: %s", problem.message);
     }
     return 0;
+}
+
+/* ---- Forks and restores (SPEC section 13) ------------------------------------------ */
+
+size_t kb_fork_opts_count(const kb_fork_opts_t *opts)
+{
+    size_t ids = 0;
+    while (opts && opts->context_ids && !opts->count && opts->context_ids[ids])
+        ids++;
+    return opts && opts->count ? opts->count : ids ? ids : 1;
+}
+
+int kb_fork_opts_validate(const kb_fork_opts_t *opts, kb_error_t *err)
+{
+    if (!opts)
+        return 0;
+    size_t count = kb_fork_opts_count(opts);
+    if (count < 1 || count > KB_FORK_MAX)
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "field count must be 1 to %d (%zu given)",
+                            KB_FORK_MAX, count);
+    for (size_t i = 0; opts->context_ids && i < count; i++) {
+        if (!opts->context_ids[i])
+            return kb_error_set(err, KB_ERR_BAD_REQUEST,
+                                "fields count and context_ids disagree: %zu ids for %zu forks", i,
+                                count);
+        if (s_context_id_validate(opts->context_ids[i], err) != 0)
+            return -1;
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(opts->context_ids[k], opts->context_ids[i]) == 0)
+                return kb_error_set(err, KB_ERR_BAD_REQUEST, "context_ids names %s twice",
+                                    opts->context_ids[i]);
+    }
+    if (opts->context_ids && opts->count && opts->context_ids[count])
+        return kb_error_set(err, KB_ERR_BAD_REQUEST,
+                            "fields count and context_ids disagree: more ids than %zu forks",
+                            count);
+    return kb_limits_validate(opts->memory_limit, opts->pids_limit, err);
+}
+
+int kb_fork_request_parse(kb_fork_request_t *self, const char *data, size_t len, kb_error_t *err)
+{
+    memset(self, 0, sizeof *self);
+    if (!(self->body = kb_request_body(data, len, true, err)))
+        return -1;
+    long long count = 0;
+    json_t *ids = s_given(self->body, "context_ids");
+    kb_fork_opts_t *opts = &self->opts;
+    if (s_count(self->body, "count", &count, err) < 0
+        || s_count(self->body, "memory_limit", &opts->memory_limit, err) < 0
+        || s_count(self->body, "pids_limit", &opts->pids_limit, err) < 0)
+        goto fail;
+    if (count < 0 || count > KB_FORK_MAX || (json_object_get(self->body, "count") && count == 0)) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "field count must be 1 to %d (%lld given)",
+                     KB_FORK_MAX, count);
+        goto fail;
+    }
+    opts->count = (size_t)count;
+    size_t n = json_array_size(ids);
+    if (ids && (!json_is_array(ids) || n == 0 || n > KB_FORK_MAX)) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "field context_ids must be an array of 1 to %d ids",
+                     KB_FORK_MAX);
+        goto fail;
+    }
+    self->ids = ids ? kb_xcalloc(n + 1, sizeof *self->ids) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        json_t *id = json_array_get(ids, i);
+        self->ids[i] = json_string_value(id);
+        if (!self->ids[i] || strlen(self->ids[i]) != json_string_length(id)) {
+            kb_error_set(err, KB_ERR_BAD_REQUEST, "field context_ids must hold context ids");
+            goto fail;
+        }
+    }
+    opts->context_ids = self->ids;
+    if (opts->count && self->ids && n != opts->count) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST,
+                     "fields count and context_ids disagree: %zu ids for %zu forks", n,
+                     opts->count);
+        goto fail;
+    }
+    if (kb_fork_opts_validate(opts, err) == 0)
+        return 0;
+fail:
+    kb_fork_request_clear(self);
+    return -1;
+}
+
+void kb_fork_request_clear(kb_fork_request_t *self)
+{
+    json_decref(self->body);
+    free(self->ids);
+    memset(self, 0, sizeof *self);
+}
+
+const char *kb_restore_request_parse(json_t **body, const char *data, size_t len, kb_error_t *err)
+{
+    const char *id = NULL;
+    *body = kb_request_body(data, len, false, err);
+    int has = *body ? kb_request_string(*body, "checkpoint_id", &id, err) : -1;
+    if (has == 0)
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "field checkpoint_id is required");
+    if (has <= 0) {
+        json_decref(*body);
+        *body = NULL;
+        return NULL;
+    }
+    return id;
 }

@@ -92,6 +92,22 @@ int kb_context_request_parse(kb_context_request_t *self, kb_front_t front, const
 void kb_run_request_clear(kb_run_request_t *self);
 void kb_context_request_clear(kb_context_request_t *self);
 
+/*  A POST /contexts/{id}/fork body {count?, context_ids?, memory_limit?,
+    pids_limit?} (empty: one fork), checked with kb_fork_opts_validate.
+    0, or -1 with err (BAD_REQUEST naming the field) and self holding
+    nothing. Clear self after a success. */
+typedef struct {
+    kb_fork_opts_t opts; /* its strings borrowed from body */
+    const char **ids;    /* NULL-terminated, or NULL */
+    json_t *body;        /* owned */
+} kb_fork_request_t;
+int kb_fork_request_parse(kb_fork_request_t *self, const char *data, size_t len, kb_error_t *err);
+void kb_fork_request_clear(kb_fork_request_t *self);
+
+/*  The checkpoint_id of a POST /contexts/{id}/restore body, borrowed from
+ *body (the caller's to free), or NULL with err (and *body NULL). */
+const char *kb_restore_request_parse(json_t **body, const char *data, size_t len, kb_error_t *err);
+
 /*  The signal of a native POST /processes/{id}/signals body {signal}: one
     of SIGINT, SIGTERM, SIGKILL (a constant string), or NULL with err set:
     the body's errors (kb_request_body), BAD_REQUEST when signal is not a

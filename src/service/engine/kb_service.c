@@ -401,6 +401,62 @@ int kb_service_context_interrupt(kb_service_t *self, const char *context_id, kb_
     return s_call_id_rc(self, KB_CALL_CTX_INTERRUPT, context_id, err);
 }
 
+json_t *kb_service_context_fork(kb_service_t *self, const char *context_id,
+                                const kb_fork_opts_t *opts, kb_error_t *err)
+{
+    if (kb_fork_opts_validate(opts, err) != 0)
+        return NULL;
+    kb_call_t request;
+    kb_call_init(&request, KB_CALL_CTX_FORK);
+    request.ask.id = context_id;
+    request.ask.fork_opts = opts;
+    return s_call_json(self, &request, err);
+}
+
+json_t *kb_service_checkpoint_create(kb_service_t *self, const char *context_id, kb_error_t *err)
+{
+    return s_call_id(self, KB_CALL_CHECKPOINT_CREATE, context_id, err);
+}
+
+json_t *kb_service_checkpoint_list(kb_service_t *self, const char *context_id, kb_error_t *err)
+{
+    return s_call_id(self, KB_CALL_CHECKPOINT_LIST, context_id, err);
+}
+
+static json_t *s_call_checkpoint(kb_service_t *self, kb_call_type_t type, const char *context_id,
+                                 const char *checkpoint_id, kb_error_t *err)
+{
+    if (!checkpoint_id) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "a checkpoint_id is required");
+        return NULL;
+    }
+    kb_call_t request;
+    kb_call_init(&request, type);
+    request.ask.id = context_id;
+    request.ask.checkpoint_id = checkpoint_id;
+    return s_call_json(self, &request, err);
+}
+
+int kb_service_checkpoint_delete(kb_service_t *self, const char *context_id,
+                                 const char *checkpoint_id, kb_error_t *err)
+{
+    if (!checkpoint_id)
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "a checkpoint_id is required");
+    kb_call_t request;
+    kb_call_init(&request, KB_CALL_CHECKPOINT_DELETE);
+    request.ask.id = context_id;
+    request.ask.checkpoint_id = checkpoint_id;
+    int rc = s_call(self, &request, err);
+    json_decref(request.result);
+    return rc;
+}
+
+json_t *kb_service_context_restore(kb_service_t *self, const char *context_id,
+                                   const char *checkpoint_id, kb_error_t *err)
+{
+    return s_call_checkpoint(self, KB_CALL_CTX_RESTORE, context_id, checkpoint_id, err);
+}
+
 /*  The largest code a run may carry: the service's config, fixed before
     the engine thread starts, so callers' threads may read it. */
 static size_t s_max_code_bytes(kb_service_t *self)

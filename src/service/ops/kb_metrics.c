@@ -13,6 +13,8 @@ static const double s_run_bounds[]
     = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300 };
 #define KB_RUN_BUCKETS (sizeof s_run_bounds / sizeof s_run_bounds[0])
 static const double s_start_bounds[] = { 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60 };
+static const double s_fork_bounds[] = { 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5 };
+#define KB_FORK_BUCKETS (sizeof s_fork_bounds / sizeof s_fork_bounds[0])
 #define KB_START_BUCKETS (sizeof s_start_bounds / sizeof s_start_bounds[0])
 
 /*  The states of a context (kb_context_state), each shown even at 0. */
@@ -38,6 +40,9 @@ struct kb_metrics {
     unsigned long long start_duration[KB_START_BUCKETS + 1]; /* of the starts that were ready */
     double start_duration_sum;
     unsigned long long dropped[KB_DROP_REASONS];
+    unsigned long long forks, fork_failures, checkpoints, restores;
+    unsigned long long fork_duration[KB_FORK_BUCKETS + 1]; /* of fork requests answered */
+    double fork_duration_sum;
 };
 
 /* ---- counting ---------------------------------------------------------------- */
@@ -94,6 +99,50 @@ static void s_count_start(kb_metrics_t *self, const char *kernel_name, kb_start_
     if (outcome == KB_START_OK)
         s_observe(self->start_duration, s_start_bounds, KB_START_BUCKETS, &self->start_duration_sum,
                   seconds > 0 ? seconds : 0);
+}
+
+void kb_metrics_forked(kb_metrics_t *self, size_t forks, bool ok, double seconds)
+{
+    if (!self)
+        return;
+    if (!ok) {
+        self->fork_failures++;
+        return;
+    }
+    self->forks += forks;
+    s_observe(self->fork_duration, s_fork_bounds, KB_FORK_BUCKETS, &self->fork_duration_sum,
+              seconds > 0 ? seconds : 0);
+}
+
+void kb_metrics_checkpointed(kb_metrics_t *self)
+{
+    if (self)
+        self->checkpoints++;
+}
+
+void kb_metrics_restored(kb_metrics_t *self)
+{
+    if (self)
+        self->restores++;
+}
+
+static void s_render_forks(const kb_metrics_t *self, kb_buf_t *out)
+{
+    kb_prom_family(out, "kernelbridge_forks_total", "counter",
+                   "Contexts made by forking another (SPEC section 13).");
+    kb_prom_sample_u(out, "kernelbridge_forks_total", NULL, self->forks);
+    kb_prom_family(out, "kernelbridge_fork_failures_total", "counter",
+                   "Fork requests that failed (nothing of them was kept).");
+    kb_prom_sample_u(out, "kernelbridge_fork_failures_total", NULL, self->fork_failures);
+    kb_prom_family(out, "kernelbridge_fork_duration_seconds", "histogram",
+                   "Time from a fork request to its answer, every fork of it ready.");
+    kb_prom_histogram(out, "kernelbridge_fork_duration_seconds", NULL, s_fork_bounds,
+                      KB_FORK_BUCKETS, self->fork_duration, self->fork_duration_sum);
+    kb_prom_family(out, "kernelbridge_checkpoints_total", "counter", "Checkpoints made.");
+    kb_prom_sample_u(out, "kernelbridge_checkpoints_total", NULL, self->checkpoints);
+    kb_prom_family(out, "kernelbridge_restores_total", "counter",
+                   "Contexts restored from a checkpoint (by a client or by a rollback).");
+    kb_prom_sample_u(out, "kernelbridge_restores_total", NULL, self->restores);
 }
 
 void kb_metrics_start_failed(kb_metrics_t *self, const char *kernel_name)
@@ -256,6 +305,7 @@ void kb_metrics_render(const kb_metrics_t *self, const kb_metrics_sample_t *samp
 {
     s_render_runs(self, out);
     s_render_kernels(self, out);
+    s_render_forks(self, out);
     s_render_contexts(sample, out);
     s_render_output(sample, out);
 }

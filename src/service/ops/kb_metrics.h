@@ -20,6 +20,7 @@
 #define KB_METRICS_H_INCLUDED
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "kernel/kb_kernel.h"
@@ -50,6 +51,12 @@ void kb_metrics_run_ended(kb_metrics_t *self, const char *language, kb_reason_t 
 /*  A kernel of kernel_name could not even be spawned (no kernel exists to
     report it): a start with outcome failed. Safe on NULL self. */
 void kb_metrics_start_failed(kb_metrics_t *self, const char *kernel_name);
+
+/*  A fork request answered after seconds: ok, forks more contexts; else
+    one failure. A checkpoint made; a context restored. Safe on NULL. */
+void kb_metrics_forked(kb_metrics_t *self, size_t forks, bool ok, double seconds);
+void kb_metrics_checkpointed(kb_metrics_t *self);
+void kb_metrics_restored(kb_metrics_t *self);
 
 /*  Messages dropped since the start, all kernels: the total, and by
     reason into by_reason (KB_DROP_REASONS entries) when not NULL. */

@@ -19,6 +19,7 @@
 #include "service/run/kb_adapter.h"
 #include "service/jupyter/kb_hub.h"
 #include "service/run/kb_execution.h"
+#include "util/kb_alloc.h"
 #include "util/kb_buf.h"
 #include "util/kb_clock.h"
 
@@ -35,63 +36,6 @@ static const kb_kernel_callbacks_t s_kernel_callbacks = {
     .message = s_on_message,
     .exited = s_on_exited,
 };
-
-/* ---- identity ------------------------------------------------------------------ */
-
-const char *kb_context_id(const kb_context_t *self)
-{
-    return self->id;
-}
-
-const char *kb_context_kernel_id(const kb_context_t *self)
-{
-    return self->kernel_id;
-}
-
-void kb_context_kernel_id_of(const char *sandbox_id, const char *id, char *out)
-{
-    char *name = sandbox_id ? zsys_sprintf("kernelbridge/%s/%s", sandbox_id, id) : NULL;
-    if (name)
-        kb_uuid_from(name, out);
-    else
-        out[0] = '\0';
-    free(name);
-}
-
-const char *kb_context_language(const kb_context_t *self)
-{
-    return self->language;
-}
-
-const char *kb_context_kernel_name(const kb_context_t *self)
-{
-    return self->spec->name;
-}
-
-bool kb_context_is_default(const kb_context_t *self)
-{
-    return self->is_default;
-}
-
-bool kb_context_isolated(const kb_context_t *self)
-{
-    return self->isolated;
-}
-
-bool kb_context_ready(const kb_context_t *self)
-{
-    return self->ready;
-}
-
-double kb_context_created_at(const kb_context_t *self)
-{
-    return self->created_at;
-}
-
-long long kb_context_generation(const kb_context_t *self)
-{
-    return self->generation;
-}
 
 /*  Where a kernel starts (kb_launch: in cwd, relative to the daemon's
     directory, else in the daemon's), absolute. Caller owns it; NULL: OOM. */
@@ -132,9 +76,30 @@ static bool s_in_queue(const void *run, void *arg)
     return zlistx_find(self->queue, (void *)run) != NULL;
 }
 
+/*  The job at the head of the queue takes the kernel when the runs queued
+    before it are done. True: it did. */
+static bool s_start_job(kb_context_t *self)
+{
+    kb_context_job_entry_t *head;
+    while ((head = zlistx_first(self->jobs))
+           && (!head->after || !zlistx_find(self->queue, (void *)head->after))) {
+        self->job = zlistx_detach(self->jobs, NULL);
+        self->last_activity_at = kb_now();
+        if (head->ops->start(head->arg, self->kernel))
+            return true;
+        if (self->job == head) {
+            self->job = NULL;
+            free(head);
+        }
+    }
+    return false;
+}
+
 static void s_pump(kb_context_t *self)
 {
-    if (!self->ready || self->running || !self->kernel || self->over || self->barrier)
+    if (!self->ready || self->running || self->job || !self->kernel || self->over || self->barrier)
+        return;
+    if ((self->hub && kb_hub_busy(self->hub)) || s_start_job(self))
         return;
     if (self->hub && kb_hub_pump(self->hub, self->kernel, s_in_queue, self))
         return; /* a websocket client's execute is out: runs wait */
@@ -196,6 +161,55 @@ static void s_end_running(kb_context_t *self, const kb_run_event_t *event)
     self->running = NULL;
     if (run)
         kb_run_apply(run, event);
+}
+
+/*  Cancel the job that has the kernel (all: and those waiting). */
+static void s_cancel_jobs(kb_context_t *self, const char *why, bool all)
+{
+    kb_context_job_entry_t *entry = self->job;
+    self->job = NULL;
+    if (entry)
+        entry->ops->cancel(entry->arg, why);
+    free(entry);
+    while (all && (entry = zlistx_detach(self->jobs, NULL))) {
+        entry->ops->cancel(entry->arg, why);
+        free(entry);
+    }
+}
+
+int kb_context_enqueue_job(kb_context_t *self, const kb_context_job_t *ops, void *arg,
+                           kb_error_t *err)
+{
+    if (self->over)
+        return kb_error_set(err, KB_ERR_SESSION_NOT_FOUND, "context %s is gone", self->id);
+    kb_context_job_entry_t *entry = calloc(1, sizeof *entry);
+    if (!entry || !zlistx_add_end(self->jobs, entry)) {
+        free(entry);
+        return kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+    }
+    *entry = (kb_context_job_entry_t){ .ops = ops, .arg = arg, .after = zlistx_last(self->queue) };
+    s_pump(self);
+    return 0;
+}
+
+/*  Tell the observer once that the context settled. */
+static void s_settle(kb_context_t *self, bool ok, const char *why)
+{
+    if (self->settled)
+        return;
+    self->settled = true;
+    if (self->settled_fn)
+        self->settled_fn(self, ok, why, self->settled_arg);
+}
+
+void kb_context_on_settled(kb_context_t *self, kb_context_settled_fn *fn, void *arg)
+{
+    self->settled_fn = fn;
+    self->settled_arg = arg;
+    if (self->settled || self->ready || self->over) {
+        self->settled = true;
+        fn(self, self->ready && !self->over, self->ready ? NULL : "the context is over", arg);
+    }
 }
 
 /* ---- limits ---------------------------------------------------------------------- */
@@ -268,6 +282,8 @@ static void s_over(kb_context_t *self, const char *why, bool vanished)
 {
     assert(!self->over);
     self->over = true;
+    s_cancel_jobs(self, why, true);
+    s_settle(self, false, why);
     kb_call_t *call;
     while ((call = zlistx_detach(self->held, NULL)))
         kb_call_fail(call, KB_ERR_KERNEL_START_FAILED, "%s", why);
@@ -285,6 +301,7 @@ static void s_became_ready(kb_context_t *self)
 {
     self->ready = true;
     self->ready_at = kb_now();
+    s_settle(self, true, NULL);
     kb_call_t *call;
     while ((call = zlistx_detach(self->held, NULL))) {
         kb_call_answer_json(call, kb_context_json(self));
@@ -309,7 +326,7 @@ static void s_on_ready(kb_kernel_t *kernel, void *arg)
 {
     kb_context_t *self = arg;
     self->attaching = false;
-    if (self->adopted)
+    if (self->adopted && !self->fresh)
         s_send_barrier(self);
     s_changed(self);
     s_became_ready(self);
@@ -319,6 +336,8 @@ static void s_start_failed(kb_context_t *self, const char *why)
 {
     zsys_warning("context %s: kernel %s failed to start: %s", self->id, self->spec->name, why);
     self->over = true;
+    s_cancel_jobs(self, why, true);
+    s_settle(self, false, why);
     kb_call_t *call;
     while ((call = zlistx_detach(self->held, NULL))) {
         if (self->attaching)
@@ -383,6 +402,15 @@ static void s_route(kb_context_t *self, kb_channel_t channel, const kb_msg_t *ms
             s_pump(self);
         }
         return; /* the old daemon's cell: nobody waits for it */
+    }
+    if (self->job) {
+        kb_context_job_entry_t *entry = self->job;
+        if (entry->ops->message(entry->arg, channel, msg) && self->job == entry) {
+            self->job = NULL;
+            free(entry);
+            s_pump(self);
+        }
+        return;
     }
     if (self->running && kb_run_owns_message(self->running, msg))
         kb_run_apply(
@@ -476,7 +504,7 @@ static kb_context_t *s_alloc(const kb_context_env_t *env, const kb_kernelspec_t 
     }
     self->env = env;
     self->spec = kb_kernelspec_dup(spec);
-    self->id = strdup(opts->id);
+    self->id = kb_xstrdup(opts->id);
     kb_context_kernel_id_of(env->sandbox_id, opts->id, self->kernel_id);
     self->language = strdup(opts->language ? opts->language : spec->language);
     for (char *p = self->language; p && *p; p++)
@@ -493,8 +521,12 @@ static kb_context_t *s_alloc(const kb_context_env_t *env, const kb_kernelspec_t 
     self->created_at = self->last_activity_at = kb_now();
     self->queue = zlistx_new();
     self->held = zlistx_new();
+    self->jobs = zlistx_new();
+    self->forked_from = opts->forked_from ? json_deep_copy(opts->forked_from) : NULL;
+    self->fresh = opts->forked_from != NULL; /* a new process: its shell ran nothing */
     if (!self->spec || !self->id || !self->kernel_id[0] || !self->language || !self->queue
-        || !self->held || !self->start_dir || (opts->cwd && !self->cwd)
+        || !self->held || !self->jobs || !self->start_dir
+        || (opts->forked_from && !self->forked_from) || (opts->cwd && !self->cwd)
         || (opts->env && !self->kernel_env)) {
         kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         kb_context_destroy(&self);
@@ -527,6 +559,10 @@ void kb_context_destroy(kb_context_t **self_p)
     kb_hub_destroy(&self->hub, "the service stopped");
     zlistx_destroy(&self->queue);
     zlistx_destroy(&self->held);
+    assert(!self->job && (!self->jobs || zlistx_size(self->jobs) == 0));
+    zlistx_destroy(&self->jobs);
+    json_decref(self->forked_from);
+    json_decref(self->restored_from);
     kb_execution_destroy(&self->setup);
     kb_kernelspec_destroy(&self->spec);
     json_decref(self->kernel_env);
@@ -583,7 +619,7 @@ void kb_context_delete(kb_context_t *self)
 double kb_context_idle_for(const kb_context_t *self, double now)
 {
     if (!self->ready || self->over || self->attaching || self->barrier || self->running
-        || zlistx_size(self->queue) > 0 || self->setup)
+        || zlistx_size(self->queue) > 0 || self->setup || self->job || zlistx_size(self->jobs) > 0)
         return -1;
     if (self->hub && (kb_hub_count(self->hub) > 0 || kb_hub_busy(self->hub)))
         return -1;
@@ -601,6 +637,7 @@ int kb_context_restart(kb_context_t *self, kb_error_t *err)
     s_end_running(self, &(kb_run_event_t){ .type = KB_RUN_EV_CONTEXT_GONE,
                                            .text = "the context was restarted during the run",
                                            .why = "restarted by a client" });
+    s_cancel_jobs(self, "the context was restarted", false);
     s_retire_kernel(self, true);
     if (self->hub)
         kb_hub_kernel_gone(self->hub, NULL);
@@ -608,7 +645,7 @@ int kb_context_restart(kb_context_t *self, kb_error_t *err)
     self->execution_count = 0;
     self->generation++;
     /* the new kernel is one of ours, started now */
-    self->adopted = self->attached = self->barrier = false;
+    self->adopted = self->attached = self->barrier = self->fresh = false;
     self->last_activity_at = kb_now();
     if (s_start_kernel(self, err) != 0) {
         s_over(self, "its restart failed", true);
@@ -619,10 +656,45 @@ int kb_context_restart(kb_context_t *self, kb_error_t *err)
     return 0;
 }
 
+void kb_context_replace_kernel(kb_context_t *self, kb_kernel_t *kernel, long long execution_count,
+                               const json_t *restored_from)
+{
+    s_end_running(self, &(kb_run_event_t){ .type = KB_RUN_EV_CONTEXT_GONE,
+                                           .text = "the context was restored during the run",
+                                           .why = "restored by a client" });
+    s_cancel_jobs(self, "the context was restored", false);
+    s_retire_kernel(self, true);
+    if (self->hub)
+        kb_hub_kernel_gone(self->hub, NULL);
+    kb_execution_destroy(&self->setup);
+    self->ready = false;
+    self->execution_count = execution_count;
+    self->generation++;
+    json_decref(self->restored_from);
+    self->restored_from = restored_from ? json_deep_copy(restored_from) : NULL;
+    self->adopted = self->fresh = true; /* answers on control; its shell ran nothing */
+    self->attached = self->barrier = false;
+    self->limit_why[0] = 0;
+    self->last_activity_at = kb_now();
+    self->kernel = kernel;
+    kb_kernel_set_callbacks(kernel, &s_kernel_callbacks, self);
+    s_watch_start(self, false);
+    s_changed(self);
+    if (self->hub)
+        kb_hub_kernel_new(self->hub, self->kernel);
+}
+
+kb_kernel_t *kb_context_kernel(const kb_context_t *self)
+{
+    return self->kernel;
+}
+
 /*  The service stops: runs end as stopped, waiting calls are refused. */
 static void s_stop_runs(kb_context_t *self)
 {
     self->over = true;
+    s_cancel_jobs(self, "the service is stopping", true);
+    s_settle(self, false, "the service is stopping");
     s_end_running(self, &(kb_run_event_t){ .type = KB_RUN_EV_SERVICE_STOPS });
     s_end_queued(self, &(kb_run_event_t){ .type = KB_RUN_EV_SERVICE_STOPS });
     kb_call_t *call;

@@ -55,6 +55,8 @@ typedef struct {
     long long generation; /* 0: 1 (a new context); a default context started afresh: one more */
     bool attached;        /* a kernel this daemon did not start (adopted by connection_info) */
     long long memory_limit, pids_limit; /* of the kernel's tree; 0: none */
+    const json_t *forked_from;          /* a fork: {context_id, execution_count, generation}
+                                           (copied); NULL: none */
 } kb_context_opts_int_t;
 
 /*  What a context brings back from the state database. */
@@ -155,6 +157,44 @@ int kb_context_restart(kb_context_t *self, kb_error_t *err);
 /*  The service stops: runs end as stopped, held calls fail, the kernel is
     shut down (killed when not ready). No `gone` call: the owner frees it. */
 void kb_context_stop(kb_context_t *self);
+
+/*  Work on the context's kernel between runs (a fork, a checkpoint), in
+    the order of the run queue: it waits for the runs queued before it,
+    then has the kernel alone from `start` until `message` says it is done
+    (returns true), or start returns false (done at once). `cancel` instead, once, when it will not
+   start or not finish: the context is over or deleted, its kernel died or was replaced, the service
+   stops (why says which). The context calls these on the engine thread with arg and never frees
+   arg. */
+typedef struct {
+    bool (*start)(void *arg, kb_kernel_t *kernel);
+    bool (*message)(void *arg, kb_channel_t channel, const kb_msg_t *msg);
+    void (*cancel)(void *arg, const char *why);
+} kb_context_job_t;
+
+/*  Queue a job (ops borrowed: static). 0, or -1 with err (out of memory,
+    or the context is over). */
+int kb_context_enqueue_job(kb_context_t *self, const kb_context_job_t *ops, void *arg,
+                           kb_error_t *err);
+
+/*  Told once when the context settles: its kernel is ready (ok), or it is
+    over or stopping before it was (ok false, why). At most one observer;
+    called at once when it has settled already. */
+typedef void(kb_context_settled_fn)(kb_context_t *ctx, bool ok, const char *why, void *arg);
+void kb_context_on_settled(kb_context_t *self, kb_context_settled_fn *fn, void *arg);
+
+/*  Its kernel replaced by kernel (taken; adopted: a fork of one of its
+    checkpoints): as in a restart the run in progress ends killed and a
+    running job is cancelled, its generation grows by one; its execution
+    count becomes execution_count and restored_from (copied) is shown. */
+void kb_context_replace_kernel(kb_context_t *self, kb_kernel_t *kernel, long long execution_count,
+                               const json_t *restored_from);
+
+/*  Its kernel (borrowed; NULL when it has none now). */
+kb_kernel_t *kb_context_kernel(const kb_context_t *self);
+const char *kb_context_cwd(const kb_context_t *self);   /* as given, or NULL */
+const json_t *kb_context_env(const kb_context_t *self); /* as given, or NULL */
+long long kb_context_execution_count(const kb_context_t *self);
+void kb_context_limits(const kb_context_t *self, long long *memory_limit, long long *pids_limit);
 
 /*  Websocket clients of the kernel's channels (kb_hub.h): attach one
     (SESSION_NOT_FOUND once the context is over), detach it, and give the

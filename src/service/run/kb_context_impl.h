@@ -38,12 +38,28 @@ struct kb_context {
     bool adopted;   /* its kernel was taken over after a daemon restart */
     bool attached;  /* a kernel this daemon did not start (connection_info) */
     bool barrier;   /* adopted: the shell may still run the old daemon's cell */
+    bool fresh;     /* adopted, but a new process (a fork): no barrier needed */
     bool attaching; /* attached by a request now (not restored), not answered yet */
     char barrier_msg_id[96];
     long long memory_limit, pids_limit; /* 0: none */
     kb_watch_t *watch;                  /* the kernel's tree; NULL for an attached kernel */
     char limit_why[300];                /* why the kernel was killed over a limit, or "" */
     kb_hub_t *hub;                      /* websocket clients of its channels, or NULL */
+    zlistx_t *jobs;                     /* kb_context_job_entry_t * waiting, FIFO */
+    struct kb_context_job_entry *job;   /* the job that has the kernel now, or NULL */
+    kb_context_settled_fn *settled_fn;  /* told once when it settles; NULL: no one */
+    void *settled_arg;
+    bool settled;          /* ready, or over, once: settled_fn was called (or had nothing to say) */
+    json_t *forked_from;   /* {context_id, execution_count, generation}, or NULL */
+    json_t *restored_from; /* {checkpoint_id, execution_count}, or NULL */
 };
+
+/*  A job waiting in the queue, or having the kernel: its owner's ops and
+    arg, and the run queued last when it came (it goes after that one). */
+typedef struct kb_context_job_entry {
+    const kb_context_job_t *ops;
+    void *arg;
+    const void *after;
+} kb_context_job_entry_t;
 
 #endif

@@ -8,10 +8,88 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <czmq.h>
+
 #include "kernel/kb_proctree.h"
 #include "service/run/kb_context_impl.h"
 #include "util/kb_buf.h"
 #include "util/kb_clock.h"
+
+const char *kb_context_id(const kb_context_t *self)
+{
+    return self->id;
+}
+
+const char *kb_context_kernel_id(const kb_context_t *self)
+{
+    return self->kernel_id;
+}
+
+void kb_context_kernel_id_of(const char *sandbox_id, const char *id, char *out)
+{
+    char *name = sandbox_id ? zsys_sprintf("kernelbridge/%s/%s", sandbox_id, id) : NULL;
+    if (name)
+        kb_uuid_from(name, out);
+    else
+        out[0] = '\0';
+    free(name);
+}
+
+const char *kb_context_language(const kb_context_t *self)
+{
+    return self->language;
+}
+
+const char *kb_context_kernel_name(const kb_context_t *self)
+{
+    return self->spec->name;
+}
+
+bool kb_context_is_default(const kb_context_t *self)
+{
+    return self->is_default;
+}
+
+bool kb_context_isolated(const kb_context_t *self)
+{
+    return self->isolated;
+}
+
+bool kb_context_ready(const kb_context_t *self)
+{
+    return self->ready;
+}
+
+double kb_context_created_at(const kb_context_t *self)
+{
+    return self->created_at;
+}
+
+long long kb_context_generation(const kb_context_t *self)
+{
+    return self->generation;
+}
+
+const char *kb_context_cwd(const kb_context_t *self)
+{
+    return self->cwd;
+}
+
+const json_t *kb_context_env(const kb_context_t *self)
+{
+    return self->kernel_env;
+}
+
+long long kb_context_execution_count(const kb_context_t *self)
+{
+    return self->execution_count;
+}
+
+void kb_context_limits(const kb_context_t *self, long long *memory_limit, long long *pids_limit)
+{
+    *memory_limit = self->memory_limit;
+    *pids_limit = self->pids_limit;
+}
 
 json_t *kb_context_identity(const kb_context_t *self)
 {
@@ -93,6 +171,8 @@ json_t *kb_context_json(const kb_context_t *self)
                               "pids", (int)usage.pids);
     }
     json_object_set_new(json, "resources", resources);
+    json_object_set(json, "forked_from", self->forked_from ? self->forked_from : json_null());
+    json_object_set(json, "restored_from", self->restored_from ? self->restored_from : json_null());
     return json;
 }
 

@@ -59,6 +59,8 @@ from .errors import (
     SessionNotFoundError,
     TooManyContextsError,
     HeadersTooLargeError,
+    LimitExceededError,
+    CheckpointNotFoundError,
     HttpVersionNotSupportedError,
     UnauthorizedError,
     UnavailableError,
@@ -162,6 +164,8 @@ __all__ = [
     "InternalError",
     "UriTooLongError",
     "HeadersTooLargeError",
+    "LimitExceededError",
+    "CheckpointNotFoundError",
     "HttpVersionNotSupportedError",
 ]
 

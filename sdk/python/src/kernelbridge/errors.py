@@ -198,6 +198,14 @@ class HeadersTooLargeError(KernelBridgeError):
     """HEADERS_TOO_LARGE (431): the request's headers are larger than the daemon reads."""
 
 
+class LimitExceededError(KernelBridgeError):
+    """LIMIT_EXCEEDED (409): a per-context count is full (--max-checkpoints)."""
+
+
+class CheckpointNotFoundError(KernelBridgeError):
+    """CHECKPOINT_NOT_FOUND (404): no such checkpoint of this context (never made, or deleted)."""
+
+
 class HttpVersionNotSupportedError(KernelBridgeError):
     """HTTP_VERSION_NOT_SUPPORTED (505): only HTTP/1.0 and HTTP/1.1 are spoken."""
 
@@ -222,6 +230,8 @@ _BY_CODE: Dict[str, Type[KernelBridgeError]] = {
     "INTERNAL_ERROR": InternalError,
     "URI_TOO_LONG": UriTooLongError,
     "HEADERS_TOO_LARGE": HeadersTooLargeError,
+    "LIMIT_EXCEEDED": LimitExceededError,
+    "CHECKPOINT_NOT_FOUND": CheckpointNotFoundError,
     "HTTP_VERSION_NOT_SUPPORTED": HttpVersionNotSupportedError,
 }
 
