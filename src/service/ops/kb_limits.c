@@ -51,6 +51,7 @@ struct kb_watch {
     bool running;           /* a run is going */
     bool pids_hit;          /* the run went over the pids limit */
     bool killing;           /* KB_WATCH_KILL was said */
+    bool paused;            /* limits not enforced (a fork is being made) */
     int64_t over_since_ms;  /* over the memory limit since; 0: under */
     kb_tree_sample_t last;  /* the latest sample */
     int64_t sampled_ms;     /* when */
@@ -275,11 +276,21 @@ static void s_tick(kb_timer_t *timer, void *arg)
             continue;
         s_sample(watch, false);
         s_check_oom(watch);
+        if (watch->paused)
+            continue;
         s_check_pids(watch);
         s_check_memory(watch, now);
     }
     self->ticks++;
     self->cost_s += s_thread_cpu() - cpu;
+}
+
+void kb_watch_pause(kb_watch_t *self, bool paused)
+{
+    if (!self)
+        return;
+    self->paused = paused;
+    self->over_since_ms = 0; /* a grace starts afresh */
 }
 
 /* ---- the sampler -------------------------------------------------------------------- */

@@ -78,6 +78,12 @@ kb_watch_t *kb_watch_new(kb_limits_t *limits, pid_t pid, long long memory_limit,
                          long long pids_limit, bool rlimit, kb_watch_fn *fn, void *arg);
 void kb_watch_destroy(kb_watch_t **self_p);
 
+/*  Stop enforcing the limits (paused) for a while, or enforce them again:
+    while the kernel forks, its tree holds the new process for a moment,
+    whose pages are counted twice (RSS) and which must not be killed.
+    Sampling and the cgroup's own limits go on. Safe on NULL. */
+void kb_watch_pause(kb_watch_t *self, bool paused);
+
 /*  The same for a kernel left running for the next daemon: its cgroup
     stays. */
 void kb_watch_release(kb_watch_t **self_p);

@@ -85,8 +85,10 @@ static bool s_start_job(kb_context_t *self)
            && (!head->after || !zlistx_find(self->queue, (void *)head->after))) {
         self->job = zlistx_detach(self->jobs, NULL);
         self->last_activity_at = kb_now();
+        kb_watch_pause(self->watch, true);
         if (head->ops->start(head->arg, self->kernel))
             return true;
+        kb_watch_pause(self->watch, false);
         if (self->job == head) {
             self->job = NULL;
             free(head);
@@ -168,6 +170,7 @@ static void s_cancel_jobs(kb_context_t *self, const char *why, bool all)
 {
     kb_context_job_entry_t *entry = self->job;
     self->job = NULL;
+    kb_watch_pause(self->watch, false);
     if (entry)
         entry->ops->cancel(entry->arg, why);
     free(entry);
@@ -407,6 +410,7 @@ static void s_route(kb_context_t *self, kb_channel_t channel, const kb_msg_t *ms
         kb_context_job_entry_t *entry = self->job;
         if (entry->ops->message(entry->arg, channel, msg) && self->job == entry) {
             self->job = NULL;
+            kb_watch_pause(self->watch, false);
             free(entry);
             s_pump(self);
         }
