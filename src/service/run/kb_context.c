@@ -3,6 +3,7 @@
 */
 #include "service/run/kb_context.h"
 #include "service/run/kb_context_impl.h"
+#include "service/run/kb_context_jobs.h"
 
 #include <assert.h>
 #include <ctype.h>
@@ -76,32 +77,16 @@ static bool s_in_queue(const void *run, void *arg)
     return zlistx_find(self->queue, (void *)run) != NULL;
 }
 
-/*  The job at the head of the queue takes the kernel when the runs queued
-    before it are done. True: it did. */
-static bool s_start_job(kb_context_t *self)
-{
-    kb_context_job_entry_t *head;
-    while ((head = zlistx_first(self->jobs))
-           && (!head->after || !zlistx_find(self->queue, (void *)head->after))) {
-        self->job = zlistx_detach(self->jobs, NULL);
-        self->last_activity_at = kb_now();
-        kb_watch_pause(self->watch, true);
-        if (head->ops->start(head->arg, self->kernel))
-            return true;
-        kb_watch_pause(self->watch, false);
-        if (self->job == head) {
-            self->job = NULL;
-            free(head);
-        }
-    }
-    return false;
-}
-
 static void s_pump(kb_context_t *self)
 {
-    if (!self->ready || self->running || self->job || !self->kernel || self->over || self->barrier)
+    if (!self->ready || self->running || self->jobs.held || !self->kernel || self->over
+        || self->barrier)
         return;
-    if ((self->hub && kb_hub_busy(self->hub)) || s_start_job(self))
+    if (self->hub && kb_hub_busy(self->hub))
+        return;
+    bool held = kb_context_jobs_start(&self->jobs, self->queue, self->kernel);
+    kb_watch_pause(self->watch, held); /* the fork is in its tree for a moment */
+    if (held)
         return;
     if (self->hub && kb_hub_pump(self->hub, self->kernel, s_in_queue, self))
         return; /* a websocket client's execute is out: runs wait */
@@ -168,16 +153,8 @@ static void s_end_running(kb_context_t *self, const kb_run_event_t *event)
 /*  Cancel the job that has the kernel (all: and those waiting). */
 static void s_cancel_jobs(kb_context_t *self, const char *why, bool all)
 {
-    kb_context_job_entry_t *entry = self->job;
-    self->job = NULL;
     kb_watch_pause(self->watch, false);
-    if (entry)
-        entry->ops->cancel(entry->arg, why);
-    free(entry);
-    while (all && (entry = zlistx_detach(self->jobs, NULL))) {
-        entry->ops->cancel(entry->arg, why);
-        free(entry);
-    }
+    kb_context_jobs_cancel(&self->jobs, why, all);
 }
 
 int kb_context_enqueue_job(kb_context_t *self, const kb_context_job_t *ops, void *arg,
@@ -185,12 +162,8 @@ int kb_context_enqueue_job(kb_context_t *self, const kb_context_job_t *ops, void
 {
     if (self->over)
         return kb_error_set(err, KB_ERR_SESSION_NOT_FOUND, "context %s is gone", self->id);
-    kb_context_job_entry_t *entry = calloc(1, sizeof *entry);
-    if (!entry || !zlistx_add_end(self->jobs, entry)) {
-        free(entry);
+    if (kb_context_jobs_add(&self->jobs, ops, arg, zlistx_last(self->queue)) != 0)
         return kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
-    }
-    *entry = (kb_context_job_entry_t){ .ops = ops, .arg = arg, .after = zlistx_last(self->queue) };
     s_pump(self);
     return 0;
 }
@@ -406,12 +379,9 @@ static void s_route(kb_context_t *self, kb_channel_t channel, const kb_msg_t *ms
         }
         return; /* the old daemon's cell: nobody waits for it */
     }
-    if (self->job) {
-        kb_context_job_entry_t *entry = self->job;
-        if (entry->ops->message(entry->arg, channel, msg) && self->job == entry) {
-            self->job = NULL;
+    if (self->jobs.held) {
+        if (kb_context_jobs_message(&self->jobs, channel, msg)) {
             kb_watch_pause(self->watch, false);
-            free(entry);
             s_pump(self);
         }
         return;
@@ -525,11 +495,10 @@ static kb_context_t *s_alloc(const kb_context_env_t *env, const kb_kernelspec_t 
     self->created_at = self->last_activity_at = kb_now();
     self->queue = zlistx_new();
     self->held = zlistx_new();
-    self->jobs = zlistx_new();
     self->forked_from = opts->forked_from ? json_deep_copy(opts->forked_from) : NULL;
     self->fresh = opts->forked_from != NULL; /* a new process: its shell ran nothing */
     if (!self->spec || !self->id || !self->kernel_id[0] || !self->language || !self->queue
-        || !self->held || !self->jobs || !self->start_dir
+        || !self->held || kb_context_jobs_init(&self->jobs) != 0 || !self->start_dir
         || (opts->forked_from && !self->forked_from) || (opts->cwd && !self->cwd)
         || (opts->env && !self->kernel_env)) {
         kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
@@ -563,8 +532,7 @@ void kb_context_destroy(kb_context_t **self_p)
     kb_hub_destroy(&self->hub, "the service stopped");
     zlistx_destroy(&self->queue);
     zlistx_destroy(&self->held);
-    assert(!self->job && (!self->jobs || zlistx_size(self->jobs) == 0));
-    zlistx_destroy(&self->jobs);
+    kb_context_jobs_fini(&self->jobs);
     json_decref(self->forked_from);
     json_decref(self->restored_from);
     kb_execution_destroy(&self->setup);
@@ -623,7 +591,7 @@ void kb_context_delete(kb_context_t *self)
 double kb_context_idle_for(const kb_context_t *self, double now)
 {
     if (!self->ready || self->over || self->attaching || self->barrier || self->running
-        || zlistx_size(self->queue) > 0 || self->setup || self->job || zlistx_size(self->jobs) > 0)
+        || zlistx_size(self->queue) > 0 || self->setup || kb_context_jobs_pending(&self->jobs))
         return -1;
     if (self->hub && (kb_hub_count(self->hub) > 0 || kb_hub_busy(self->hub)))
         return -1;

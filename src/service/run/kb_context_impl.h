@@ -7,6 +7,7 @@
 #include <czmq.h>
 
 #include "service/jupyter/kb_hub.h"
+#include "service/run/kb_context_jobs.h"
 #include "service/run/kb_execution.h"
 #include "util/kb_clock.h"
 
@@ -45,21 +46,12 @@ struct kb_context {
     kb_watch_t *watch;                  /* the kernel's tree; NULL for an attached kernel */
     char limit_why[300];                /* why the kernel was killed over a limit, or "" */
     kb_hub_t *hub;                      /* websocket clients of its channels, or NULL */
-    zlistx_t *jobs;                     /* kb_context_job_entry_t * waiting, FIFO */
-    struct kb_context_job_entry *job;   /* the job that has the kernel now, or NULL */
+    struct kb_context_jobs jobs;        /* its jobs (kb_context_jobs.c writes them) */
     kb_context_settled_fn *settled_fn;  /* told once when it settles; NULL: no one */
     void *settled_arg;
     bool settled;          /* ready, or over, once: settled_fn was called (or had nothing to say) */
     json_t *forked_from;   /* {context_id, execution_count, generation}, or NULL */
     json_t *restored_from; /* {checkpoint_id, execution_count}, or NULL */
 };
-
-/*  A job waiting in the queue, or having the kernel: its owner's ops and
-    arg, and the run queued last when it came (it goes after that one). */
-typedef struct kb_context_job_entry {
-    const kb_context_job_t *ops;
-    void *arg;
-    const void *after;
-} kb_context_job_entry_t;
 
 #endif

@@ -1,0 +1,56 @@
+/*  kb_context_jobs.h - private to src/service/run: a context's jobs (a
+    fork, a checkpoint: kb_context_job_t of kb_context.h), held in struct
+    kb_context as `jobs` and written by kb_context_jobs.c alone: those
+    waiting in the run queue's order, the one that has the kernel, and the
+    checkpoint armed for the next run that asked for a rollback. Engine
+    thread only. */
+#ifndef KB_CONTEXT_JOBS_H_INCLUDED
+#define KB_CONTEXT_JOBS_H_INCLUDED
+
+#include <czmq.h>
+#include <stdbool.h>
+
+#include "service/run/kb_context.h"
+
+/*  A job waiting in the queue, or having the kernel: its owner's ops and
+    arg, and the run queued last when it came (it goes after that one). */
+typedef struct kb_context_job_entry {
+    const kb_context_job_t *ops;
+    void *arg;
+    const void *after;
+} kb_context_job_entry_t;
+
+typedef struct kb_context_jobs {
+    zlistx_t *waiting;            /* kb_context_job_entry_t *, FIFO */
+    kb_context_job_entry_t *held; /* the one that has the kernel, or NULL */
+    char *rollback;               /* a checkpoint armed for the next run asking for it, or NULL */
+} kb_context_jobs_t;
+
+/*  0 / -1 (out of memory). */
+int kb_context_jobs_init(kb_context_jobs_t *self);
+void kb_context_jobs_fini(kb_context_jobs_t *self);
+
+/*  Queue a job behind after (the run queued last now, or NULL). 0 / -1. */
+int kb_context_jobs_add(kb_context_jobs_t *self, const kb_context_job_t *ops, void *arg,
+                        const void *after);
+
+/*  Start the jobs whose runs before them are done (none of them is in
+    queue) until one keeps the kernel. True: one has it. */
+bool kb_context_jobs_start(kb_context_jobs_t *self, zlistx_t *queue, kb_kernel_t *kernel);
+
+/*  A kernel message for the job that has the kernel; true when that job
+    is done with it now (it is freed). */
+bool kb_context_jobs_message(kb_context_jobs_t *self, kb_channel_t channel, const kb_msg_t *msg);
+
+/*  Cancel the job that has the kernel, and with all those waiting. */
+void kb_context_jobs_cancel(kb_context_jobs_t *self, const char *why, bool all);
+
+/*  Whether a job has the kernel or waits. */
+bool kb_context_jobs_pending(const kb_context_jobs_t *self);
+
+/*  Arm a checkpoint (copied) for the next run asking for a rollback; take
+    it (the caller's; NULL when none is armed). */
+void kb_context_jobs_arm(kb_context_jobs_t *self, const char *checkpoint_id);
+char *kb_context_jobs_take_armed(kb_context_jobs_t *self);
+
+#endif
