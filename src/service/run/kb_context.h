@@ -22,6 +22,7 @@
 #include "service/engine/kb_call.h"
 #include "service/engine/kb_kernel_source.h"
 #include "service/ops/kb_limits.h"
+#include "service/run/kb_context_jobs.h"
 #include "service/run/kb_run.h"
 #include "state/kb_db.h"
 
@@ -157,19 +158,6 @@ int kb_context_restart(kb_context_t *self, kb_error_t *err);
 /*  The service stops: runs end as stopped, held calls fail, the kernel is
     shut down (killed when not ready). No `gone` call: the owner frees it. */
 void kb_context_stop(kb_context_t *self);
-
-/*  Work on the context's kernel between runs (a fork, a checkpoint), in
-    the order of the run queue: it waits for the runs queued before it,
-    then has the kernel alone from `start` until `message` says it is done
-    (returns true), or start returns false (done at once). `cancel` instead, once, when it will not
-   start or not finish: the context is over or deleted, its kernel died or was replaced, the service
-   stops (why says which). The context calls these on the engine thread with arg and never frees
-   arg. */
-typedef struct {
-    bool (*start)(void *arg, kb_kernel_t *kernel);
-    bool (*message)(void *arg, kb_channel_t channel, const kb_msg_t *msg);
-    void (*cancel)(void *arg, const char *why);
-} kb_context_job_t;
 
 /*  Queue a job (ops borrowed: static). 0, or -1 with err (out of memory,
     or the context is over). */

@@ -10,7 +10,20 @@
 #include <czmq.h>
 #include <stdbool.h>
 
-#include "service/run/kb_context.h"
+#include "kernel/kb_kernel.h"
+
+/*  Work on the context's kernel between runs (a fork, a checkpoint), in
+    the order of the run queue: it waits for the runs queued before it,
+    then has the kernel alone from `start` until `message` says it is done
+    (returns true), or start returns false (done at once). `cancel` instead, once, when it will not
+   start or not finish: the context is over or deleted, its kernel died or was replaced, the service
+   stops (why says which). The context calls these on the engine thread with arg and never frees
+   arg. */
+typedef struct {
+    bool (*start)(void *arg, kb_kernel_t *kernel);
+    bool (*message)(void *arg, kb_channel_t channel, const kb_msg_t *msg);
+    void (*cancel)(void *arg, const char *why);
+} kb_context_job_t;
 
 /*  A job waiting in the queue, or having the kernel: its owner's ops and
     arg, and the run queued last when it came (it goes after that one). */
