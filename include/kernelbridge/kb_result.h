@@ -77,6 +77,8 @@ typedef struct {
     char *language;
     long long generation; /* the context's generation (SPEC section 3); 0: unknown */
     kb_resources_t resources;
+    bool rollback;    /* the run asked for rollback "on_error": rolled_back is shown */
+    bool rolled_back; /* it failed and the context was put back as it was before it */
 } kb_result_t;
 
 /*  {wall_time_s, cpu_time_s, peak_memory_bytes}, unknown figures null.

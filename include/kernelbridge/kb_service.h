@@ -268,6 +268,8 @@ typedef struct {
     bool strip_ansi;         /* remove ANSI escapes from traceback lines */
     long long memory_limit;  /* isolated runs only: as kb_context_opts_t's */
     long long pids_limit;
+    const char *rollback; /* "never" (NULL) or "on_error": a checkpoint is taken before
+                             the run and restored when it fails (SPEC section 13) */
 } kb_run_opts_t;
 
 /*  What a stream of events carries. START {process_id, context};

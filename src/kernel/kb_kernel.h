@@ -132,6 +132,11 @@ json_t *kb_kernel_fork_connection(const kb_kernel_t *parent, const kb_kernel_opt
                                   kb_connection_t *conn, kb_error_t *err);
 void kb_fork_connection_end(kb_connection_t *conn, bool remove);
 
+/*  The same for a kernel of spec forked from a checkpoint, whose parent
+    may be gone (checked when the checkpoint was made). */
+json_t *kb_kernel_spec_connection(const kb_kernelspec_t *spec, const kb_kernel_opts_t *opts,
+                                  kb_connection_t *conn, kb_error_t *err);
+
 /*  Kill whatever is left (SIGKILL to the process group, once the pid is
     known to be still the kernel), reap it, close sockets, remove the
     connection file, the log and ipc sockets. Blocks at most for the

@@ -27,11 +27,16 @@ json_t *kb_kernel_fork_connection(const kb_kernel_t *parent, const kb_kernel_opt
                                       : "its kernel is not running");
         return NULL;
     }
-    json_t *info = kb_connection_write(conn, parent->spec, opts, NULL, err);
-    if (!info) {
+    return kb_kernel_spec_connection(parent->spec, opts, conn, err);
+}
+
+json_t *kb_kernel_spec_connection(const kb_kernelspec_t *spec, const kb_kernel_opts_t *opts,
+                                  kb_connection_t *conn, kb_error_t *err)
+{
+    memset(conn, 0, sizeof *conn);
+    json_t *info = kb_connection_write(conn, spec, opts, NULL, err);
+    if (!info)
         kb_fork_connection_end(conn, true);
-        return NULL;
-    }
     return info;
 }
 

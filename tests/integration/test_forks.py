@@ -283,3 +283,48 @@ def test_sixty_four_forks_at_the_memory_limit(daemon_factory):
     for f in forks:
         assert daemon.delete("/contexts/%s" % f["context_id"]).status == 204
     assert wait_until(lambda: not any(pid_alive(f["pid"]) for f in forks), 30)
+
+
+def test_rollback_on_error_keeps_the_state_before_the_run(daemon_factory):
+    daemon = daemon_factory()
+    new_python(daemon, "p", memory_limit=300 << 20)
+    daemon.run("x = 1\nimport numpy as np", context_id="p")
+    failing = [
+        ("x = 2\n1 / 0", "exited"),
+        ("x = 3\nimport time; time.sleep(30)", "timed_out"),
+        ("x = 4\nimport os; os._exit(1)", "failed"),
+        ("x = 5\nimport ctypes; ctypes.string_at(0)", "failed"),
+        ("x = 6\nhog = np.ones(400 << 17)", None),  # 400 MiB, over the limit
+    ]
+    generation = 1
+    for code, reason in failing:
+        r = daemon.run(code, context_id="p", rollback="on_error", timeout=8)
+        generation += 1
+        assert r["rolled_back"] is True, (code, r)
+        assert reason is None or r["process"]["reason"] == reason, (code, r["process"])
+        assert r["context"]["generation"] == generation, r["context"]
+        record = daemon.ok("GET", "/processes/%s" % r["process"]["process_id"])
+        assert record["rolled_back"] is True
+        after = daemon.run("x", context_id="p")
+        assert text(after) == "1", (code, after)
+        assert daemon.ok("GET", "/contexts/p")["generation"] == generation
+    # a run that succeeds keeps what it did, and the generation
+    r = daemon.run("x = 7", context_id="p", rollback="on_error")
+    assert r["rolled_back"] is False and r["context"]["generation"] == generation
+    assert text(daemon.run("x", context_id="p")) == "7"
+    # without rollback: no field, and an error keeps the state
+    r = daemon.run("x = 8\n1 / 0", context_id="p")
+    assert "rolled_back" not in r
+    assert text(daemon.run("x", context_id="p")) == "8"
+    # nothing is left of the checkpoints taken for the runs
+    assert daemon.ok("GET", "/contexts/p/checkpoints") == {"checkpoints": []}
+    assert not [n for n in os.listdir(daemon.state_dir / "kernels") if n.endswith(".sock")]
+    error_of(daemon.post("/run", {"code": "1", "context_id": "p", "rollback": "maybe"}), 400,
+             "BAD_REQUEST")
+    error_of(daemon.post("/run", {"code": "1", "isolated": True, "rollback": "on_error"}), 400,
+             "BAD_REQUEST")
+    daemon.ok("POST", "/contexts", {"language": "bash", "context_id": "b"}, status=201)
+    error_of(daemon.post("/run", {"code": "echo", "context_id": "b", "rollback": "on_error"}),
+             400, "UNSUPPORTED_OPTION")
+    metrics = daemon.get("/metrics").body.decode()
+    assert "kernelbridge_restores_total 5" in metrics, metrics

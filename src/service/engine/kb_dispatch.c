@@ -438,6 +438,12 @@ static void s_handle_run(kb_engine_t *self, kb_call_t *call)
                      kb_context_language(ctx));
         return;
     }
+    kb_error_t err;
+    if (opts->rollback && strcmp(opts->rollback, "on_error") == 0
+        && kb_fork_check(self, ctx, &err) != 0) {
+        kb_call_fail(call, err.code, "rollback: %s", err.message);
+        return;
+    }
     kb_proc_t *proc = kb_procstore_add(self->procs, kb_context_id(ctx), kb_context_language(ctx));
     double timeout = opts->timeout > 0 ? opts->timeout : self->config.default_timeout;
     kb_run_t *run = kb_run_new(&self->run_settings, proc, opts, timeout, kb_context_language(ctx),
@@ -445,6 +451,13 @@ static void s_handle_run(kb_engine_t *self, kb_call_t *call)
     if (!run) {
         kb_proc_forget(proc);
         kb_call_fail(call, KB_ERR_INTERNAL, "out of memory");
+        return;
+    }
+    if (kb_run_wants_rollback(run)
+        && kb_fork_rollback(self, ctx, kb_proc_id(kb_run_proc(run)), &err) != 0) {
+        kb_call_fail(call, err.code, "%s", err.message);
+        kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_CONTEXT_GONE,
+                                             .why = "its rollback checkpoint could not be asked" });
         return;
     }
     /*  Answered once the code is with the kernel (or at once, queued

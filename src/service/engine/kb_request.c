@@ -36,6 +36,7 @@ typedef enum {
     KB_FIELD_MEMORY_LIMIT,
     KB_FIELD_PIDS_LIMIT,
     KB_FIELD_FORK_FROM,
+    KB_FIELD_ROLLBACK,
 } kb_field_id_t;
 
 typedef struct {
@@ -67,6 +68,7 @@ static const kb_field_t s_native_run[] = {
     { "strip_ansi", KB_FIELD_STRIP_ANSI },
     { "memory_limit", KB_FIELD_MEMORY_LIMIT },
     { "pids_limit", KB_FIELD_PIDS_LIMIT },
+    { "rollback", KB_FIELD_ROLLBACK },
 };
 
 static const kb_field_t s_native_context[] = {
@@ -266,7 +268,7 @@ const char *kb_request_e2b_context_id(const char *id, kb_error_t *err)
 
 /*  Where each field read goes; NULL for a field the table cannot hold. */
 typedef struct {
-    const char **code, **language, **kernel_name, **context_id, **cwd, **fork_from;
+    const char **code, **language, **kernel_name, **context_id, **cwd, **fork_from, **rollback;
     bool *isolated, *strip_ansi;
     double *timeout;
     json_t **env, **connection_info;
@@ -334,6 +336,10 @@ static int s_read_fields(const json_t *body, const kb_field_t *fields, size_t co
                 assert(dest->fork_from);
                 rc = kb_request_string(body, name, dest->fork_from, err);
                 break;
+            case KB_FIELD_ROLLBACK:
+                assert(dest->rollback);
+                rc = kb_request_string(body, name, dest->rollback, err);
+                break;
         }
         if (rc < 0)
             return -1;
@@ -364,7 +370,8 @@ int kb_run_request_parse(kb_run_request_t *self, kb_front_t front, const char *d
                              .env = &opts->env,
                              .strip_ansi = &opts->strip_ansi,
                              .memory_limit = &opts->memory_limit,
-                             .pids_limit = &opts->pids_limit };
+                             .pids_limit = &opts->pids_limit,
+                             .rollback = &opts->rollback };
     if (s_read_fields(self->body, spec->run, spec->run_len, &dest, err) != 0)
         goto fail;
     if (spec->exclusive_target && context_id && language) {
@@ -655,6 +662,12 @@ int kb_run_opts_validate(const kb_run_opts_t *opts, size_t max_code_bytes, kb_er
                             "limits are given when it is created (POST /contexts)");
     if (kb_limits_validate(opts->memory_limit, opts->pids_limit, err) != 0)
         return -1;
+    if (opts->rollback && strcmp(opts->rollback, "never") != 0
+        && strcmp(opts->rollback, "on_error") != 0)
+        return kb_error_set(err, KB_ERR_BAD_REQUEST, "field rollback must be never or on_error");
+    if (opts->rollback && opts->isolated && strcmp(opts->rollback, "on_error") == 0)
+        return kb_error_set(err, KB_ERR_BAD_REQUEST,
+                            "an isolated run keeps no state: rollback applies to contexts");
     return s_env_validate(opts->env, "env", err);
 }
 
@@ -689,110 +702,4 @@ int kb_context_opts_validate(const kb_context_opts_t *opts, kb_error_t *err)
             return kb_error_set(err, KB_ERR_BAD_REQUEST, "connection_info: %s", problem.message);
     }
     return 0;
-}
-
-/* ---- Forks and restores (SPEC section 13) ------------------------------------------ */
-
-size_t kb_fork_opts_count(const kb_fork_opts_t *opts)
-{
-    size_t ids = 0;
-    while (opts && opts->context_ids && !opts->count && opts->context_ids[ids])
-        ids++;
-    return opts && opts->count ? opts->count : ids ? ids : 1;
-}
-
-int kb_fork_opts_validate(const kb_fork_opts_t *opts, kb_error_t *err)
-{
-    if (!opts)
-        return 0;
-    size_t count = kb_fork_opts_count(opts);
-    if (count < 1 || count > KB_FORK_MAX)
-        return kb_error_set(err, KB_ERR_BAD_REQUEST, "field count must be 1 to %d (%zu given)",
-                            KB_FORK_MAX, count);
-    for (size_t i = 0; opts->context_ids && i < count; i++) {
-        if (!opts->context_ids[i])
-            return kb_error_set(err, KB_ERR_BAD_REQUEST,
-                                "fields count and context_ids disagree: %zu ids for %zu forks", i,
-                                count);
-        if (s_context_id_validate(opts->context_ids[i], err) != 0)
-            return -1;
-        for (size_t k = 0; k < i; k++)
-            if (strcmp(opts->context_ids[k], opts->context_ids[i]) == 0)
-                return kb_error_set(err, KB_ERR_BAD_REQUEST, "context_ids names %s twice",
-                                    opts->context_ids[i]);
-    }
-    if (opts->context_ids && opts->count && opts->context_ids[count])
-        return kb_error_set(err, KB_ERR_BAD_REQUEST,
-                            "fields count and context_ids disagree: more ids than %zu forks",
-                            count);
-    return kb_limits_validate(opts->memory_limit, opts->pids_limit, err);
-}
-
-int kb_fork_request_parse(kb_fork_request_t *self, const char *data, size_t len, kb_error_t *err)
-{
-    memset(self, 0, sizeof *self);
-    if (!(self->body = kb_request_body(data, len, true, err)))
-        return -1;
-    long long count = 0;
-    json_t *ids = s_given(self->body, "context_ids");
-    kb_fork_opts_t *opts = &self->opts;
-    if (s_count(self->body, "count", &count, err) < 0
-        || s_count(self->body, "memory_limit", &opts->memory_limit, err) < 0
-        || s_count(self->body, "pids_limit", &opts->pids_limit, err) < 0)
-        goto fail;
-    if (count < 0 || count > KB_FORK_MAX || (json_object_get(self->body, "count") && count == 0)) {
-        kb_error_set(err, KB_ERR_BAD_REQUEST, "field count must be 1 to %d (%lld given)",
-                     KB_FORK_MAX, count);
-        goto fail;
-    }
-    opts->count = (size_t)count;
-    size_t n = json_array_size(ids);
-    if (ids && (!json_is_array(ids) || n == 0 || n > KB_FORK_MAX)) {
-        kb_error_set(err, KB_ERR_BAD_REQUEST, "field context_ids must be an array of 1 to %d ids",
-                     KB_FORK_MAX);
-        goto fail;
-    }
-    self->ids = ids ? kb_xcalloc(n + 1, sizeof *self->ids) : NULL;
-    for (size_t i = 0; i < n; i++) {
-        json_t *id = json_array_get(ids, i);
-        self->ids[i] = json_string_value(id);
-        if (!self->ids[i] || strlen(self->ids[i]) != json_string_length(id)) {
-            kb_error_set(err, KB_ERR_BAD_REQUEST, "field context_ids must hold context ids");
-            goto fail;
-        }
-    }
-    opts->context_ids = self->ids;
-    if (opts->count && self->ids && n != opts->count) {
-        kb_error_set(err, KB_ERR_BAD_REQUEST,
-                     "fields count and context_ids disagree: %zu ids for %zu forks", n,
-                     opts->count);
-        goto fail;
-    }
-    if (kb_fork_opts_validate(opts, err) == 0)
-        return 0;
-fail:
-    kb_fork_request_clear(self);
-    return -1;
-}
-
-void kb_fork_request_clear(kb_fork_request_t *self)
-{
-    json_decref(self->body);
-    free(self->ids);
-    memset(self, 0, sizeof *self);
-}
-
-const char *kb_restore_request_parse(json_t **body, const char *data, size_t len, kb_error_t *err)
-{
-    const char *id = NULL;
-    *body = kb_request_body(data, len, false, err);
-    int has = *body ? kb_request_string(*body, "checkpoint_id", &id, err) : -1;
-    if (has == 0)
-        kb_error_set(err, KB_ERR_BAD_REQUEST, "field checkpoint_id is required");
-    if (has <= 0) {
-        json_decref(*body);
-        *body = NULL;
-        return NULL;
-    }
-    return id;
 }

@@ -111,9 +111,10 @@ void kb_checkpoints_destroy(kb_checkpoints_t **self_p, bool end)
     free(self);
 }
 
-int kb_checkpoints_name(const char *dir, char **id, char **path, kb_error_t *err)
+int kb_checkpoints_name(const char *dir, const char *prefix, char **id, char **path,
+                        kb_error_t *err)
 {
-    char *fresh = kb_random_id("cp_");
+    char *fresh = kb_random_id(prefix);
     *id = fresh;
     *path = fresh ? kb_buf_sprintf("%s/cp-%s.sock", dir, fresh + 3) : NULL;
     if (!*id || !*path) {
@@ -167,11 +168,17 @@ static kb_checkpoint_t *s_find(const kb_checkpoints_t *self, const char *context
     return NULL;
 }
 
+/*  A client's checkpoint, not one taken for a rollback. */
+static bool s_listed(const kb_checkpoint_t *item)
+{
+    return strncmp(item->id, KB_CHECKPOINT_PREFIX, strlen(KB_CHECKPOINT_PREFIX)) == 0;
+}
+
 size_t kb_checkpoints_count(const kb_checkpoints_t *self, const char *context_id)
 {
     size_t count = 0;
     for (kb_checkpoint_t *item = zlistx_first(self->items); item; item = zlistx_next(self->items))
-        count += strcmp(item->context_id, context_id) == 0;
+        count += strcmp(item->context_id, context_id) == 0 && s_listed(item);
     return count;
 }
 
@@ -199,7 +206,7 @@ json_t *kb_checkpoints_list(const kb_checkpoints_t *self, const char *context_id
     json_t *list = json_array();
     for (kb_checkpoint_t *item = zlistx_first(self->items); list && item;
          item = zlistx_next(self->items))
-        if (strcmp(item->context_id, context_id) == 0)
+        if (strcmp(item->context_id, context_id) == 0 && s_listed(item))
             json_array_append_new(list, s_json(item));
     return list ? json_pack("{s:o}", "checkpoints", list) : NULL;
 }

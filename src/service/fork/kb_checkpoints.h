@@ -30,10 +30,16 @@ kb_checkpoints_t *kb_checkpoints_new(kb_loop_t *loop);
     Requests in flight are answered as failed first. Safe on NULL. */
 void kb_checkpoints_destroy(kb_checkpoints_t **self_p, bool end);
 
-/*  A new checkpoint's id ("cp_" + 16 hex) and its socket path
+/*  A new checkpoint's id (prefix + 16 hex) and its socket path
     (<dir>/cp-<16 hex>.sock, which does not exist), both the caller's.
-    0, or -1 with err (the path too long for a unix socket). */
-int kb_checkpoints_name(const char *dir, char **id, char **path, kb_error_t *err);
+    0, or -1 with err (the path too long for a unix socket). The prefix
+    is "cp_" for a client's checkpoint, "rb_" for one taken before a run
+    that asked for a rollback: those are neither listed nor counted, and
+    a client cannot restore or delete them. */
+#define KB_CHECKPOINT_PREFIX "cp_"
+#define KB_ROLLBACK_PREFIX "rb_"
+int kb_checkpoints_name(const char *dir, const char *prefix, char **id, char **path,
+                        kb_error_t *err);
 
 /*  Record a frozen process of context_id made at execution_count. 0, or
     -1 with err (it is gone already, or out of memory: then it is ended). */

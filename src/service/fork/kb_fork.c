@@ -12,12 +12,12 @@
 #include <unistd.h>
 
 #include "service/fork/kb_checkpoints.h"
+#include "service/fork/kb_fork_impl.h"
 #include "util/kb_alloc.h"
 #include "util/kb_buf.h"
 #include "util/kb_clock.h"
 
 #define KB_FORK_ADOPT_TIMEOUT 10.0 /* seconds for a forked kernel to answer kernel_info */
-#define KB_FORK_CHILD_TIMEOUT 30.0 /* seconds the kernel side gives its child to start */
 
 static const char *const s_expression = "__import__('kernelbridge_fork').last";
 
@@ -56,7 +56,7 @@ static char *s_code(const char *call, const json_t *arg)
 }
 
 /*  Send the request; msg_id (96 bytes) gets its id. 0 / -1. */
-static int s_send(kb_kernel_t *kernel, const char *call, const json_t *arg, char *msg_id)
+int kb_fork_send(kb_kernel_t *kernel, const char *call, const json_t *arg, char *msg_id)
 {
     char *code = s_code(call, arg);
     json_t *content = code ? json_pack("{s:s, s:b, s:b, s:b, s:b, s:{s:s}}", "code", code, "silent",
@@ -72,7 +72,7 @@ static int s_send(kb_kernel_t *kernel, const char *call, const json_t *arg, char
 /*  The reply to a request: the new process's pid, or 0 with err
     (ForkRefused and a package that cannot be imported: UNSUPPORTED_OPTION;
     anything else: KERNEL_START_FAILED). */
-static pid_t s_reply_pid(const kb_msg_t *msg, kb_error_t *err)
+pid_t kb_fork_reply_pid(const kb_msg_t *msg, kb_error_t *err)
 {
     const json_t *content = msg->content;
     const char *status = json_string_value(json_object_get(content, "status"));
@@ -98,8 +98,8 @@ static pid_t s_reply_pid(const kb_msg_t *msg, kb_error_t *err)
 /*  Adopt the forked process pid on the connection conn/info (its files
     taken by the kernel on success, removed otherwise). NULL with err; the
     process is then killed when it is still the one that answered. */
-static kb_kernel_t *s_adopt(kb_engine_t *engine, const kb_kernelspec_t *spec, pid_t pid,
-                            const json_t *info, kb_connection_t *conn, kb_error_t *err)
+kb_kernel_t *kb_fork_adopt(kb_engine_t *engine, const kb_kernelspec_t *spec, pid_t pid,
+                           const json_t *info, kb_connection_t *conn, kb_error_t *err)
 {
     static const kb_kernel_callbacks_t none = { 0 };
     unsigned long long start = kb_proc_start_time(pid);
@@ -260,7 +260,7 @@ static void s_make_context(kb_fork_job_t *job, pid_t pid)
 {
     kb_engine_t *engine = job->engine;
     kb_error_t err;
-    kb_kernel_t *kernel = s_adopt(engine, job->spec, pid, job->info, &job->conn, &err);
+    kb_kernel_t *kernel = kb_fork_adopt(engine, job->spec, pid, job->info, &job->conn, &err);
     json_decref(job->info);
     job->info = NULL;
     if (!kernel) {
@@ -303,7 +303,7 @@ static bool s_ask(kb_fork_job_t *job, kb_kernel_t *kernel)
         s_fail(job, err.code, "%s", err.message);
         return false;
     }
-    if (s_send(kernel, "fork", job->info, job->msg_id) != 0) {
+    if (kb_fork_send(kernel, "fork", job->info, job->msg_id) != 0) {
         kb_fork_connection_end(&job->conn, true);
         json_decref(job->info);
         job->info = NULL;
@@ -344,7 +344,7 @@ static bool s_job_message(void *arg, kb_channel_t channel, const kb_msg_t *msg)
     if (channel != KB_CHANNEL_SHELL || strcmp(msg->parent_msg_id, job->msg_id) != 0)
         return false;
     kb_error_t err;
-    pid_t pid = s_reply_pid(msg, &err);
+    pid_t pid = kb_fork_reply_pid(msg, &err);
     if (pid > 0)
         s_make_context(job, pid);
     else {
@@ -479,14 +479,14 @@ static bool s_cp_start(void *arg, kb_kernel_t *kernel)
     kb_kernel_opts_t opts;
     kb_engine_kernel_opts(job->engine, kb_kernel_spec(kernel), &opts);
     json_t *path = NULL;
-    if (kb_checkpoints_name(opts.runtime_dir, &job->id, &job->path, &err) != 0
+    if (kb_checkpoints_name(opts.runtime_dir, KB_CHECKPOINT_PREFIX, &job->id, &job->path, &err) != 0
         || !(path = json_string(job->path))) {
         kb_call_fail(job->call, KB_ERR_INTERNAL, "%s", job->id ? "out of memory" : err.message);
         s_cp_end(job);
         return false;
     }
     job->execution_count = kb_context_execution_count(job->ctx);
-    int rc = s_send(kernel, "freeze", path, job->msg_id);
+    int rc = kb_fork_send(kernel, "freeze", path, job->msg_id);
     json_decref(path);
     if (rc != 0) {
         kb_call_fail(job->call, KB_ERR_KERNEL_START_FAILED,
@@ -503,7 +503,7 @@ static bool s_cp_message(void *arg, kb_channel_t channel, const kb_msg_t *msg)
     if (channel != KB_CHANNEL_SHELL || strcmp(msg->parent_msg_id, job->msg_id) != 0)
         return false;
     kb_error_t err;
-    pid_t pid = s_reply_pid(msg, &err);
+    pid_t pid = kb_fork_reply_pid(msg, &err);
     const char *ctx_id = kb_context_id(job->ctx);
     if (pid <= 0) {
         unlink(job->path);
@@ -584,7 +584,7 @@ static void s_on_restore_pid(void *arg, pid_t pid, const char *why)
     kb_context_t *ctx = kb_engine_context_find(engine, job->ctx_id);
     kb_kernel_t *kernel = NULL;
     if (pid > 0) {
-        kernel = s_adopt(engine, job->spec, pid, job->info, &job->conn, &err);
+        kernel = kb_fork_adopt(engine, job->spec, pid, job->info, &job->conn, &err);
         json_decref(job->info);
         job->info = NULL;
     }

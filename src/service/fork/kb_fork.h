@@ -39,6 +39,13 @@ void kb_fork_checkpoint(kb_engine_t *engine, kb_context_t *ctx, kb_call_t *call)
 void kb_fork_restore(kb_engine_t *engine, kb_context_t *ctx, const char *checkpoint_id,
                      kb_call_t *call);
 
+/*  Take a checkpoint of ctx before the run of process_id, queued next
+    (a job ahead of it); when the run ends in a failure the context is put
+    back to it (kb_run_rolls_back), else it is dropped. 0, or -1 with err
+    (UNSUPPORTED_OPTION: a kernel that cannot fork). */
+int kb_fork_rollback(kb_engine_t *engine, kb_context_t *ctx, const char *process_id,
+                     kb_error_t *err);
+
 /*  The directory of the kernel-side packages (python/): $KB_PYTHON_DIR,
     else the source tree's when it is there, else the installed one.
     Static. */

@@ -370,7 +370,8 @@ static json_t *s_proc_json(const kb_proc_t *proc)
     kb_iso_time(proc->submitted_at, started, sizeof started);
     kb_iso_time(proc->ended_at, ended, sizeof ended);
     json_t *resources = proc->result ? json_object_get(proc->result, "resources") : NULL;
-    return json_pack(
+    json_t *rolled_back = proc->result ? json_object_get(proc->result, "rolled_back") : NULL;
+    json_t *json = json_pack(
         "{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:O}", "process_id", proc->id,
         "kind", "code", "state", proc->running ? "running" : "terminal", "context_id",
         proc->context_id, "language", proc->language, "started_at", started, "ended_at",
@@ -380,6 +381,9 @@ static json_t *s_proc_json(const kb_proc_t *proc)
         proc->running ? json_null() : json_string(kb_reason_name(proc->reason)), "raw_reason",
         proc->raw_reason ? json_string(proc->raw_reason) : json_null(), "resources",
         resources ? resources : json_null());
+    if (json && rolled_back) /* a run that asked for a rollback (SPEC section 13) */
+        json_object_set(json, "rolled_back", rolled_back);
+    return json;
 }
 
 json_t *kb_procstore_record_json(const kb_proc_t *proc)

@@ -95,6 +95,9 @@ static void s_pump(kb_context_t *self)
         return;
     self->running = run;
     self->last_activity_at = kb_now();
+    if (kb_run_wants_rollback(run)
+        && (self->rolling = kb_context_jobs_take_armed(&self->jobs, kb_proc_id(kb_run_proc(run)))))
+        kb_run_set_rollback(run, kb_xstrdup(self->rolling->checkpoint_id));
     if (self->watch)
         kb_run_set_meter(run, s_meter);
     kb_run_apply(run, &(kb_run_event_t){ .type = KB_RUN_EV_START, .kernel = self->kernel });
@@ -106,9 +109,33 @@ static void s_pump(kb_context_t *self)
 
 static void s_over(kb_context_t *self, const char *why, bool vanished);
 
+/*  A run that asked for a rollback ended: its checkpoint's owner is told
+    whether to restore it (the context then waits for the kernel it
+    brings) or to drop it. */
+static void s_rollback_ended(kb_context_t *self, kb_run_t *run)
+{
+    bool rolled_back = false;
+    kb_context_armed_t *armed = NULL;
+    const char *process_id = kb_proc_id(kb_run_proc(run));
+    if (self->rolling && strcmp(self->rolling->process_id, process_id) == 0) {
+        armed = self->rolling; /* it started with it (and may be off the kernel already) */
+        self->rolling = NULL;
+        kb_run_rollback(run, &rolled_back);
+    } else
+        armed = kb_context_jobs_take_armed(&self->jobs, process_id);
+    if (!armed)
+        return;
+    if (rolled_back && !self->over)
+        self->restoring = true, self->ready = false;
+    armed->ops->ended(armed->arg, self, rolled_back && !self->over);
+    kb_context_armed_free(armed);
+}
+
 static void s_on_run_ended(kb_run_t *run, long long execution_count, void *arg)
 {
     kb_context_t *self = arg;
+    if (kb_run_wants_rollback(run))
+        s_rollback_ended(self, run);
     if (run != self->running) {
         void *handle = zlistx_find(self->queue, run);
         if (handle)
@@ -413,7 +440,8 @@ static void s_on_exited(kb_kernel_t *kernel, void *arg)
              self->limit_why[0] ? self->limit_why : kb_kernel_exit_text(kernel));
     s_end_running(self, &(kb_run_event_t){ .type = KB_RUN_EV_KERNEL_EXITED, .kernel = kernel });
     s_retire_kernel(self, true); /* dead: freed at the end of the turn */
-    s_over(self, why, true);
+    if (!self->restoring)        /* else a rolled-back run's checkpoint brings a kernel */
+        s_over(self, why, true);
 }
 
 /* ---- creation ------------------------------------------------------------------ */
@@ -532,6 +560,10 @@ void kb_context_destroy(kb_context_t **self_p)
     kb_hub_destroy(&self->hub, "the service stopped");
     zlistx_destroy(&self->queue);
     zlistx_destroy(&self->held);
+    kb_context_jobs_disarm(&self->jobs, self);
+    if (self->rolling)
+        self->rolling->ops->ended(self->rolling->arg, self, false);
+    kb_context_armed_free(self->rolling);
     kb_context_jobs_fini(&self->jobs);
     json_decref(self->forked_from);
     json_decref(self->restored_from);
@@ -617,7 +649,7 @@ int kb_context_restart(kb_context_t *self, kb_error_t *err)
     self->execution_count = 0;
     self->generation++;
     /* the new kernel is one of ours, started now */
-    self->adopted = self->attached = self->barrier = self->fresh = false;
+    self->adopted = self->attached = self->barrier = self->fresh = self->restoring = false;
     self->last_activity_at = kb_now();
     if (s_start_kernel(self, err) != 0) {
         s_over(self, "its restart failed", true);
@@ -645,6 +677,7 @@ void kb_context_replace_kernel(kb_context_t *self, kb_kernel_t *kernel, long lon
     json_decref(self->restored_from);
     self->restored_from = restored_from ? json_deep_copy(restored_from) : NULL;
     self->adopted = self->fresh = true; /* answers on control; its shell ran nothing */
+    self->restoring = false;
     self->attached = self->barrier = false;
     self->limit_why[0] = 0;
     self->last_activity_at = kb_now();
@@ -654,6 +687,12 @@ void kb_context_replace_kernel(kb_context_t *self, kb_kernel_t *kernel, long lon
     s_changed(self);
     if (self->hub)
         kb_hub_kernel_new(self->hub, self->kernel);
+}
+
+int kb_context_arm_rollback(kb_context_t *self, const char *checkpoint_id, const char *process_id,
+                            const kb_context_rollback_t *ops, void *arg)
+{
+    return kb_context_jobs_arm(&self->jobs, checkpoint_id, process_id, ops, arg, self);
 }
 
 kb_kernel_t *kb_context_kernel(const kb_context_t *self)

@@ -177,6 +177,11 @@ void kb_context_on_settled(kb_context_t *self, kb_context_settled_fn *fn, void *
 void kb_context_replace_kernel(kb_context_t *self, kb_kernel_t *kernel, long long execution_count,
                                const json_t *restored_from);
 
+/*  Arm checkpoint_id for the rollback of the run of process_id, queued
+    next; ops->ended(arg, ...) is told when that run ends. 0 / -1 (OOM). */
+int kb_context_arm_rollback(kb_context_t *self, const char *checkpoint_id, const char *process_id,
+                            const kb_context_rollback_t *ops, void *arg);
+
 /*  Its kernel (borrowed; NULL when it has none now). */
 kb_kernel_t *kb_context_kernel(const kb_context_t *self);
 const char *kb_context_cwd(const kb_context_t *self);   /* as given, or NULL */

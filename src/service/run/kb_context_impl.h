@@ -49,8 +49,10 @@ struct kb_context {
     struct kb_context_jobs jobs;        /* its jobs (kb_context_jobs.c writes them) */
     kb_context_settled_fn *settled_fn;  /* told once when it settles; NULL: no one */
     void *settled_arg;
-    bool settled;          /* ready, or over, once: settled_fn was called (or had nothing to say) */
-    json_t *forked_from;   /* {context_id, execution_count, generation}, or NULL */
+    bool settled; /* ready, or over, once: settled_fn was called (or had nothing to say) */
+    kb_context_armed_t *rolling; /* the rollback of the run out now, or NULL */
+    bool restoring;      /* a rolled-back run's checkpoint is being restored: no kernel is ready */
+    json_t *forked_from; /* {context_id, execution_count, generation}, or NULL */
     json_t *restored_from; /* {checkpoint_id, execution_count}, or NULL */
 };
 

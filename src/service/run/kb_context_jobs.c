@@ -18,8 +18,8 @@ void kb_context_jobs_fini(kb_context_jobs_t *self)
 {
     assert(!self->held && (!self->waiting || zlistx_size(self->waiting) == 0));
     zlistx_destroy(&self->waiting);
-    free(self->rollback);
-    self->rollback = NULL;
+    kb_context_armed_free(self->armed);
+    self->armed = NULL;
 }
 
 int kb_context_jobs_add(kb_context_jobs_t *self, const kb_context_job_t *ops, void *arg,
@@ -78,15 +78,48 @@ bool kb_context_jobs_pending(const kb_context_jobs_t *self)
     return self->held || zlistx_size(self->waiting) > 0;
 }
 
-void kb_context_jobs_arm(kb_context_jobs_t *self, const char *checkpoint_id)
+void kb_context_armed_free(kb_context_armed_t *armed)
 {
-    free(self->rollback);
-    self->rollback = checkpoint_id ? kb_xstrdup(checkpoint_id) : NULL;
+    if (!armed)
+        return;
+    free(armed->checkpoint_id);
+    free(armed->process_id);
+    free(armed);
 }
 
-char *kb_context_jobs_take_armed(kb_context_jobs_t *self)
+int kb_context_jobs_arm(kb_context_jobs_t *self, const char *checkpoint_id, const char *process_id,
+                        const kb_context_rollback_t *ops, void *arg, struct kb_context *ctx)
 {
-    char *taken = self->rollback;
-    self->rollback = NULL;
-    return taken;
+    kb_context_armed_t *old = self->armed;
+    self->armed = NULL;
+    if (old)
+        old->ops->ended(old->arg, ctx, false); /* its run ended before it started */
+    kb_context_armed_free(old);
+    kb_context_armed_t *armed = calloc(1, sizeof *armed);
+    if (!armed)
+        return -1;
+    *armed = (kb_context_armed_t){ .checkpoint_id = kb_xstrdup(checkpoint_id),
+                                   .process_id = kb_xstrdup(process_id),
+                                   .ops = ops,
+                                   .arg = arg };
+    self->armed = armed;
+    return 0;
+}
+
+void kb_context_jobs_disarm(kb_context_jobs_t *self, struct kb_context *ctx)
+{
+    kb_context_armed_t *armed = self->armed;
+    self->armed = NULL;
+    if (armed)
+        armed->ops->ended(armed->arg, ctx, false);
+    kb_context_armed_free(armed);
+}
+
+kb_context_armed_t *kb_context_jobs_take_armed(kb_context_jobs_t *self, const char *process_id)
+{
+    kb_context_armed_t *armed = self->armed;
+    if (!armed || strcmp(armed->process_id, process_id) != 0)
+        return NULL;
+    self->armed = NULL;
+    return armed;
 }

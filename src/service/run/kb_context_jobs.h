@@ -12,6 +12,8 @@
 
 #include "kernel/kb_kernel.h"
 
+struct kb_context;
+
 /*  Work on the context's kernel between runs (a fork, a checkpoint), in
     the order of the run queue: it waits for the runs queued before it,
     then has the kernel alone from `start` until `message` says it is done
@@ -34,10 +36,24 @@ typedef struct kb_context_job_entry {
 } kb_context_job_entry_t;
 
 typedef struct kb_context_jobs {
-    zlistx_t *waiting;            /* kb_context_job_entry_t *, FIFO */
-    kb_context_job_entry_t *held; /* the one that has the kernel, or NULL */
-    char *rollback;               /* a checkpoint armed for the next run asking for it, or NULL */
+    zlistx_t *waiting;              /* kb_context_job_entry_t *, FIFO */
+    kb_context_job_entry_t *held;   /* the one that has the kernel, or NULL */
+    struct kb_context_armed *armed; /* a checkpoint armed for a run's rollback, or NULL */
 } kb_context_jobs_t;
+
+/*  What is told of the run a checkpoint was armed for, at its end: the
+    run's context, and whether the run is rolled back (then the context
+    has no ready kernel until kb_context_replace_kernel, or a restart). */
+typedef struct {
+    void (*ended)(void *arg, struct kb_context *ctx, bool rolled_back);
+} kb_context_rollback_t;
+
+/*  The checkpoint armed for the run of process process_id. */
+typedef struct kb_context_armed {
+    char *checkpoint_id, *process_id;
+    const kb_context_rollback_t *ops;
+    void *arg;
+} kb_context_armed_t;
 
 /*  0 / -1 (out of memory). */
 int kb_context_jobs_init(kb_context_jobs_t *self);
@@ -61,9 +77,21 @@ void kb_context_jobs_cancel(kb_context_jobs_t *self, const char *why, bool all);
 /*  Whether a job has the kernel or waits. */
 bool kb_context_jobs_pending(const kb_context_jobs_t *self);
 
-/*  Arm a checkpoint (copied) for the next run asking for a rollback; take
-    it (the caller's; NULL when none is armed). */
-void kb_context_jobs_arm(kb_context_jobs_t *self, const char *checkpoint_id);
-char *kb_context_jobs_take_armed(kb_context_jobs_t *self);
+/*  Arm a checkpoint for the run of process_id (both copied); ops and arg
+    are told when that run ends. An earlier armed one, whose run ended
+    before it started, is told now (not rolled back). 0 / -1 (OOM). */
+int kb_context_jobs_arm(kb_context_jobs_t *self, const char *checkpoint_id, const char *process_id,
+                        const kb_context_rollback_t *ops, void *arg, struct kb_context *ctx);
+
+/*  The armed checkpoint when it is for process_id (taken: the caller's),
+    else NULL. */
+kb_context_armed_t *kb_context_jobs_take_armed(kb_context_jobs_t *self, const char *process_id);
+
+/*  The armed checkpoint's run will not come: it is told (not rolled
+    back) and forgotten. */
+void kb_context_jobs_disarm(kb_context_jobs_t *self, struct kb_context *ctx);
+
+/*  Free one taken. Safe on NULL. */
+void kb_context_armed_free(kb_context_armed_t *armed);
 
 #endif

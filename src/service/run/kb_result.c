@@ -427,6 +427,8 @@ json_t *kb_result_to_json(const kb_result_t *self)
                                                          : json_null());
     rc |= json_object_set(root, "context", context);
     rc |= json_object_set_new(root, "truncated", json_boolean(self->truncated));
+    if (self->rollback)
+        rc |= json_object_set_new(root, "rolled_back", json_boolean(self->rolled_back));
     rc |= json_object_set_new(root, "resources", kb_resources_to_json(&self->resources));
     if (rc)
         goto fail;

@@ -4,6 +4,7 @@
     timers, the interrupts and signals, and the end written to the record
     and the stream. Engine thread only. */
 #include "service/run/kb_run.h"
+#include "service/run/kb_run_impl.h"
 
 #include <assert.h>
 #include <signal.h>
@@ -19,50 +20,7 @@
 
 #define KB_INTERRUPTED_REPLY 0.2 /* after an interrupt, wait for the other of reply and idle */
 
-struct kb_run {
-    const kb_run_settings_t *settings;
-    kb_run_state_t state;
-    kb_run_cause_t cause;
-    kb_proc_t *proc;
-    json_t *identity; /* {sandbox_id, context_id, language} */
-    char *language;
-    kb_kernel_t *kernel; /* borrowed from the context once started */
-
-    char *code;
-    char *cwd;
-    json_t *env;
-    bool strip_ansi;
-    bool use_adapter;
-    double timeout;
-    double late_output; /* the kernel's habit: seconds to wait for output after idle */
-
-    char msg_id[96];           /* the request out now */
-    kb_execution_t *exec;      /* the caller's code */
-    kb_execution_t *step_exec; /* an adapter snippet */
-    int apply_attempts;
-    int main_attempts;
-
-    kb_timer_t timeout_timer, grace_timer, completion_timer, settle_timer;
-    double completion_wait; /* seconds, of the completion timer */
-
-    int sends;            /* requests sent to the kernel */
-    double sent_at;       /* of the request out now */
-    double busy_at;       /* its status: busy came, or 0 */
-    int interrupted_send; /* the request out when the run was interrupted, or 0 */
-    int signals;          /* interrupts sent for it */
-    double first_signal_at, signal_at;
-    kb_timer_t interrupt_timer; /* the next signal (s_interrupt_step) */
-
-    double started_at;     /* on the kernel (loop clock), or 0 */
-    char limit_value[240]; /* the error's value, for a limit's outcome */
-    bool over_memory;      /* the tree is over the memory limit now */
-    kb_run_meter_fn *meter;
-
-    kb_stream_t *stream;
-    kb_call_t *held_call;
-    kb_run_ended_fn *ended;
-    void *ended_arg;
-};
+/* struct kb_run: kb_run_impl.h */
 
 /* ---- events out ------------------------------------------------------------- */
 
@@ -112,6 +70,7 @@ static void s_free(void *arg)
     free(self->language);
     free(self->code);
     free(self->cwd);
+    free(self->rollback);
     free(self);
 }
 
@@ -168,6 +127,11 @@ static void s_end(kb_run_t *self, kb_run_outcome_t outcome, const char *value,
     result->context_id = kb_xstrdup(json_string_value(json_object_get(who, "context_id")));
     result->language = kb_xstrdup(self->language);
     result->generation = json_integer_value(json_object_get(self->identity, "generation"));
+    /*  Rolled back: the context's next generation is its state before. */
+    self->rolled_back = self->rollback && kb_run_rolls_back(outcome, kb_execution_has_error(exec));
+    result->rollback = self->wants_rollback;
+    result->rolled_back = self->rolled_back;
+    result->generation += self->rolled_back;
     s_measure(self, &result->resources);
     kb_metrics_run_ended(self->settings->metrics, self->language, row->reason,
                          result->resources.wall_time_s);
@@ -740,6 +704,7 @@ kb_run_t *kb_run_new(const kb_run_settings_t *settings, kb_proc_t *proc, const k
     self->language = kb_xstrdup(language);
     self->code = kb_xstrdup(opts->code);
     self->strip_ansi = opts->strip_ansi;
+    self->wants_rollback = opts->rollback && strcmp(opts->rollback, "on_error") == 0;
     self->timeout = timeout;
     kb_timer_init(&self->timeout_timer);
     kb_timer_init(&self->grace_timer);
@@ -773,6 +738,12 @@ void kb_run_set_owner(kb_run_t *self, kb_run_ended_fn *ended, void *arg)
     self->ended_arg = arg;
 }
 
+void kb_run_set_rollback(kb_run_t *self, char *checkpoint_id)
+{
+    free(self->rollback);
+    self->rollback = checkpoint_id;
+}
+
 void kb_run_set_meter(kb_run_t *self, kb_run_meter_fn *meter)
 {
     self->meter = meter;
@@ -781,19 +752,4 @@ void kb_run_set_meter(kb_run_t *self, kb_run_meter_fn *meter)
 void kb_run_hold_call(kb_run_t *self, kb_call_t *call)
 {
     self->held_call = call;
-}
-
-kb_run_state_t kb_run_state(const kb_run_t *self)
-{
-    return self->state;
-}
-
-kb_proc_t *kb_run_proc(const kb_run_t *self)
-{
-    return self->proc;
-}
-
-bool kb_run_owns_message(const kb_run_t *self, const kb_msg_t *msg)
-{
-    return self->msg_id[0] && strcmp(msg->parent_msg_id, self->msg_id) == 0;
 }

@@ -89,6 +89,15 @@ void kb_run_apply(kb_run_t *self, const kb_run_event_t *event);
 kb_run_state_t kb_run_state(const kb_run_t *self);
 kb_proc_t *kb_run_proc(const kb_run_t *self);
 
+/*  Rollback (SPEC section 13): whether the run asked for it ("on_error");
+    the checkpoint taken before it (taken; set as it starts); and, at its
+    end, that checkpoint (borrowed; NULL: none) and whether the run ended
+    in a failure it is rolled back from (the result says rolled_back and
+    the next generation; the owner restores the checkpoint). */
+bool kb_run_wants_rollback(const kb_run_t *self);
+void kb_run_set_rollback(kb_run_t *self, char *checkpoint_id);
+const char *kb_run_rollback(const kb_run_t *self, bool *rolled_back);
+
 /*  Whether msg answers the request the run has out now. */
 bool kb_run_owns_message(const kb_run_t *self, const kb_msg_t *msg);
 

@@ -237,3 +237,24 @@ double kb_run_signal_due(const kb_run_signals_t *signals)
     }
     return when;
 }
+
+bool kb_run_rolls_back(kb_run_outcome_t outcome, bool has_error)
+{
+    switch (outcome) {
+        case KB_RUN_OUT_FINISHED:
+            return has_error;
+        case KB_RUN_OUT_TIMED_OUT:
+        case KB_RUN_OUT_TIMED_OUT_KILLED:
+        case KB_RUN_OUT_TIMED_OUT_DIED:
+        case KB_RUN_OUT_INTERRUPTED:
+        case KB_RUN_OUT_INTERRUPTED_DIED:
+        case KB_RUN_OUT_KERNEL_DIED:
+        case KB_RUN_OUT_MEMORY:
+        case KB_RUN_OUT_MEMORY_KILLED:
+        case KB_RUN_OUT_MEMORY_DIED:
+        case KB_RUN_OUT_PIDS:
+            return true;
+        default:
+            return false;
+    }
+}

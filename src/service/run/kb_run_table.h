@@ -90,6 +90,12 @@ typedef enum {
 
 #define KB_RUN_OUTCOME_COUNT (KB_RUN_OUT_PIDS + 1)
 
+/*  Whether a run that ended with outcome (has_error: its code raised) is
+    rolled back when it asked for it: an error, a timeout, an interrupt, a
+    memory or pids limit, the kernel's death; not a run that never
+    started, was killed by a client, or ended with its context. */
+bool kb_run_rolls_back(kb_run_outcome_t outcome, bool has_error);
+
 /*  A row's signal that comes with the end (the client's, the kernel's
     death's) rather than with the row. */
 extern const char kb_run_signal_given[];
