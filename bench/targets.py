@@ -162,5 +162,16 @@ REGRESS = (
            "over the build before", "7, issue 31", "<=", 8, "KiB"),
 )
 
+FORK = (
+    Target("fork", "first_run_p50_ms.500mib", "fork to the first run's result, parent holding "
+           "500 MiB, p50", "7, 13, issue 32", "<=", 50, "ms"),
+    Target("fork", "first_run_p50_ms.2048mib", "the same, parent holding 2 GiB, p50",
+           "7, 13, issue 32", "<=", 150, "ms"),
+    Target("fork", "many.32_forks_s", "32 forks of the 500 MiB context in one request",
+           "7, 13, issue 32", "<=", 1.0, "s"),
+    Target("fork", "uss_mib.500mib", "a fresh fork's private memory (USS), p50", "7, 13, issue 32",
+           "<=", 16, "MiB"),
+)
+
 TARGETS = (LATENCY + OVERHEAD + POOL + OUTPUT + SCALE + E2B + JUPYTER + DURABILITY + LIMITS + EDGES
-           + BASH + FLEET + REGRESS)
+           + BASH + FLEET + REGRESS + FORK)
