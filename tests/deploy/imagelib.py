@@ -226,6 +226,14 @@ def children(pid: int) -> List[int]:
         return []
 
 
+def ns_pid(pid: int) -> int:
+    """The pid of host process pid in its own (the container's) pid namespace."""
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("NSpid:"):
+            return int(line.split()[-1])
+    raise AssertionError(f"no NSpid for {pid}")
+
+
 def cmdline(pid: int) -> List[str]:
     try:
         return pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")[:-1]

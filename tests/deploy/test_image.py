@@ -58,6 +58,17 @@ def start(containers: List[Container], image: str, tmp: pathlib.Path, sandbox_id
     return c
 
 
+def daemon_pid(c: Container) -> int:
+    """The daemon: the supervisor's (the container's first process's) child
+    running kernelbridge."""
+    supervisor = c.host_pid()
+    assert cmdline(supervisor)[:3] == ["/usr/local/bin/kernelbridge", "serve", "--supervise"], \
+        cmdline(supervisor)
+    daemons = [p for p in children(supervisor) if cmdline(p)[:1] == ["/usr/local/bin/kernelbridge"]]
+    assert len(daemons) == 1, [(p, cmdline(p)) for p in children(supervisor)]
+    return daemons[0]
+
+
 def test_the_image_serves_as_the_statefulset_runs_it(image, containers, tmp_path):
     token = "kbimg-" + uuid.uuid4().hex
     c = start(containers, image, tmp_path, "kb-0", token)
@@ -99,6 +110,47 @@ def test_the_image_serves_as_the_statefulset_runs_it(image, containers, tmp_path
     assert '"stopped"' in c.logs() or "stopped" in c.logs()
 
 
+def test_a_daemon_killed_inside_the_container_loses_no_context(image, containers, tmp_path):
+    token = "kbimg-" + uuid.uuid4().hex
+    c = start(containers, image, tmp_path, "kb-0", token)
+    ids = [f"ctx{i}" for i in range(10)]
+    for i, cid in enumerate(ids):
+        c.api("POST", "/contexts", {"language": "python", "context_id": cid})
+        assert c.api("POST", "/run", {"context_id": cid, "code": f"v = {i} * 7"})["error"] is None
+    before = {x["context_id"]: x for x in c.api("GET", "/contexts")["contexts"]}
+    assert sorted(before) == sorted(ids)
+    supervisor, daemon = c.host_pid(), daemon_pid(c)
+    kernels = {before[cid]["pid"] for cid in ids}
+
+    os.kill(daemon, signal.SIGKILL)
+    t0 = time.monotonic()
+    while get(c.url + "/health", timeout=0.5)[0] != 200:
+        assert time.monotonic() - t0 < 10, c.logs()
+        time.sleep(0.02)
+    back_in = time.monotonic() - t0
+    print(f"/health again {back_in:.3f} s after SIGKILL to the daemon;",
+          *[line for line in c.logs().splitlines() if "supervisor" in line or "serving" in line], sep="\n")
+    assert back_in < HEALTH_AGAIN_WITHIN, back_in
+    assert c.running() and c.host_pid() == supervisor
+    assert daemon_pid(c) != daemon
+    # the kernels stayed, re-parented to the supervisor, and were adopted
+    on_host = {imagelib.ns_pid(p): p for p in children(supervisor)}  # a context's pid is the container's
+    assert kernels <= set(on_host), (kernels, on_host)
+    after = {x["context_id"]: x for x in c.api("GET", "/contexts")["contexts"]}
+    assert sorted(after) == sorted(ids)
+    for i, cid in enumerate(ids):
+        assert (after[cid]["pid"], after[cid]["generation"]) == (before[cid]["pid"], before[cid]["generation"])
+        result = c.api("POST", "/run", {"context_id": cid, "code": "v"})
+        assert result["results"][0]["text"] == str(i * 7), result
+    assert "died of SIGKILL" in c.logs()
+
+    # SIGTERM still ends everything cleanly within the grace
+    code, took = c.stop()
+    assert code == 0, c.logs()
+    assert took < imagelib.grace_seconds(), took
+    assert not any(pathlib.Path(f"/proc/{on_host[pid]}").exists() for pid in kernels)
+
+
 def test_the_sdk_routes_over_two_containers(image, containers, tmp_path):
     token = "kbimg-" + uuid.uuid4().hex
     fleet = {sid: start(containers, image, tmp_path, sid, token) for sid in ("kb-0", "kb-1")}
@@ -111,6 +163,10 @@ def test_the_sdk_routes_over_two_containers(image, containers, tmp_path):
         for sid, c in fleet.items():  # each context is where the SDK says
             on = sorted(x["context_id"] for x in c.api("GET", "/contexts")["contexts"])
             assert on == sorted(x.context_id for x in contexts if x.sandbox_id == sid)
+        # a daemon crash in kb-1 is a restart inside its container: its contexts stay
+        os.kill(daemon_pid(fleet["kb-1"]), signal.SIGKILL)
+        fleet["kb-1"].wait_healthy()
+        assert [ctx.run("w").text for ctx in contexts] == ["0", "1", "2", "3"]
         # kb-1's container gone: SandboxUnavailable at once, kb-0 goes on, new contexts go there
         podman("kill", fleet["kb-1"].name)
         podman("wait", fleet["kb-1"].name, check=False)
