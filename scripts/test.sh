@@ -61,6 +61,7 @@ fi
 step "build (-Wall -Wextra -Werror)"
 if ! { cmake -S . -B build -DKB_WERROR=ON >/dev/null && cmake --build build -j"$jobs"; }; then
   echo "build failed"
+  [ -z "$image_pid" ] || wait "$image_pid"
   exit 1
 fi
 
