@@ -7,9 +7,12 @@ StatefulSet runs it (imagelib.Container: uid 10001, read-only root,
 as tmpfs, KB_TOKEN from the environment, KB_SANDBOX_ID the pod's name) and
 checks what a user would: /health, /contexts refused without the token,
 Python and bash with state kept, a matplotlib PNG, exit 0 on SIGTERM within
-the grace; the supervisor's restart of a daemon killed inside the container
-(contexts back with their variables, pids and generation within 2 s); the
-SDK's routing over two such containers; what the image holds.
+the grace, no zombie left; the supervisor's restart of a daemon killed
+inside the container (contexts back with their variables, pids and
+generation within 2 s); the SDK's fleet test's steps over two such
+containers (placement, SandboxUnavailable while a daemon is down, the
+contexts back when it is up again), and what a container's end loses;
+what the image holds.
 """
 
 from __future__ import annotations
@@ -97,6 +100,12 @@ def test_the_image_serves_as_the_statefulset_runs_it(image, containers, tmp_path
     c.api("POST", "/run", {"context_id": "sh", "code": "cd /tmp && greeting=hello"})
     result = c.api("POST", "/run", {"context_id": "sh", "code": 'echo "$greeting from $PWD as $(id -u)"'})
     assert result["logs"]["stdout"] == "hello from /tmp as 10001\n", result
+    # orphans (a subshell's background job) go to the supervisor, which reaps them
+    c.api("POST", "/run", {"context_id": "sh", "code": "(sleep 0.2 &); (sleep 0.3 &)"})
+    time.sleep(1.0)
+    states = [pathlib.Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0]
+              for p in children(c.host_pid()) if pathlib.Path(f"/proc/{p}").exists()]
+    assert "Z" not in states, states
     # a matplotlib figure comes back as a PNG
     plot = "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2])\nplt.show()"
     result = c.api("POST", "/run", {"context_id": "py", "code": plot})
@@ -163,20 +172,42 @@ def test_the_sdk_routes_over_two_containers(image, containers, tmp_path):
         for sid, c in fleet.items():  # each context is where the SDK says
             on = sorted(x["context_id"] for x in c.api("GET", "/contexts")["contexts"])
             assert on == sorted(x.context_id for x in contexts if x.sandbox_id == sid)
+        values = {x.context_id: str(i) for i, x in enumerate(contexts)}
+        dead = [x for x in contexts if x.sandbox_id == "kb-1"]
+        live = [x for x in contexts if x.sandbox_id == "kb-0"]
         # a daemon crash in kb-1 is a restart inside its container: its contexts stay
         os.kill(daemon_pid(fleet["kb-1"]), signal.SIGKILL)
         fleet["kb-1"].wait_healthy()
         assert [ctx.run("w").text for ctx in contexts] == ["0", "1", "2", "3"]
+        # as the SDK's fleet test does: kb-1's daemon dead, its kernels running, until
+        # it is started again (here its supervisor is held by SIGSTOP meanwhile)
+        supervisor = fleet["kb-1"].host_pid()
+        os.kill(supervisor, signal.SIGSTOP)
+        try:
+            os.kill(daemon_pid(fleet["kb-1"]), signal.SIGKILL)
+            while get(fleet["kb-1"].url + "/health", timeout=0.5)[0] == 200:
+                time.sleep(0.02)
+            t0 = time.monotonic()
+            with pytest.raises(kernelbridge.SandboxUnavailable) as info:
+                dead[0].run("w")
+            assert info.value.sandbox_id == "kb-1" and time.monotonic() - t0 < 2.0
+            assert [x.run("w").text for x in live] == [values[x.context_id] for x in live]
+            extra = kb.create_context(language="python")
+            assert extra.sandbox_id == "kb-0"
+            kb.delete_context(extra.context_id, sandbox_id="kb-0")
+        finally:
+            os.kill(supervisor, signal.SIGCONT)
+        fleet["kb-1"].wait_healthy()
+        # the handles made before: every context back with its variable
+        assert [x.run("w").text for x in contexts] == ["0", "1", "2", "3"]
         # kb-1's container gone: SandboxUnavailable at once, kb-0 goes on, new contexts go there
         podman("kill", fleet["kb-1"].name)
         podman("wait", fleet["kb-1"].name, check=False)
-        dead = [x for x in contexts if x.sandbox_id == "kb-1"]
         t0 = time.monotonic()
         with pytest.raises(kernelbridge.SandboxUnavailable) as info:
             dead[0].run("w")
         assert info.value.sandbox_id == "kb-1" and time.monotonic() - t0 < 2.0
-        assert [x.run("w").text for x in contexts if x.sandbox_id == "kb-0"] == ["0", "2"] or \
-            [x.run("w").text for x in contexts if x.sandbox_id == "kb-0"] == ["0", "1"]
+        assert [x.run("w").text for x in live] == [values[x.context_id] for x in live]
         extra = kb.create_context(language="python")
         assert extra.sandbox_id == "kb-0"
         # the container started again (a pod replacement): records kept, contexts not
