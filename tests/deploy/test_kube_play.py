@@ -17,6 +17,7 @@ import copy
 import json
 import os
 import pathlib
+import signal
 import socket
 import time
 import uuid
@@ -125,6 +126,25 @@ def test_the_statefulsets_pod_plays_and_passes_its_probes(played):
     assert ready["periodSeconds"] * ready["failureThreshold"] > 2 * 2
     assert live["periodSeconds"] * live["failureThreshold"] > ready["periodSeconds"] * ready["failureThreshold"]
     assert all(p["timeoutSeconds"] >= 1 for p in (startup, ready, live))
+
+    # in the pod (the pause process is PID 1, shareProcessNamespace) the supervisor
+    # restarts a killed daemon too, well within readiness's window
+    deadline = time.monotonic() + 60  # the warm kernel ready first (one still starting is waited for)
+    while get(url + "/health")[1]["pool"]["python"]["ready"] < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    supervisor = int(podman("inspect", "--format", "{{.State.Pid}}", ctr).stdout.strip())
+    assert imagelib.ns_pid(supervisor) != 1
+    daemon = next(p for p in imagelib.children(supervisor)
+                  if imagelib.cmdline(p)[:1] == ["/usr/local/bin/kernelbridge"])
+    os.kill(daemon, signal.SIGKILL)
+    t0 = time.monotonic()
+    while not probe(url, ready):
+        assert time.monotonic() - t0 < 2.0
+        time.sleep(0.02)
+    print(f"daemon killed in the pod: ready again in {time.monotonic() - t0:.2f} s")
+    logs = podman("logs", ctr).stderr + podman("logs", ctr).stdout
+    print(*[x for x in logs.splitlines() if "supervisor" in x or "serving" in x or "adopt" in x], sep="\n")
 
     # stopped as the kubelet stops a pod: its containers first (SIGTERM, SIGKILL
     # after the grace), then the sandbox; exit 0 within the grace
