@@ -34,6 +34,13 @@ packages=(
   yamllint
   # the Python SDK: mypy --strict on it, and its offline install into a venv
   python3-mypy python3-venv
+  # the container image (scripts/build-image.sh, tests/deploy/test_image.py):
+  # podman and buildah build and run it with runc (Debian's crun refuses a
+  # hybrid cgroup hierarchy), CNI's plugins network its pods and catatonit is
+  # their pause process (podman kube play), debootstrap
+  # makes its bookworm base from Debian's archive when no registry serves one;
+  # the tests read the manifests with PyYAML
+  podman buildah runc containernetworking-plugins catatonit debootstrap python3-yaml
 )
 
 missing=()

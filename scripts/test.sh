@@ -17,6 +17,23 @@ if ! git ls-files '*.c' '*.h' | xargs clang-format --dry-run --Werror; then
   failed=1
 fi
 
+# The container image is built and run by podman in the background, beside
+# the steps below (it builds its own binary inside the image), and reported
+# at the end: scripts/build-image.sh, then tests/deploy's Python tests.
+step "container image: build and tests/deploy's Python tests (in the background)"
+image_log=$(mktemp)
+if command -v podman >/dev/null 2>&1; then
+  (
+    ./scripts/build-image.sh \
+      && KB_IMAGE="kernelbridge:$(sed -n 's/^__version__ = "\(.*\)"$/\1/p' sdk/python/src/kernelbridge/_version.py)" \
+        timeout 1200 /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/deploy
+  ) >"$image_log" 2>&1 &
+  image_pid=$!
+else
+  echo "podman is missing: run scripts/setup.sh" >"$image_log"
+  image_pid=
+fi
+
 step "sanitizer build (ASan + UBSan)"
 if cmake -S . -B build-asan -DKB_WERROR=ON -DKB_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null \
   && cmake --build build-asan -j"$jobs"; then
@@ -44,6 +61,7 @@ fi
 step "build (-Wall -Wextra -Werror)"
 if ! { cmake -S . -B build -DKB_WERROR=ON >/dev/null && cmake --build build -j"$jobs"; }; then
   echo "build failed"
+  [ -z "$image_pid" ] || wait "$image_pid"
   exit 1
 fi
 
@@ -86,5 +104,13 @@ if [ "${#suites[@]}" -gt 0 ]; then
 else
   echo "no Python test suites found"; failed=1
 fi
+
+step "container image (scripts/build-image.sh, tests/deploy), started first"
+if [ -n "$image_pid" ] && wait "$image_pid"; then
+  tail -n 40 "$image_log"
+else
+  cat "$image_log"; failed=1
+fi
+rm -f "$image_log"
 
 exit "$failed"

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli/kb_cli_serve_flags.h"
+#include "cli/kb_cli_supervise.h"
 #include "kernelbridge.h"
 #include "server/kb_e2b.h"
 #include "server/kb_server.h"
@@ -154,6 +155,11 @@ static int check_options(daemon_t *d)
     kb_service_config_t *service = &d->o.service;
     if (d->o.ephemeral && service->state_dir) {
         fprintf(stderr, "kernelbridge serve: --ephemeral and --state-dir exclude each other\n");
+        return -1;
+    }
+    if (d->o.ephemeral && d->o.supervise) {
+        fprintf(stderr, "kernelbridge serve: --ephemeral and --supervise exclude each other (a "
+                        "restarted daemon needs the same state dir)\n");
         return -1;
     }
     if (!d->o.ephemeral && !service->state_dir) {
@@ -378,6 +384,14 @@ int kb_cli_serve(int argc, char **argv)
     }
     if (check_options(&d) < 0 || configure_listeners(&d) < 0)
         goto done;
+    if (d.o.supervise) {
+        /* the supervisor stays here until it is done; each daemon goes on */
+        bool is_daemon = false;
+        status = kb_cli_supervise(d.o.server.log_format, &is_daemon);
+        if (!is_daemon)
+            goto done;
+        status = 2;
+    }
     /* Every thread (service engine, HTTP workers) inherits this mask, so
        the signals reach only the sigwait below. */
     sigset_t stop_signals;

@@ -126,6 +126,10 @@ static const flag_t flags[] = {
     { "keep-kernels", NULL, "KB_KEEP_KERNELS", FLAG_SWITCH, FIELD(service.keep_kernels),
       .help = "at stop, leave kernels running for the next daemon on the state dir (an "
               "upgrade) instead of shutting them down" },
+    { "supervise", NULL, "KB_SUPERVISE", FLAG_SWITCH, FIELD(supervise),
+      .help = "run under a small parent (a container's first process) that reaps zombies, "
+              "forwards SIGTERM and SIGINT, and starts the daemon again on the same state dir "
+              "when it dies by a signal: its kernels stay and are adopted" },
     { "kernel-user", "USER", "KB_KERNEL_USER", PARSER(parse_kernel_user),
       .help = "run kernels as USER (unprivileged; the daemon must be root), each in a private "
               "dir of its own: kernels cannot read the token, the state dir or the daemon" },

@@ -31,6 +31,7 @@ typedef struct {
     const char *port_file;
     bool insecure;
     bool ephemeral;
+    bool supervise;
     kb_strv_t kernels; /* --kernel entries, NULL-terminated */
     kb_strv_t pool;    /* --pool entries */
     kb_strv_t preload; /* --preload entries */
