@@ -32,9 +32,9 @@ def smaps(pid):
     fields = {}
     with open(f"/proc/{pid}/smaps_rollup") as f:
         for line in f:
-            parts = line.split()
-            if len(parts) >= 3 and parts[2] == "kB":
-                fields[parts[0].rstrip(":")] = int(parts[1])
+            if line.endswith(" kB\n"):
+                name, value = line.split()[:2]
+                fields[name.rstrip(":")] = int(value)
     return ((fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)) / 1024,
             fields.get("Pss", 0) / 1024)
 

@@ -360,7 +360,7 @@ static void s_start_failed(kb_context_t *self, const char *why)
 static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg)
 {
     kb_context_t *self = arg;
-    if (!self->adopted || self->attaching) {
+    if (!self->adopted || self->attaching || self->fresh) { /* a fork: it never lived */
         s_start_failed(self, why);
         return;
     }
