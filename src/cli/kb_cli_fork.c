@@ -75,12 +75,13 @@ static void s_fork_usage(FILE *out)
             "the context's namespace holds now; the context itself is not disturbed.\n"
             "Prints the new contexts' ids, one a line.\n"
             "\n"
-            "  -n, --count N        how many forks (default 1, or one per --id)\n"
-            "  -i, --id ID          a fork's context id (repeat for several; default ctx_...)\n"
-            "  --memory-limit SIZE  each fork's memory limit in bytes (K, M, G allowed;\n"
-            "                       default the context's)\n"
-            "  --pids-limit N       each fork's process limit (default the context's)\n"
-            "  -j, --json           the daemon's JSON ({\"contexts\": [...]})\n");
+            "  -n, --count N      how many forks (default 1, or one per --id)\n"
+            "  -i, --id ID        a fork's context id (repeat for several; default ctx_...)\n"
+            "  --memory-limit SIZE\n"
+            "                     each fork's memory limit in bytes (K, M, G allowed;\n"
+            "                     default the context's)\n"
+            "  --pids-limit N     each fork's process limit (default the context's)\n"
+            "  -j, --json         the daemon's JSON ({\"contexts\": [...]})\n");
     kb_cli_client_help(out);
 }
 
@@ -209,10 +210,10 @@ static void s_checkpoint_usage(FILE *out)
                  "is now, for 'kernelbridge restore') and print the checkpoint's id; or list\n"
                  "its checkpoints, oldest first; or delete one.\n"
                  "\n"
-                 "  -l, --list           list the context's checkpoints: id, execution count,\n"
-                 "                       memory they cost, when they were made\n"
-                 "  -d, --delete CP      delete checkpoint CP of the context\n"
-                 "  -j, --json           the daemon's JSON\n");
+                 "  -l, --list         list the context's checkpoints: id, execution count,\n"
+                 "                     memory they cost, when they were made\n"
+                 "  -d, --delete CP    delete checkpoint CP of the context\n"
+                 "  -j, --json         the daemon's JSON\n");
     kb_cli_client_help(out);
 }
 
@@ -298,7 +299,7 @@ static void s_restore_usage(FILE *out)
                  "checkpoint stays and can be restored again. Prints the context's id and\n"
                  "new generation.\n"
                  "\n"
-                 "  -j, --json           the daemon's JSON of the context\n");
+                 "  -j, --json         the daemon's JSON of the context\n");
     kb_cli_client_help(out);
 }
 
