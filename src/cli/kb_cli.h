@@ -20,4 +20,10 @@ int kb_cli_contexts(int argc, char **argv);
 int kb_cli_ps(int argc, char **argv);
 int kb_cli_logs(int argc, char **argv);
 
+/*  kernelbridge fork, checkpoint and restore: fork, checkpoint and
+    restore a context of a running daemon (src/cli/kb_cli_fork.c). */
+int kb_cli_fork(int argc, char **argv);
+int kb_cli_checkpoint(int argc, char **argv);
+int kb_cli_restore(int argc, char **argv);
+
 #endif

@@ -4,6 +4,8 @@
     over the logs endpoint's Server-Sent Events, with --follow). Tables for
     a person, or the daemon's JSON as it came.
 
+    Also the flags every command that asks a daemon shares (--url,
+    --token-file, --help; kb_cli_client.h), which kb_cli_fork.c uses too.
     Not for driving runs (`kernelbridge run` is in-process, kb_cli_run.c),
     nor HTTP itself (kb_cli_http.c). */
 #include <errno.h>
@@ -15,28 +17,18 @@
 #include <time.h>
 
 #include "cli/kb_cli.h"
+#include "cli/kb_cli_client.h"
 #include "cli/kb_cli_http.h"
 #include "kernelbridge.h"
 #include "util/kb_buf.h"
 
 #define KB_CLIENT_DEFAULT_URL "http://127.0.0.1:8899"
 
-enum { KB_EXIT_OK = 0, KB_EXIT_FAILED = 1, KB_EXIT_USAGE = 2 };
-
-/*  A command's daemon, with what it was given. */
-typedef struct {
-    const char *prog; /* "kernelbridge ps", for messages; static */
-    const char *url;  /* --url, or NULL; borrowed */
-    kb_cli_daemon_t daemon;
-    char *token; /* owned, or NULL */
-} kb_client_t;
-
 /* ---- options shared by the commands ------------------------------------------------ */
 
 enum { OPT_URL = 0x100, OPT_TOKEN_FILE };
 
-/*  The help of the options every command takes. */
-static void s_client_help(FILE *out)
+void kb_cli_client_help(FILE *out)
 {
     fputs("  --url URL          the daemon [KB_URL, default " KB_CLIENT_DEFAULT_URL "]\n"
           "  --token-file FILE  send the file's first line as the Bearer token\n"
@@ -92,20 +84,8 @@ static int s_client_setup(kb_client_t *self, const char *token_file)
     return 0;
 }
 
-/*  A command's own flags: short letters (getopt's optstring, "h" added)
-    and long names, in one table; what they set is the command's. */
-typedef struct {
-    const char *shortopts;
-    const struct option *options; /* ends with a zeroed entry */
-    void (*usage)(FILE *out);
-    int args; /* positional arguments it takes: 0 or 1 */
-} kb_command_t;
-
-/*  Parse argv for command: --url, --token-file and --help here, every other
-    flag to on_flag (with its value, or NULL), then set the client up.
-    -1 when the command goes on; else the exit status to return. */
-static int s_parse(kb_client_t *client, const kb_command_t *command, int argc, char **argv,
-                   void (*on_flag)(int flag, const char *value, void *arg), void *arg)
+int kb_cli_client_parse(kb_client_t *client, const kb_command_t *command, int argc, char **argv,
+                        void (*on_flag)(int flag, const char *value, void *arg), void *arg)
 {
     struct option options[16];
     static const struct option shared[]
@@ -277,7 +257,7 @@ static void s_contexts_usage(FILE *out)
                  "\n"
                  "  -a, --all          default contexts too (default-<language>)\n"
                  "  -j, --json         the daemon's JSON ({\"contexts\": [...]})\n");
-    s_client_help(out);
+    kb_cli_client_help(out);
 }
 
 static void s_print_contexts(json_t *contexts)
@@ -321,7 +301,7 @@ int kb_cli_contexts(int argc, char **argv)
     static const kb_command_t command = { "aj", options, s_contexts_usage, 0 };
     kb_client_t client = { .prog = "kernelbridge contexts" };
     kb_contexts_flags_t f = { false, false };
-    int rc = s_parse(&client, &command, argc, argv, s_contexts_flag, &f);
+    int rc = kb_cli_client_parse(&client, &command, argc, argv, s_contexts_flag, &f);
     if (rc >= 0)
         return rc;
     return s_show(&client, f.all ? "/contexts?all=true" : "/contexts", f.json, "contexts",
@@ -341,7 +321,7 @@ static void s_ps_usage(FILE *out)
                  "  -c, --context ID   the runs of one context\n"
                  "  -s, --state S      running or terminal\n"
                  "  -j, --json         the daemon's JSON ({\"processes\": [...]})\n");
-    s_client_help(out);
+    kb_cli_client_help(out);
 }
 
 /*  "running", "exited 0", "timed_out SIGINT", ... */
@@ -421,7 +401,7 @@ int kb_cli_ps(int argc, char **argv)
     static const kb_command_t command = { "c:s:j", options, s_ps_usage, 0 };
     kb_client_t client = { .prog = "kernelbridge ps" };
     kb_ps_flags_t f = { NULL, NULL, false };
-    int rc = s_parse(&client, &command, argc, argv, s_ps_flag, &f);
+    int rc = kb_cli_client_parse(&client, &command, argc, argv, s_ps_flag, &f);
     if (rc >= 0)
         return rc;
     const char *context = f.context, *state = f.state;
@@ -442,7 +422,7 @@ static void s_logs_usage(FILE *out)
                  "the daemon's own notes to stderr.\n"
                  "\n"
                  "  -f, --follow       go on printing as the run writes, until it ends\n");
-    s_client_help(out);
+    kb_cli_client_help(out);
 }
 
 /*  One log frame {channel, data} to where it belongs. */
@@ -533,7 +513,7 @@ int kb_cli_logs(int argc, char **argv)
     static const kb_command_t command = { "f", options, s_logs_usage, 1 };
     kb_client_t client = { .prog = "kernelbridge logs" };
     bool follow = false;
-    int parsed = s_parse(&client, &command, argc, argv, s_logs_flag, &follow);
+    int parsed = kb_cli_client_parse(&client, &command, argc, argv, s_logs_flag, &follow);
     if (parsed >= 0)
         return parsed;
     int rc = follow ? s_logs_follow(&client, argv[optind]) : s_logs_print(&client, argv[optind]);

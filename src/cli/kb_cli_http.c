@@ -1,5 +1,6 @@
-/*  kb_cli_http.c - the CLI's HTTP client (`contexts`, `ps`, `logs`): the
-    smallest that does. GET only, one request per connection (Connection:
+/*  kb_cli_http.c - the CLI's HTTP client (`contexts`, `ps`, `logs`, `fork`,
+    `checkpoint`, `restore`): the smallest that does. GET, and POST or
+    DELETE with a JSON body, one request per connection (Connection:
     close), plain TCP with a bounded connect (no TLS, no redirects), bodies
     with a Content-Length, chunked or read to the close; JSON answers and
     Server-Sent Events. Not a general client, and not used by the daemon. */
@@ -152,19 +153,26 @@ static int s_send_all(int fd, const char *data, size_t len)
     return 0;
 }
 
-/*  Send GET path (already escaped). 0 or -1 with reply->err. */
-static int s_send_get(const kb_cli_daemon_t *self, kb_reply_t *reply, const char *path,
-                      const char *accept)
+/*  Send method path (already escaped), with body (JSON text, or NULL for
+    none). 0 or -1 with reply->err. */
+static int s_send(const kb_cli_daemon_t *self, kb_reply_t *reply, const char *method,
+                  const char *path, const char *accept, const char *body)
 {
     kb_buf_t request = KB_BUF_INIT;
     bool v6 = strchr(self->host, ':') != NULL;
     kb_buf_printf(&request,
-                  "GET %s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: kernelbridge/%s\r\n"
+                  "%s %s HTTP/1.1\r\nHost: %s%s%s:%s\r\nUser-Agent: kernelbridge/%s\r\n"
                   "Accept: %s\r\nConnection: close\r\n",
-                  path, v6 ? "[" : "", self->host, v6 ? "]" : "", self->port, KB_VERSION, accept);
+                  method, path, v6 ? "[" : "", self->host, v6 ? "]" : "", self->port, KB_VERSION,
+                  accept);
     if (self->token)
         kb_buf_printf(&request, "Authorization: Bearer %s\r\n", self->token);
+    if (body)
+        kb_buf_printf(&request, "Content-Type: application/json\r\nContent-Length: %zu\r\n",
+                      strlen(body));
     kb_buf_puts(&request, "\r\n");
+    if (body)
+        kb_buf_puts(&request, body);
     int rc = kb_buf_status(&request) == KB_BUF_OK ? s_send_all(reply->fd, request.data, request.len)
                                                   : -1;
     if (rc < 0)
@@ -325,16 +333,17 @@ static ssize_t s_read_body(kb_reply_t *reply, char *out, size_t cap)
     return (ssize_t)n;
 }
 
-/*  Connect, send GET path and read the head. 0 or -1 with reply->err. */
-static int s_open(const kb_cli_daemon_t *self, kb_reply_t *reply, const char *path,
-                  const char *accept, int timeout_ms)
+/*  Connect, send method path (with body, JSON text or NULL) and read the
+    head. 0 or -1 with reply->err. */
+static int s_open(const kb_cli_daemon_t *self, kb_reply_t *reply, const char *method,
+                  const char *path, const char *body, const char *accept, int timeout_ms)
 {
     *reply = (kb_reply_t){ .fd = -1, .timeout_ms = timeout_ms };
     reply->fd = s_connect(self, &reply->err);
     if (reply->fd < 0)
         return -1;
     reply->timeout_ms = KB_CLI_ANSWER_MS; /* the head comes at once, also for a stream */
-    if (s_send_get(self, reply, path, accept) < 0 || s_read_head(reply) < 0)
+    if (s_send(self, reply, method, path, accept, body) < 0 || s_read_head(reply) < 0)
         return -1;
     reply->timeout_ms = timeout_ms;
     return 0;
@@ -387,17 +396,30 @@ static void s_close(kb_reply_t *reply)
 
 json_t *kb_cli_get_json(const kb_cli_daemon_t *daemon, const char *path, kb_error_t *err)
 {
-    kb_reply_t reply;
+    return kb_cli_request_json(daemon, "GET", path, NULL, err);
+}
+
+json_t *kb_cli_request_json(const kb_cli_daemon_t *daemon, const char *method, const char *path,
+                            json_t *body, kb_error_t *err)
+{
+    kb_reply_t reply = { .fd = -1 };
     json_t *json = NULL;
-    if (s_open(daemon, &reply, path, "application/json", KB_CLI_ANSWER_MS) == 0) {
+    char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    if (body && !text)
+        kb_error_set(&reply.err, KB_ERR_INTERNAL, "out of memory");
+    else if (s_open(daemon, &reply, method, path, text, "application/json", KB_CLI_ANSWER_MS)
+             == 0) {
         if (reply.status / 100 != 2)
             s_error_answer(&reply);
-        else
+        else if (reply.status == 204 && !(json = json_null()))
+            kb_error_set(&reply.err, KB_ERR_INTERNAL, "out of memory");
+        else if (reply.status != 204)
             json = s_read_json(&reply);
     }
     if (!json)
         kb_error_set(err, reply.err.code, "%s", reply.err.message);
     s_close(&reply);
+    free(text);
     return json;
 }
 
@@ -467,7 +489,7 @@ int kb_cli_get_events(const kb_cli_daemon_t *daemon, const char *path, kb_cli_ev
     kb_sse_reader_t reader = { KB_BUF_INIT, KB_BUF_INIT, KB_BUF_INIT, on_event, arg };
     kb_reply_t reply;
     int fed = 0; /* the last answer of s_sse_feed: 1 done, -1 failed (err set) */
-    if (s_open(daemon, &reply, path, "text/event-stream", -1) < 0)
+    if (s_open(daemon, &reply, "GET", path, NULL, "text/event-stream", -1) < 0)
         goto done;
     if (reply.status / 100 != 2) {
         s_error_answer(&reply);

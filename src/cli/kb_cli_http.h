@@ -1,5 +1,6 @@
-/*  kb_cli_http.h - the CLI's HTTP client: GET requests to a running daemon,
-    answered with JSON or a Server-Sent Events stream. */
+/*  kb_cli_http.h - the CLI's HTTP client: requests to a running daemon
+    (GET, and POST or DELETE with a JSON body), answered with JSON or a
+    Server-Sent Events stream. */
 #ifndef KB_CLI_HTTP_H_INCLUDED
 #define KB_CLI_HTTP_H_INCLUDED
 
@@ -33,6 +34,12 @@ int kb_cli_daemon_init(kb_cli_daemon_t *self, const char *url, kb_error_t *err);
     with err: the daemon unreachable, its error answer as "CODE: message",
     or an answer that is not JSON. */
 json_t *kb_cli_get_json(const kb_cli_daemon_t *daemon, const char *path, kb_error_t *err);
+
+/*  method path (escaped already) with body as its JSON body (borrowed;
+    NULL: none). The answer (caller owns it; json_null() for a 204), or
+    NULL with err as kb_cli_get_json's. */
+json_t *kb_cli_request_json(const kb_cli_daemon_t *daemon, const char *method, const char *path,
+                            json_t *body, kb_error_t *err);
 
 /*  One event of a stream (data lines joined by \n; borrowed). Returns 1
     when it was the last one wanted, 0 to go on, -1 to give up (with err). */

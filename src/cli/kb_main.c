@@ -19,6 +19,9 @@ static void s_usage(FILE *out)
                  "  contexts      list its contexts\n"
                  "  ps            list its process records (runs)\n"
                  "  logs          print a run's output, or follow it live (--follow)\n"
+                 "  fork          fork a context into new ones holding its state\n"
+                 "  checkpoint    checkpoint a context, list or delete its checkpoints\n"
+                 "  restore       put a context back to one of its checkpoints\n"
                  "\n"
                  "Run 'kernelbridge COMMAND --help' for the options of one command.\n");
 }
@@ -42,6 +45,12 @@ int main(int argc, char **argv)
         return kb_cli_ps(argc - 1, argv + 1);
     if (strcmp(command, "logs") == 0)
         return kb_cli_logs(argc - 1, argv + 1);
+    if (strcmp(command, "fork") == 0)
+        return kb_cli_fork(argc - 1, argv + 1);
+    if (strcmp(command, "checkpoint") == 0)
+        return kb_cli_checkpoint(argc - 1, argv + 1);
+    if (strcmp(command, "restore") == 0)
+        return kb_cli_restore(argc - 1, argv + 1);
     if (strcmp(command, "--help") == 0 || strcmp(command, "-h") == 0
         || strcmp(command, "help") == 0) {
         s_usage(stdout);

@@ -610,3 +610,102 @@ def test_the_process_list_follows_a_log_live(browser):
     assert d.ok("GET", "/processes/" + process_id)["state"] == "terminal"
     b.screenshot("console-processes.png")
     assert_no_csp_violation_by_the_console(b)
+
+
+# ---- Forks and checkpoints (SPEC section 13) ---------------------------------------------
+
+
+def checkpoint_ids(b):
+    return b.js("return [...document.querySelectorAll('[data-testid=\"checkpoint-row\"]')]"
+                ".map((r) => r.dataset.checkpointId)")
+
+
+def cell_context(b):
+    return b.js("return document.querySelector('[data-testid=\"cell-context\"]').value")
+
+
+def test_fork_a_context_and_restore_its_checkpoints(browser):
+    b, d = browser, browser.d
+    b.open()
+    b.login(d.token)
+    b.logged_in()
+    parent = b.create_context("python")
+    assert b.find("checkpoint-title").text == "of " + parent
+    assert checkpoint_ids(b) == []
+    b.run("x = 1")
+    assert b.wait_run_end() == "exited"
+
+    # a checkpoint made from the page is the daemon's
+    b.find("checkpoint-button").click()
+    b.wait(lambda: len(checkpoint_ids(b)) == 1, "a checkpoint row")
+    (cp,) = checkpoint_ids(b)
+    listed = d.ok("GET", "/contexts/%s/checkpoints" % parent)["checkpoints"]
+    assert [c["checkpoint_id"] for c in listed] == [cp] and cp.startswith("cp_")
+    assert cp in b.find("checkpoint-status").text
+    row = b.js("const r = document.querySelector('[data-checkpoint-id=\"' + arguments[0] + '\"]');"
+               "return [r.querySelector('.cp-count').textContent, r.querySelector('.cp-memory').textContent]",
+               cp)
+    assert row[0] == "1" and row[1].endswith("iB"), row
+
+    # restore: the state from before, the next generation, the checkpoint kept
+    b.run("x = 2")
+    assert b.wait_run_end() == "exited"
+    b.click_in_row("checkpoint-restore", "checkpoint-list", "data-checkpoint-id", cp)
+    b.wait(lambda: (b.context_row(parent) or {}).get("generation") == "2", "generation 2 after restore")
+    ctx = d.ok("GET", "/contexts/" + parent)
+    assert ctx["restored_from"] == {"checkpoint_id": cp, "execution_count": 1}
+    assert "generation 2" in b.find("checkpoint-status").text
+    b.wait(lambda: (b.context_row(parent) or {}).get("state") == "idle", "idle after restore")
+    b.run("print(x)")
+    assert b.wait_run_end() == "exited"
+    assert b.output("pre.out-stdout") == ["1\n"]
+    assert checkpoint_ids(b) == [cp]
+
+    # Fork: a new context holding the parent's state, selected for the cell
+    b.click_in_row("context-fork", "context-list", "data-context-id", parent)
+    child = b.wait(lambda: (lambda v: v if v not in ("", parent) else None)(cell_context(b)),
+                   "the fork selected")
+    assert d.ok("GET", "/contexts/" + child)["forked_from"]["context_id"] == parent
+    b.wait(lambda: (b.context_row(child) or {}).get("state") == "idle", "idle fork row")
+    assert b.js("return [...document.querySelectorAll('[data-testid=\"context-row\"]')]"
+                ".find((r) => r.dataset.contextId === arguments[0]).dataset.forkedFrom", child) == parent
+    assert b.find("checkpoint-title").text == "of " + child
+    b.wait(lambda: checkpoint_ids(b) == [], "the fork's own (empty) checkpoint list")
+    b.run("print(x + 40)")
+    assert b.wait_run_end() == "exited"
+    assert b.output("pre.out-stdout") == ["41\n"]
+
+    # back to the parent: its checkpoint is listed again, and deleted from the page
+    b.click_in_row("context-use", "context-list", "data-context-id", parent)
+    b.wait(lambda: checkpoint_ids(b) == [cp], "the parent's checkpoint again")
+    b.screenshot("console-fork.png", "context-list")
+    b.click_in_row("checkpoint-delete", "checkpoint-list", "data-checkpoint-id", cp)
+    b.wait(lambda: checkpoint_ids(b) == [], "checkpoint row gone after delete")
+    assert d.ok("GET", "/contexts/%s/checkpoints" % parent) == {"checkpoints": []}
+    assert not b.find("checkpoint-error").is_displayed(), b.find("checkpoint-error").text
+    assert not b.find("context-error").is_displayed(), b.find("context-error").text
+
+    # the default cell has no checkpoints; a kernel that cannot fork shows no Fork
+    b.click_in_row("context-use", "context-list", "data-context-id", child)
+    b.js("const s = document.querySelector('[data-testid=\"cell-context\"]');"
+         "s.value = ''; s.dispatchEvent(new Event('change'));")
+    b.wait(lambda: not b.find("checkpoint-button").is_enabled(), "checkpoint button disabled")
+    assert "pick a context" in b.find("checkpoint-title").text
+    specs_shown = {line.split(" ")[0]: line for line in b.find("kernelspecs").text.splitlines()}
+    assert specs_shown["python3"].endswith("· can fork"), specs_shown
+    specs = {s["name"]: s for s in d.ok("GET", "/kernelspecs")["kernelspecs"]}
+    if "bash" in specs and specs["bash"]["fork"] is False:
+        d.ok("POST", "/contexts", {"language": "bash", "context_id": "console-bash"}, status=201)
+        b.wait(lambda: b.context_row("console-bash") is not None, "bash row")
+        hidden = b.js("const r = [...document.querySelectorAll('[data-testid=\"context-row\"]')]"
+                      ".find((r) => r.dataset.contextId === 'console-bash');"
+                      "return r.querySelector('[data-testid=\"context-fork\"]').hidden")
+        assert hidden is True
+        assert "can fork" not in specs_shown["bash"], specs_shown
+        b.click_in_row("context-use", "context-list", "data-context-id", "console-bash")
+        b.wait(lambda: "cannot fork" in b.find("checkpoint-title").text, "cannot-fork note")
+        assert not b.find("checkpoint-button").is_enabled()
+        assert d.delete("/contexts/console-bash").status == 204
+    for cid in (child, parent):
+        assert d.delete("/contexts/" + cid).status == 204
+    assert_no_csp_violation_by_the_console(b)

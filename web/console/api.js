@@ -1,7 +1,8 @@
 // api.js - the daemon's HTTP API (SPEC section 5) as the console calls it:
 // JSON requests and Server-Sent Events read from fetch streams (EventSource
 // cannot send a header). The token lives in this tab's sessionStorage and
-// goes out only as an Authorization header, never in a URL.
+// goes out only as an Authorization header, never in a URL. The calls of
+// forks and checkpoints have their own functions at the end.
 
 const TOKEN_KEY = "kernelbridge.token";
 
@@ -130,4 +131,35 @@ export async function* events(method, path, body, options = {}) {
   } finally {
     reader.cancel().catch(() => {});
   }
+}
+
+// ---- Forks and checkpoints (SPEC section 13) ----------------------------------
+
+export function contextPath(id) {
+  return `/contexts/${encodeURIComponent(id)}`;
+}
+
+// Fork a context: {contexts: [context, ...]} (body: {count?, context_ids?, ...}).
+export function forkContext(id, body = {}) {
+  return call("POST", `${contextPath(id)}/fork`, body);
+}
+
+// A context's checkpoints, oldest first.
+export async function listCheckpoints(id) {
+  const answer = await call("GET", `${contextPath(id)}/checkpoints`);
+  return (answer && answer.checkpoints) || [];
+}
+
+// Checkpoint a context: {checkpoint_id, context_id, execution_count, created_at, memory_bytes}.
+export function createCheckpoint(id) {
+  return call("POST", `${contextPath(id)}/checkpoints`, {});
+}
+
+export function deleteCheckpoint(id, checkpointId) {
+  return call("DELETE", `${contextPath(id)}/checkpoints/${encodeURIComponent(checkpointId)}`);
+}
+
+// Put a context back to one of its checkpoints: the context (generation + 1, restored_from).
+export function restoreCheckpoint(id, checkpointId) {
+  return call("POST", `${contextPath(id)}/restore`, { checkpoint_id: checkpointId });
 }

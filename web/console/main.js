@@ -1,10 +1,12 @@
 // main.js - the console page: login, the lists (contexts, processes, pool,
-// kernelspecs, refreshed every 2 s), context actions, a code cell per
-// context and a process's live log. Everything the page shows is built
+// kernelspecs, refreshed every 2 s), context actions (a fork among them), a
+// code cell per context with the context's checkpoints under it, and a
+// process's live log. Everything the page shows is built
 // with DOM calls and text nodes (the page's CSP requires Trusted Types and
 // allows none, so a string can never become markup here).
 
-import { ApiError, call, events, forgetToken, setUnauthorizedHandler, storeToken, storedToken }
+import { ApiError, call, createCheckpoint, deleteCheckpoint, events, forgetToken, forkContext,
+  listCheckpoints, restoreCheckpoint, setUnauthorizedHandler, storeToken, storedToken }
   from "./api.js";
 import { RunView } from "./render.js";
 import { ansiFragment } from "./ansi.js";
@@ -26,6 +28,8 @@ const state = {
   cells: new Map(), // context id -> {code, output, view, controller}
   log: { controller: null, processId: null },
   defaultLanguage: "python",
+  forkable: new Map(), // kernelspec name -> its `fork` of GET /kernelspecs
+  checkpoints: { contextId: null, rows: new Map(), loading: false, again: false }, // the selected context's
 };
 
 // ---- Small helpers ---------------------------------------------------------
@@ -159,9 +163,11 @@ function showKernelspecs(body) {
   const list = $("kernelspecs");
   list.replaceChildren(...specs.map((spec) => {
     const li = el("li");
-    li.append(el("span", "mono", spec.name), ` — ${spec.display_name} · ${spec.language}`);
+    li.append(el("span", "mono", spec.name), ` — ${spec.display_name} · ${spec.language}` +
+              (spec.fork === true ? " · can fork" : ""));
     return li;
   }));
+  state.forkable = new Map(specs.map((spec) => [spec.name, spec.fork === true]));
   const byDefault = specs.find((spec) => spec.name === body.default);
   if (byDefault) state.defaultLanguage = byDefault.language;
 
@@ -216,6 +222,7 @@ function contextRow(id) {
     button("Use", "context-use", () => selectContext(id)),
     button("Restart", "context-restart", (b) => contextAction(b, "restart", id)),
     button("Interrupt", "context-interrupt", (b) => contextAction(b, "interrupt", id)),
+    button("Fork", "context-fork", (b) => forkFrom(b, id)),
     button("Delete", "context-delete", (b) => contextAction(b, "delete", id), "small danger"),
   );
   tr.append(...Object.values(cells));
@@ -236,6 +243,11 @@ function updateContextRow(tr, ctx) {
   tr.dataset.generation = String(ctx.generation);
   // Default contexts cannot be deleted (they can be restarted).
   tr.querySelector('[data-testid="context-delete"]').hidden = Boolean(ctx.default);
+  // Only a kernel that can fork (ipykernel) shows Fork.
+  tr.querySelector('[data-testid="context-fork"]').hidden = !canFork(ctx);
+  const origin = ctx.forked_from ? ctx.forked_from.context_id : "";
+  tr.dataset.forkedFrom = origin;
+  c.id.title = origin ? `forked from ${origin} at execution ${ctx.forked_from.execution_count}` : "";
   tr.classList.toggle("selected", state.selected === ctx.context_id);
 }
 
@@ -305,6 +317,26 @@ async function contextAction(b, action, id) {
   refresh();
 }
 
+function canFork(ctx) {
+  return Boolean(ctx) && state.forkable.get(ctx.kernel_name) === true;
+}
+
+// Fork a context; the new one is selected for the code cell.
+async function forkFrom(b, id) {
+  showError("context-error", null);
+  b.disabled = true;
+  try {
+    const answer = await forkContext(id);
+    const made = (answer && answer.contexts) || [];
+    await refresh();
+    if (made.length > 0) selectContext(made[0].context_id);
+  } catch (error) {
+    showError("context-error", `fork ${id}: ${describe(error)}`);
+  } finally {
+    b.disabled = false;
+  }
+}
+
 async function createContext(event) {
   event.preventDefault();
   showError("context-error", null);
@@ -370,6 +402,7 @@ function selectContext(id) {
   for (const [rowId, tr] of state.contextRows) tr.classList.toggle("selected", rowId === id);
   showCellContexts();
   showCell(id);
+  showCheckpoints();
 }
 
 async function runCell() {
@@ -419,6 +452,120 @@ function onCodeKey(event) {
     const area = event.target;
     area.setRangeText("    ", area.selectionStart, area.selectionEnd, "end");
   }
+}
+
+// ---- Checkpoints of the selected context ------------------------------------------
+
+function checkpointRow(contextId, cp) {
+  const tr = el("tr");
+  tr.dataset.testid = "checkpoint-row";
+  tr.dataset.checkpointId = cp.checkpoint_id;
+  const cells = {
+    id: el("td", "mono cp-id", cp.checkpoint_id),
+    count: el("td", "cp-count", String(cp.execution_count)),
+    memory: el("td", "cp-memory"),
+    created: el("td", "cp-created"),
+    actions: el("td", "actions"),
+  };
+  cells.actions.append(
+    button("Restore", "checkpoint-restore", (b) => checkpointAction(b, "restore", contextId, cp)),
+    button("Delete", "checkpoint-delete", (b) => checkpointAction(b, "delete", contextId, cp),
+           "small danger"),
+  );
+  tr.append(...Object.values(cells));
+  tr.cells_ = cells;
+  return tr;
+}
+
+// Show the checkpoints of the cell's context (rows kept by id, as the
+// lists are, so that a click never lands on a row just replaced).
+function showCheckpointRows(contextId, list) {
+  const tbody = $("checkpoint-list");
+  const rows = state.checkpoints.rows;
+  const seen = new Set(list.map((cp) => cp.checkpoint_id));
+  for (const [id, tr] of rows) {
+    if (!seen.has(id)) {
+      tr.remove();
+      rows.delete(id);
+    }
+  }
+  for (const cp of list) {
+    let tr = rows.get(cp.checkpoint_id);
+    if (!tr) {
+      tr = checkpointRow(contextId, cp);
+      rows.set(cp.checkpoint_id, tr);
+    }
+    setText(tr.cells_.memory, bytes(cp.memory_bytes));
+    setText(tr.cells_.created, ago(cp.created_at));
+    tr.cells_.created.title = cp.created_at || "";
+    tbody.append(tr); // oldest first, as the daemon lists them
+  }
+}
+
+// The checkpoint card for state.selected: its list, or why there is none.
+async function showCheckpoints() {
+  const id = state.selected;
+  const ctx = state.contexts.get(id);
+  const card = state.checkpoints;
+  if (card.contextId !== id) {
+    card.contextId = id;
+    card.rows = new Map();
+    $("checkpoint-list").replaceChildren();
+    setText($("checkpoint-status"), "");
+    showError("checkpoint-error", null);
+  }
+  let why = null;
+  if (id === DEFAULT_CELL) why = "pick a context to checkpoint it";
+  else if (ctx && !canFork(ctx)) why = `${id}: its kernel (${ctx.kernel_name}) cannot fork`;
+  $("checkpoint-button").disabled = why !== null;
+  $("checkpoints").dataset.contextId = why === null ? id : "";
+  if (why !== null) {
+    setText($("checkpoint-title"), why);
+    return;
+  }
+  setText($("checkpoint-title"), `of ${id}`);
+  if (card.loading) {
+    card.again = true; // what is being read may be older than what was asked for
+    return;
+  }
+  card.loading = true;
+  try {
+    const list = await listCheckpoints(id);
+    if (state.selected === id) showCheckpointRows(id, list);
+  } catch (error) {
+    if (state.selected === id) showError("checkpoint-error", `checkpoints of ${id}: ${describe(error)}`);
+  } finally {
+    card.loading = false;
+  }
+  if (card.again) {
+    card.again = false;
+    await showCheckpoints();
+  }
+}
+
+async function checkpointAction(b, action, contextId, cp) {
+  showError("checkpoint-error", null);
+  b.disabled = true;
+  try {
+    if (action === "create") {
+      const made = await createCheckpoint(contextId);
+      setText($("checkpoint-status"), `${made.checkpoint_id} made at execution ${made.execution_count}`);
+    } else if (action === "restore") {
+      const ctx = await restoreCheckpoint(contextId, cp.checkpoint_id);
+      setText($("checkpoint-status"),
+              `${contextId} restored from ${cp.checkpoint_id}: generation ${ctx.generation}`);
+    } else {
+      await deleteCheckpoint(contextId, cp.checkpoint_id);
+      setText($("checkpoint-status"), `${cp.checkpoint_id} deleted`);
+    }
+  } catch (error) {
+    const what = cp ? `${action} ${cp.checkpoint_id}` : "checkpoint";
+    showError("checkpoint-error", `${what} of ${contextId}: ${describe(error)}`);
+  } finally {
+    b.disabled = false;
+  }
+  await refresh();
+  await showCheckpoints();
 }
 
 // ---- Processes and their live logs -------------------------------------------------
@@ -530,6 +677,7 @@ async function refresh() {
     if (contexts.status === "fulfilled") showContexts(contexts.value.contexts || []);
     if (processes.status === "fulfilled") showProcesses(processes.value.processes || []);
     if (health.status === "fulfilled") showPool(health.value);
+    showCheckpoints();
     const failed = [contexts, processes, health].find((r) => r.status === "rejected");
     if (failed && !(failed.reason instanceof ApiError && failed.reason.status === 401))
       setText($("daemon-info"), `cannot refresh: ${describe(failed.reason)}`);
@@ -553,6 +701,8 @@ function start() {
   $("cell-context").addEventListener("change", (event) => selectContext(event.target.value));
   $("run-button").addEventListener("click", runCell);
   $("interrupt-button").addEventListener("click", interruptCell);
+  $("checkpoint-button").addEventListener("click", (event) =>
+    checkpointAction(event.currentTarget, "create", state.selected, null));
   $("clear-button").addEventListener("click", () => cellFor(state.selected).output.replaceChildren());
   $("code-input").addEventListener("keydown", onCodeKey);
   const token = storedToken();

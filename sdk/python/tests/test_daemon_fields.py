@@ -158,7 +158,7 @@ def test_seed_models_unchanged():
         for f in dataclasses.fields(cls)[published:]:
             assert f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING, f
     assert [f.name for f in dataclasses.fields(AsyncInterpreterContext) if not f.compare] == [
-        "generation", "memory_limit", "pids_limit", "resources"]
+        "generation", "memory_limit", "pids_limit", "resources", "forked_from", "restored_from"]
     process = t.InterpreterProcess("prc_1", 0, None, t.WaitReason.EXITED)
     assert t.InterpreterResult(process).truncated is False and t.InterpreterResult(process).resources is None
     ctx = AsyncInterpreterContext("sb", "c", "python")

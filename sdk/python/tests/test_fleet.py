@@ -435,3 +435,26 @@ def test_one_daemon_by_base_url_learns_its_sandbox_id(fleet: Fleet):
         assert kb.connect_context("default-python").sandbox_id == "kb-0"
         with pytest.raises(ValueError, match="belongs to sandbox 'kb-1'"):
             kb.connect_context({"sandbox_id": "kb-1", "context_id": "c", "language": "python"})
+
+
+def test_forks_and_checkpoints_stay_in_the_contexts_sandbox(fleet: Fleet):
+    with kernelbridge.InterpreterService(sandboxes=fleet.urls(), token=fleet.token) as kb:
+        ctx = kb.create_context(language="python", sandbox_id="kb-1")
+        try:
+            ctx.run("v = 'on kb-1'")
+            (child,) = kb.fork_context(ctx)
+            assert child.sandbox_id == "kb-1" and child.forked_from.context_id == ctx.context_id
+            assert child.context_id in [c["context_id"] for c in fleet.contexts("kb-1")]
+            assert child.context_id not in [c["context_id"] for s in ("kb-0", "kb-2")
+                                            for c in fleet.contexts(s)]
+            assert child.run("v").text == "'on kb-1'"
+            with pytest.raises(ValueError, match="sandbox"):
+                kb.fork_context(ctx.context_id)  # a bare id: which sandbox is not said
+            cp = kb.checkpoint_context(ctx.context_id, sandbox_id="kb-1")
+            assert cp.sandbox_id == "kb-1"
+            assert kb.list_checkpoints(ctx.to_json()) == [cp]
+            assert kb.restore_context(ctx, cp).generation == 2
+            kb.delete_checkpoint(ctx, cp)
+            child.close()
+        finally:
+            ctx.close()

@@ -80,7 +80,9 @@ from .sync import (
 )
 from .types import (
     AsyncInterpreterContext,
+    Checkpoint,
     ContextResources,
+    ForkOrigin,
     InterpreterContextJSON,
     InterpreterDisplay,
     InterpreterError,
@@ -93,6 +95,8 @@ from .types import (
     LogFrame,
     ProcessRecord,
     ProcessStatus,
+    RestoreOrigin,
+    RollbackPolicy,
     RunResources,
     WaitReason,
 )
@@ -125,7 +129,11 @@ __all__ = [
     "ExecutionError",
     "ExecutionResult",
     # data
+    "Checkpoint",
     "ContextResources",
+    "ForkOrigin",
+    "RestoreOrigin",
+    "RollbackPolicy",
     "InterpreterContextJSON",
     "InterpreterDisplay",
     "InterpreterProcess",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any, AsyncGenerator, Dict, List, Mapping, Optional
+from typing import Any, AsyncGenerator, Dict, List, Mapping, Optional, Sequence
 
 from ._transport import AsyncTransport, Response, SSEEvent, quote_segment
 from .errors import KernelBridgeConnectionError, KernelBridgeError
@@ -23,6 +23,7 @@ from .types import (
     JsonObject,
     OutputCallback,
     call_back,
+    check_rollback,
     displays_of,
 )
 
@@ -32,6 +33,11 @@ __all__ = [
     "get_context",
     "list_contexts",
     "delete_context",
+    "fork_context",
+    "create_checkpoint",
+    "list_checkpoints",
+    "delete_checkpoint",
+    "restore_context",
     "run_body",
     "run",
 ]
@@ -92,10 +98,76 @@ async def delete_context(transport: AsyncTransport, context_id: str,
     await transport.request("DELETE", f"/contexts/{quote_segment(context_id)}", timeout=request_timeout)
 
 
+_MAX_FORKS = 64  # a fork request's count, 1..64 (SPEC section 13)
+
+
+async def fork_context(transport: AsyncTransport, context_id: str, *, count: Optional[int] = None,
+                       context_ids: Optional[Sequence[str]] = None, memory_limit: Optional[int] = None,
+                       pids_limit: Optional[int] = None, request_timeout: Optional[float] = None) -> List[JsonObject]:
+    """POST /contexts/{id}/fork; the daemon's JSON of each new context, in order.
+
+    ``count`` and ``context_ids`` are checked as the daemon would (count
+    1..64; ids valid, distinct and as many as ``count`` when both are given)
+    so that a bad call fails with ValueError before any I/O.
+    """
+    body: Dict[str, Any] = {}
+    if count is not None:
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= _MAX_FORKS:
+            raise ValueError(f"count must be an int from 1 to {_MAX_FORKS}, not {count!r}")
+        body["count"] = count
+    if context_ids is not None:
+        if isinstance(context_ids, str):
+            raise TypeError("context_ids is a list of ids, not one string")
+        ids = [check_context_id(i) for i in context_ids]
+        if not 1 <= len(ids) <= _MAX_FORKS or len(set(ids)) != len(ids):
+            raise ValueError(f"context_ids must be 1 to {_MAX_FORKS} distinct ids, not {ids!r}")
+        if count is not None and count != len(ids):
+            raise ValueError(f"count {count} and {len(ids)} context_ids disagree")
+        body["context_ids"] = ids
+    _put_limits(body, memory_limit, pids_limit)
+    obj = await transport.request("POST", f"/contexts/{quote_segment(context_id)}/fork", body=body,
+                                  timeout=request_timeout)
+    return list((obj or {}).get("contexts") or [])
+
+
+def _checkpoints(context_id: str) -> str:
+    return f"/contexts/{quote_segment(context_id)}/checkpoints"
+
+
+async def create_checkpoint(transport: AsyncTransport, context_id: str,
+                            request_timeout: Optional[float] = None) -> JsonObject:
+    """POST /contexts/{id}/checkpoints; the daemon's JSON of the checkpoint."""
+    checkpoint: JsonObject = await transport.request("POST", _checkpoints(context_id), body={},
+                                                     timeout=request_timeout)
+    return checkpoint
+
+
+async def list_checkpoints(transport: AsyncTransport, context_id: str,
+                           request_timeout: Optional[float] = None) -> List[JsonObject]:
+    """GET /contexts/{id}/checkpoints: the checkpoints' JSON, oldest first."""
+    obj = await transport.request("GET", _checkpoints(context_id), timeout=request_timeout)
+    return list((obj or {}).get("checkpoints") or [])
+
+
+async def delete_checkpoint(transport: AsyncTransport, context_id: str, checkpoint_id: str,
+                            request_timeout: Optional[float] = None) -> None:
+    """DELETE /contexts/{id}/checkpoints/{checkpoint_id}."""
+    await transport.request("DELETE", f"{_checkpoints(context_id)}/{quote_segment(checkpoint_id)}",
+                            timeout=request_timeout)
+
+
+async def restore_context(transport: AsyncTransport, context_id: str, checkpoint_id: str,
+                          request_timeout: Optional[float] = None) -> JsonObject:
+    """POST /contexts/{id}/restore; the daemon's JSON of the restored context."""
+    context: JsonObject = await transport.request("POST", f"/contexts/{quote_segment(context_id)}/restore",
+                                                  body={"checkpoint_id": checkpoint_id}, timeout=request_timeout)
+    return context
+
+
 def run_body(code: str, *, language: Optional[str], context_id: Optional[str], isolated: bool = False,
              timeout: Optional[float] = None, cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
              strip_ansi: bool = False, memory_limit: Optional[int] = None,
-             pids_limit: Optional[int] = None) -> Dict[str, Any]:
+             pids_limit: Optional[int] = None, rollback: Optional[str] = None) -> Dict[str, Any]:
     """The JSON body of POST /run (a context id, else the default context of ``language``)."""
     body: Dict[str, Any] = {"code": code}
     if context_id is not None:
@@ -113,6 +185,8 @@ def run_body(code: str, *, language: Optional[str], context_id: Optional[str], i
     if strip_ansi:
         body["strip_ansi"] = True
     _put_limits(body, memory_limit, pids_limit)
+    if rollback is not None:
+        body["rollback"] = check_rollback(rollback)
     return body
 
 

@@ -13,7 +13,7 @@ blocking API (sync) is generated from this class; nothing here blocks.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _endpoints
 from ._async_code_interpreter import AsyncCodeInterpreter
@@ -23,6 +23,7 @@ from .errors import SandboxUnavailable
 from .process import AsyncProcessHandle, AsyncProcessService
 from .types import (
     AsyncInterpreterContext,
+    Checkpoint,
     ContextCloser,
     ContextRunner,
     DisplayCallback,
@@ -31,6 +32,7 @@ from .types import (
     InterpreterResult,
     JsonObject,
     OutputCallback,
+    RollbackPolicy,
 )
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "DisplayCallback",
     "ContextRunner",
     "ContextCloser",
+    "Checkpoint",
 ]
 
 ContextRef = Union[str, AsyncInterpreterContext, InterpreterContextJSON, Mapping[str, Any]]
@@ -324,7 +327,8 @@ class AsyncInterpreterService:
                   env: Optional[Mapping[str, str]] = None, on_stdout: Optional[OutputCallback] = None,
                   on_stderr: Optional[OutputCallback] = None, on_error: Optional[ErrorCallback] = None,
                   on_display: Optional[DisplayCallback] = None, strip_ansi: bool = False,
-                  memory_limit: Optional[int] = None, pids_limit: Optional[int] = None) -> InterpreterResult:
+                  memory_limit: Optional[int] = None, pids_limit: Optional[int] = None,
+                  rollback: Optional[RollbackPolicy] = None) -> InterpreterResult:
         """Execute code and return the parsed interpreter result.
 
         Without ``context`` the code runs in the default context of
@@ -345,6 +349,13 @@ class AsyncInterpreterService:
         callback ends the call with that exception; the run itself goes on
         on the daemon, and its process record keeps the outcome.
 
+        ``rollback="on_error"`` asks the daemon to checkpoint the context
+        before the run and to put it back when the run ends in an error, a
+        timeout, a limit or the kernel's death (the result's
+        ``rolled_back``); ``"never"`` does not; None (the default) sends
+        nothing, leaving the daemon's default. Any other value is a
+        ValueError before any I/O.
+
         A routed service runs in the context's sandbox; default contexts are
         per sandbox (``sandbox(sandbox_id).run(...)``), and an isolated run
         goes where a new context would.
@@ -356,10 +367,79 @@ class AsyncInterpreterService:
             sandbox, context_id = self._router.get(await self._router.place()) if placed else self._one(), None
         body = _endpoints.run_body(code, language=language, context_id=context_id, isolated=isolated,
                                    timeout=timeout, cwd=cwd, env=env, strip_ansi=strip_ansi,
-                                   memory_limit=memory_limit, pids_limit=pids_limit)
+                                   memory_limit=memory_limit, pids_limit=pids_limit, rollback=rollback)
         try:
             return await _endpoints.run(sandbox.transport, body, on_stdout=on_stdout, on_stderr=on_stderr,
                                         on_error=on_error, on_display=on_display)
         finally:
             if placed:
                 self._router.placed(sandbox.sandbox_id)
+
+    # -- forks and checkpoints (SPEC section 13) -----------------------------
+
+    async def fork_context(self, context: Union[AsyncInterpreterContext, InterpreterContextJSON, str], count: int = 1, context_ids: Optional[Sequence[str]] = None,
+                           memory_limit: Optional[int] = None, pids_limit: Optional[int] = None, *,
+                           sandbox_id: Optional[str] = None,
+                           request_timeout: Optional[float] = None) -> List[AsyncInterpreterContext]:
+        """Fork a context: ``count`` (1..64) new contexts, each holding what
+        the context's namespace held at the fork point, in the same sandbox.
+
+        ``context_ids`` names the forks (one fork per id; ``count``, when not
+        1, must then agree); without it the daemon names them ``ctx_...``.
+        The forks get the parent's limits unless ``memory_limit`` (bytes) or
+        ``pids_limit`` is given. The fork waits for the runs queued before it
+        in the parent; the parent is not disturbed. A kernel that cannot fork
+        raises UnsupportedOptionError, a taken id ContextExistsError, an
+        unknown context SessionNotFoundError; bad arguments are a ValueError
+        before any I/O.
+        """
+        sandbox, context_id, language = self._resolve(context, None, sandbox_id)
+        objs = await _endpoints.fork_context(sandbox.transport, context_id,
+                                             count=None if context_ids is not None and count == 1 else count,
+                                             context_ids=context_ids, memory_limit=memory_limit,
+                                             pids_limit=pids_limit, request_timeout=request_timeout)
+        return [self._handle(obj, sandbox, language) for obj in objs]
+
+    async def checkpoint_context(self, context: Union[AsyncInterpreterContext, InterpreterContextJSON, str], *, sandbox_id: Optional[str] = None,
+                                 request_timeout: Optional[float] = None) -> Checkpoint:
+        """Checkpoint a context: a frozen fork of its kernel as it is now,
+        restorable any number of times with restore_context. Over the
+        daemon's ``--max-checkpoints`` per context: LimitExceededError."""
+        sandbox, context_id, _ = self._resolve(context, None, sandbox_id)
+        obj = await _endpoints.create_checkpoint(sandbox.transport, context_id, request_timeout)
+        return Checkpoint.from_json(obj, sandbox.sandbox_id)
+
+    async def list_checkpoints(self, context: Union[AsyncInterpreterContext, InterpreterContextJSON, str], *, sandbox_id: Optional[str] = None) -> List[Checkpoint]:
+        """The checkpoints of a context, oldest first."""
+        sandbox, context_id, _ = self._resolve(context, None, sandbox_id)
+        return [Checkpoint.from_json(obj, sandbox.sandbox_id)
+                for obj in await _endpoints.list_checkpoints(sandbox.transport, context_id)]
+
+    async def delete_checkpoint(self, context: Union[AsyncInterpreterContext, InterpreterContextJSON, str], checkpoint: Union[Checkpoint, str], *,
+                                sandbox_id: Optional[str] = None) -> None:
+        """Delete a checkpoint of a context (its frozen kernel ends). One
+        that is unknown, already deleted or of another context raises
+        CheckpointNotFoundError."""
+        sandbox, context_id, _ = self._resolve(context, None, sandbox_id)
+        await _endpoints.delete_checkpoint(sandbox.transport, context_id, _checkpoint_id(checkpoint))
+
+    async def restore_context(self, context: Union[AsyncInterpreterContext, InterpreterContextJSON, str], checkpoint: Union[Checkpoint, str], *,
+                              sandbox_id: Optional[str] = None,
+                              request_timeout: Optional[float] = None) -> AsyncInterpreterContext:
+        """Put a context back to a checkpoint of its own: its kernel becomes
+        a fork of the checkpoint (the same context id, ``generation`` + 1,
+        ``restored_from`` set); the checkpoint stays restorable. A checkpoint
+        that is unknown, deleted or of another context raises
+        CheckpointNotFoundError."""
+        sandbox, context_id, language = self._resolve(context, None, sandbox_id)
+        obj = await _endpoints.restore_context(sandbox.transport, context_id, _checkpoint_id(checkpoint),
+                                               request_timeout)
+        return self._handle(obj, sandbox, language)
+
+
+def _checkpoint_id(checkpoint: Union[Checkpoint, str]) -> str:
+    if isinstance(checkpoint, Checkpoint):
+        return checkpoint.checkpoint_id
+    if isinstance(checkpoint, str) and checkpoint:
+        return checkpoint
+    raise TypeError(f"a checkpoint is a Checkpoint or its id, not {checkpoint!r}")

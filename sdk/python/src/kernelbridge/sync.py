@@ -19,15 +19,18 @@ from typing import (
     List,
     Mapping,
     Optional,
+    Sequence,
     Union,
 )
 from .types import (
     AsyncInterpreterContext,
+    Checkpoint,
     CodeInterpreterContext,
     ContextResources,
     DisplayCallback,
     ErrorCallback,
     ExecutionResult,
+    ForkOrigin,
     InterpreterContextJSON,
     InterpreterResult,
     JsonObject,
@@ -35,6 +38,8 @@ from .types import (
     OutputCallback,
     ProcessRecord,
     ProcessStatus,
+    RestoreOrigin,
+    RollbackPolicy,
 )
 from .process import (
     AsyncProcessHandle,
@@ -163,6 +168,16 @@ class InterpreterContext(Blocking[AsyncInterpreterContext]):
         value: Optional[ContextResources] = self._wrap(self._impl.resources)
         return value
 
+    @property
+    def forked_from(self) -> Optional[ForkOrigin]:
+        value: Optional[ForkOrigin] = self._wrap(self._impl.forked_from)
+        return value
+
+    @property
+    def restored_from(self) -> Optional[RestoreOrigin]:
+        value: Optional[RestoreOrigin] = self._wrap(self._impl.restored_from)
+        return value
+
     def run(
         self,
         code: str,
@@ -174,13 +189,16 @@ class InterpreterContext(Blocking[AsyncInterpreterContext]):
         on_stderr: Optional[OutputCallback] = None,
         on_error: Optional[ErrorCallback] = None,
         on_display: Optional[DisplayCallback] = None,
+        rollback: Optional[RollbackPolicy] = None,
     ) -> InterpreterResult:
         """Execute code inside this explicit interpreter context.
 
         If the named context vanished, the daemon's typed SESSION_NOT_FOUND
         error surfaces unchanged so the caller can recreate the context and
         decide what code, if any, is safe to rerun. timeout is the caller wait
-        budget in seconds; 0 waits unbounded.
+        budget in seconds; 0 waits unbounded. ``rollback="on_error"`` keeps
+        the context's state from before the run if the run fails (see the
+        service's run); None leaves the daemon's default.
         """
         result: InterpreterResult = self._call(
             self._impl.run,
@@ -192,6 +210,7 @@ class InterpreterContext(Blocking[AsyncInterpreterContext]):
             on_stderr=on_stderr,
             on_error=on_error,
             on_display=on_display,
+            rollback=rollback,
         )
         return result
 
@@ -493,6 +512,7 @@ class InterpreterService(Blocking[AsyncInterpreterService]):
         strip_ansi: bool = False,
         memory_limit: Optional[int] = None,
         pids_limit: Optional[int] = None,
+        rollback: Optional[RollbackPolicy] = None,
     ) -> InterpreterResult:
         """Execute code and return the parsed interpreter result.
 
@@ -514,6 +534,13 @@ class InterpreterService(Blocking[AsyncInterpreterService]):
         callback ends the call with that exception; the run itself goes on
         on the daemon, and its process record keeps the outcome.
 
+        ``rollback="on_error"`` asks the daemon to checkpoint the context
+        before the run and to put it back when the run ends in an error, a
+        timeout, a limit or the kernel's death (the result's
+        ``rolled_back``); ``"never"`` does not; None (the default) sends
+        nothing, leaving the daemon's default. Any other value is a
+        ValueError before any I/O.
+
         A routed service runs in the context's sandbox; default contexts are
         per sandbox (``sandbox(sandbox_id).run(...)``), and an isolated run
         goes where a new context would.
@@ -534,6 +561,116 @@ class InterpreterService(Blocking[AsyncInterpreterService]):
             strip_ansi=strip_ansi,
             memory_limit=memory_limit,
             pids_limit=pids_limit,
+            rollback=rollback,
+        )
+        return result
+
+    def fork_context(
+        self,
+        context: Union[InterpreterContext, InterpreterContextJSON, str],
+        count: int = 1,
+        context_ids: Optional[Sequence[str]] = None,
+        memory_limit: Optional[int] = None,
+        pids_limit: Optional[int] = None,
+        *,
+        sandbox_id: Optional[str] = None,
+        request_timeout: Optional[float] = None,
+    ) -> List[InterpreterContext]:
+        """Fork a context: ``count`` (1..64) new contexts, each holding what
+        the context's namespace held at the fork point, in the same sandbox.
+
+        ``context_ids`` names the forks (one fork per id; ``count``, when not
+        1, must then agree); without it the daemon names them ``ctx_...``.
+        The forks get the parent's limits unless ``memory_limit`` (bytes) or
+        ``pids_limit`` is given. The fork waits for the runs queued before it
+        in the parent; the parent is not disturbed. A kernel that cannot fork
+        raises UnsupportedOptionError, a taken id ContextExistsError, an
+        unknown context SessionNotFoundError; bad arguments are a ValueError
+        before any I/O.
+        """
+        result: List[InterpreterContext] = self._call(
+            self._impl.fork_context,
+            context=context,
+            count=count,
+            context_ids=context_ids,
+            memory_limit=memory_limit,
+            pids_limit=pids_limit,
+            sandbox_id=sandbox_id,
+            request_timeout=request_timeout,
+        )
+        return result
+
+    def checkpoint_context(
+        self,
+        context: Union[InterpreterContext, InterpreterContextJSON, str],
+        *,
+        sandbox_id: Optional[str] = None,
+        request_timeout: Optional[float] = None,
+    ) -> Checkpoint:
+        """Checkpoint a context: a frozen fork of its kernel as it is now,
+        restorable any number of times with restore_context. Over the
+        daemon's ``--max-checkpoints`` per context: LimitExceededError.
+        """
+        result: Checkpoint = self._call(
+            self._impl.checkpoint_context,
+            context=context,
+            sandbox_id=sandbox_id,
+            request_timeout=request_timeout,
+        )
+        return result
+
+    def list_checkpoints(
+        self,
+        context: Union[InterpreterContext, InterpreterContextJSON, str],
+        *,
+        sandbox_id: Optional[str] = None,
+    ) -> List[Checkpoint]:
+        """The checkpoints of a context, oldest first."""
+        result: List[Checkpoint] = self._call(
+            self._impl.list_checkpoints,
+            context=context,
+            sandbox_id=sandbox_id,
+        )
+        return result
+
+    def delete_checkpoint(
+        self,
+        context: Union[InterpreterContext, InterpreterContextJSON, str],
+        checkpoint: Union[Checkpoint, str],
+        *,
+        sandbox_id: Optional[str] = None,
+    ) -> None:
+        """Delete a checkpoint of a context (its frozen kernel ends). One
+        that is unknown, already deleted or of another context raises
+        CheckpointNotFoundError.
+        """
+        self._call(
+            self._impl.delete_checkpoint,
+            context=context,
+            checkpoint=checkpoint,
+            sandbox_id=sandbox_id,
+        )
+
+    def restore_context(
+        self,
+        context: Union[InterpreterContext, InterpreterContextJSON, str],
+        checkpoint: Union[Checkpoint, str],
+        *,
+        sandbox_id: Optional[str] = None,
+        request_timeout: Optional[float] = None,
+    ) -> InterpreterContext:
+        """Put a context back to a checkpoint of its own: its kernel becomes
+        a fork of the checkpoint (the same context id, ``generation`` + 1,
+        ``restored_from`` set); the checkpoint stays restorable. A checkpoint
+        that is unknown, deleted or of another context raises
+        CheckpointNotFoundError.
+        """
+        result: InterpreterContext = self._call(
+            self._impl.restore_context,
+            context=context,
+            checkpoint=checkpoint,
+            sandbox_id=sandbox_id,
+            request_timeout=request_timeout,
         )
         return result
 

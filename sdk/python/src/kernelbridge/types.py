@@ -29,6 +29,7 @@ from typing import (
     Callable,
     Dict,
     List,
+    Literal,
     Mapping,
     Optional,
     Self,
@@ -48,6 +49,10 @@ __all__ = [
     "AsyncInterpreterContext",
     "ContextResources",
     "RunResources",
+    "ForkOrigin",
+    "RestoreOrigin",
+    "Checkpoint",
+    "RollbackPolicy",
     "InterpreterContextJSON",
     "InterpreterDisplay",
     "InterpreterProcess",
@@ -66,6 +71,10 @@ __all__ = [
 
 JsonValue = Union[None, bool, int, float, str, List[Any], Dict[str, Any]]
 JsonObject = Dict[str, Any]
+#: What ``run(..., rollback=...)`` accepts (SPEC section 13): ``"never"`` (the
+#: daemon's default) or ``"on_error"``.
+RollbackPolicy = Literal["never", "on_error"]
+ROLLBACK_POLICIES = ("never", "on_error")
 
 
 class WaitReason(str, enum.Enum):
@@ -275,8 +284,11 @@ class InterpreterResult:
 
     Beyond the four fields of the published API it carries what the daemon
     adds: the kernel's ``execution_count``, the ``context`` the run used,
-    ``truncated`` when output beyond the daemon's cap was dropped, and the
-    run's ``resources`` (None from a daemon that does not report them).
+    ``truncated`` when output beyond the daemon's cap was dropped, the
+    run's ``resources`` (None from a daemon that does not report them), and
+    ``rolled_back`` when a ``rollback="on_error"`` run failed and the
+    context was put back to its state from before the run (its
+    ``context["generation"]`` is then the new one).
     """
 
     process: InterpreterProcess
@@ -287,6 +299,7 @@ class InterpreterResult:
     context: Optional[InterpreterContextJSON] = None
     truncated: bool = False
     resources: Optional[RunResources] = None
+    rolled_back: bool = False
 
     @property
     def text(self) -> Optional[str]:
@@ -319,6 +332,7 @@ class InterpreterResult:
             context=context,
             truncated=bool(obj.get("truncated", False)),
             resources=RunResources.from_json(obj.get("resources")),
+            rolled_back=bool(obj.get("rolled_back", False)),
         )
 
 
@@ -408,6 +422,76 @@ class ProcessStatus:
         )
 
 
+@dataclass(frozen=True)
+class ForkOrigin:
+    """Where a fork came from: the parent context and its execution count
+    and generation at the fork point (a context's ``forked_from``)."""
+
+    context_id: str
+    execution_count: Optional[int] = None
+    generation: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Optional["ForkOrigin"]:
+        if not isinstance(obj, dict) or not isinstance(obj.get("context_id"), str):
+            return None
+        return cls(context_id=obj["context_id"], execution_count=_opt_int(obj.get("execution_count")),
+                   generation=_opt_int(obj.get("generation")))
+
+
+@dataclass(frozen=True)
+class RestoreOrigin:
+    """The checkpoint a context's kernel was last restored from, and that
+    checkpoint's execution count (a context's ``restored_from``)."""
+
+    checkpoint_id: str
+    execution_count: Optional[int] = None
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Optional["RestoreOrigin"]:
+        if not isinstance(obj, dict) or not isinstance(obj.get("checkpoint_id"), str):
+            return None
+        return cls(checkpoint_id=obj["checkpoint_id"], execution_count=_opt_int(obj.get("execution_count")))
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint of a context: a frozen fork that runs nothing and can
+    be restored any number of times (SPEC section 13).
+
+    ``execution_count`` is the context's at the checkpoint, ``created_at``
+    the daemon's timestamp as it sent it, ``memory_bytes`` what the frozen
+    kernel costs (the pages it no longer shares; it changes as the context
+    writes, so it is not compared). ``sandbox_id`` is the sandbox of its
+    context ("" when not known).
+    """
+
+    checkpoint_id: str
+    context_id: str
+    execution_count: Optional[int] = None
+    created_at: Any = None
+    memory_bytes: Optional[int] = field(default=None, compare=False)
+    sandbox_id: str = ""
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any], sandbox_id: str = "") -> "Checkpoint":
+        return cls(
+            checkpoint_id=str(obj.get("checkpoint_id") or ""),
+            context_id=str(obj.get("context_id") or ""),
+            execution_count=_opt_int(obj.get("execution_count")),
+            created_at=obj.get("created_at"),
+            memory_bytes=_opt_int(obj.get("memory_bytes")),
+            sandbox_id=sandbox_id,
+        )
+
+
+def check_rollback(rollback: str) -> str:
+    """``rollback`` if it is a policy the daemon knows; ValueError otherwise."""
+    if rollback not in ROLLBACK_POLICIES:
+        raise ValueError(f"rollback must be one of {', '.join(map(repr, ROLLBACK_POLICIES))}, not {rollback!r}")
+    return rollback
+
+
 # -- context handles -----------------------------------------------------------
 
 OutputCallback = Callable[[str], Union[None, Awaitable[None]]]
@@ -448,6 +532,10 @@ class AsyncInterpreterContext:
     know whether the kernel, and so its state, was replaced. ``memory_limit``
     (bytes) and ``pids_limit`` are the context's limits (None: none or not
     known) and ``resources`` its kernel tree's usage when last reported.
+    ``forked_from`` says which context (at which execution count and
+    generation) a fork was made from, ``restored_from`` which checkpoint
+    the context's kernel was last restored from (None: neither, or not
+    known).
     """
 
     sandbox_id: str
@@ -457,6 +545,8 @@ class AsyncInterpreterContext:
     memory_limit: Optional[int] = dataclasses.field(default=None, compare=False)
     pids_limit: Optional[int] = dataclasses.field(default=None, compare=False)
     resources: Optional[ContextResources] = dataclasses.field(default=None, compare=False)
+    forked_from: Optional[ForkOrigin] = dataclasses.field(default=None, compare=False)
+    restored_from: Optional[RestoreOrigin] = dataclasses.field(default=None, compare=False)
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any], sandbox_id: str, language: Optional[str] = None) -> Self:
@@ -470,6 +560,8 @@ class AsyncInterpreterContext:
             memory_limit=_opt_int(obj.get("memory_limit")),
             pids_limit=_opt_int(obj.get("pids_limit")),
             resources=ContextResources.from_json(obj.get("resources")),
+            forked_from=ForkOrigin.from_json(obj.get("forked_from")),
+            restored_from=RestoreOrigin.from_json(obj.get("restored_from")),
         )
 
     def bind(self, runner: ContextRunner, closer: ContextCloser) -> Self:
@@ -487,19 +579,24 @@ class AsyncInterpreterContext:
     async def run(self, code: str, *, cwd: Optional[str] = None, env: Optional[Mapping[str, str]] = None,
                   timeout: Optional[float] = None, on_stdout: Optional[OutputCallback] = None,
                   on_stderr: Optional[OutputCallback] = None, on_error: Optional[ErrorCallback] = None,
-                  on_display: Optional[DisplayCallback] = None) -> InterpreterResult:
+                  on_display: Optional[DisplayCallback] = None,
+                  rollback: Optional[RollbackPolicy] = None) -> InterpreterResult:
         """Execute code inside this explicit interpreter context.
 
         If the named context vanished, the daemon's typed SESSION_NOT_FOUND
         error surfaces unchanged so the caller can recreate the context and
         decide what code, if any, is safe to rerun. timeout is the caller wait
-        budget in seconds; 0 waits unbounded.
+        budget in seconds; 0 waits unbounded. ``rollback="on_error"`` keeps
+        the context's state from before the run if the run fails (see the
+        service's run); None leaves the daemon's default.
         """
         runner: Optional[Callable[..., Awaitable[InterpreterResult]]] = self.__dict__.get("_runner")
         if runner is None:
             raise RuntimeError("this context handle is not bound to a service; "
                                "use service.connect_context(handle) first")
         callbacks = given_callbacks(on_stdout, on_stderr, on_error, on_display)
+        if rollback is not None:
+            callbacks["rollback"] = check_rollback(rollback)
         return await runner(code, cwd, env, timeout, **callbacks)
 
     async def close(self) -> None:
