@@ -19,9 +19,9 @@ docs/fork.md tells the whole story.
 
 from kernelbridge_fork.compat import TESTED, ForkError, ForkFailed, ForkRefused
 from kernelbridge_fork.frozen import freeze, request
-from kernelbridge_fork.spawn import ForkResult, fork
+from kernelbridge_fork.spawn import ForkResult, ForkResults, fork, fork_many
 
 last = None  # the latest fork()'s or freeze()'s ForkResult, for the reply
 
-__all__ = ["ForkError", "ForkFailed", "ForkRefused", "ForkResult", "TESTED",
-           "fork", "freeze", "last", "request"]
+__all__ = ["ForkError", "ForkFailed", "ForkRefused", "ForkResult", "ForkResults", "TESTED",
+           "fork", "fork_many", "freeze", "last", "request"]

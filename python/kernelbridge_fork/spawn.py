@@ -15,6 +15,9 @@ from kernelbridge_fork.compat import ForkFailed, ForkRefused, running_kernel
 PORT_NAMES = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port")
 
 
+MANY_MAX = 64  # forks of one fork_many()
+
+
 class ForkResult:
     """What a fork answers: the new process's pid. Its repr is the pid (the
     execute_reply's text/plain) and its JSON form {"pid": N}."""
@@ -27,6 +30,53 @@ class ForkResult:
 
     def _repr_json_(self):
         return {"pid": self.pid}
+
+
+class ForkResults:
+    """What fork_many answers: the new processes' pids, in the order of the
+    connections. Its JSON form is {"pids": [N, ...]}."""
+
+    def __init__(self, pids):
+        self.pids = list(pids)
+
+    def __repr__(self):
+        return " ".join(str(pid) for pid in self.pids)
+
+    def _repr_json_(self):
+        return {"pids": self.pids}
+
+
+def fork_many(connections, *, timeout=30.0):
+    """Fork this idle ipykernel into one new kernel per connection, all
+    started before any is waited for, so that their start-ups overlap.
+    Returns a ForkResults once every one is listening; when any fails, all
+    are killed and ForkFailed says why (nothing is left running)."""
+    if not isinstance(connections, list) or not 1 <= len(connections) <= MANY_MAX:
+        raise ForkRefused(f"connections must be a list of 1 to {MANY_MAX} connection dicts")
+    infos = [checked_connection(c) for c in connections]
+    app, kernel, shell = running_kernel()
+    from kernelbridge_fork import child
+
+    def becoming(info):
+        def become(ready):
+            child.leave_parent(app, kernel, shell)
+            child.run_kernel(app, kernel, shell, info, ready)
+        return become
+
+    started = []
+    try:
+        for info in infos:
+            started.append((_start(becoming(info), shell.history_manager), {}))
+        pids = [_await_child(rfd, timeout, seen) for rfd, seen in started]
+    except BaseException:
+        for rfd, seen in started:
+            _drain_pid(rfd, seen)
+            _kill(seen.get("pid"))
+        raise
+    finally:
+        for rfd, _ in started:
+            os.close(rfd)
+    return remember(ForkResults(pids))
 
 
 def fork(connection, *, timeout=30.0):
@@ -78,6 +128,21 @@ def spawn(become, history, timeout):
     The history's cache locks are held across the fork, so that IPython's
     history thread is not in the middle of an sqlite write when the memory
     is copied."""
+    rfd = _start(become, history)
+    seen = {}
+    try:
+        return ForkResult(_await_child(rfd, timeout, seen))
+    except BaseException:
+        # Interrupted while waiting (or the child failed): no child runs on.
+        _kill(seen.get("pid"))
+        raise
+    finally:
+        os.close(rfd)
+
+
+def _start(become, history):
+    """Fork the intermediate process, which forks the kernel-to-be and
+    exits; reap it. Returns the status pipe's read end (the caller's)."""
     rfd, wfd = os.pipe()
     try:
         with history.db_input_cache_lock, history.db_output_cache_lock:
@@ -86,16 +151,27 @@ def spawn(become, history, timeout):
                 _middle(rfd, wfd, become)
     finally:
         os.close(wfd)
-    seen = {}
     try:
         os.waitpid(middle, 0)
-        return ForkResult(_await_child(rfd, timeout, seen))
     except BaseException:
-        # Interrupted while waiting (or the child failed): no child runs on.
-        _kill(seen.get("pid"))
-        raise
-    finally:
         os.close(rfd)
+        raise
+    return rfd
+
+
+def _drain_pid(rfd, seen):
+    """Read what the pipe holds now, for the pid a failed start left."""
+    try:
+        while select.select([rfd], [], [], 0)[0]:
+            chunk = os.read(rfd, 4096)
+            if not chunk:
+                return
+            for line in chunk.split(b"\n"):
+                if line.strip():
+                    msg = json.loads(line)
+                    seen["pid"] = msg.get("pid", msg.get("spawned", seen.get("pid")))
+    except (OSError, ValueError):
+        pass
 
 
 def _middle(rfd, wfd, become):

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from .forklib import execute, stdout_of, value, wait_exit
+from .forklib import ask_fork, execute, new_connection, stdout_of, value, wait_exit
 
 pytestmark = pytest.mark.usefixtures("forks_are_our_children")
 
@@ -62,3 +62,23 @@ def test_a_shutdown_request_ends_the_fork_and_not_the_parent(parent, forks):
     fork.kc.shutdown()
     assert wait_exit(fork.pid) == 0
     assert value(kc, "'parent alive'") == "'parent alive'"
+
+
+def test_fork_many_starts_every_fork_at_once(parent, forks):
+    _, kc = parent
+    execute(kc, "import os\nshared = 'from the parent'")
+    infos = [new_connection() for _ in range(4)]
+    content = ask_fork(kc, f"fork_many({infos!r})")
+    assert content["status"] == "ok", content
+    pids = content["user_expressions"]["fork"]["data"]["application/json"]["pids"]
+    assert len(set(pids)) == 4
+    made = [forks.adopt(pid, info) for pid, info in zip(pids, infos)]
+    for fork in made:
+        assert int(value(fork.kc, "os.getpid()")) == fork.pid
+        assert value(fork.kc, "shared") == "'from the parent'"
+    # one bad connection refuses them all, before anything is forked
+    bad = [new_connection(), dict(new_connection(), key="")]
+    refused = ask_fork(kc, f"fork_many({bad!r})")
+    assert refused["status"] == "error" and refused["ename"] == "ForkRefused", refused
+    for call in ("fork_many([])", "fork_many('x')"):
+        assert ask_fork(kc, call)["ename"] == "ForkRefused"

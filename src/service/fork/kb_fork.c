@@ -69,10 +69,10 @@ int kb_fork_send(kb_kernel_t *kernel, const char *call, const json_t *arg, char 
     return kb_kernel_send(kernel, KB_CHANNEL_SHELL, "execute_request", content, msg_id, 96);
 }
 
-/*  The reply to a request: the new process's pid, or 0 with err
+/*  The reply's answer ({"pid": N} or {"pids": [...]}), or NULL with err
     (ForkRefused and a package that cannot be imported: UNSUPPORTED_OPTION;
-    anything else: KERNEL_START_FAILED). */
-pid_t kb_fork_reply_pid(const kb_msg_t *msg, kb_error_t *err)
+    anything else: KERNEL_START_FAILED). Borrowed from msg. */
+static json_t *s_reply_answer(const kb_msg_t *msg, kb_error_t *err)
 {
     const json_t *content = msg->content;
     const char *status = json_string_value(json_object_get(content, "status"));
@@ -83,16 +83,45 @@ pid_t kb_fork_reply_pid(const kb_msg_t *msg, kb_error_t *err)
         bool refused = strcmp(name, "ForkRefused") == 0 || strcmp(name, "ModuleNotFoundError") == 0;
         kb_error_set(err, refused ? KB_ERR_UNSUPPORTED_OPTION : KB_ERR_KERNEL_START_FAILED,
                      "the kernel cannot fork: %s: %s", name, value ? value : "");
-        return 0;
+        return NULL;
     }
     json_t *result = json_object_get(json_object_get(content, "user_expressions"), "fork");
     json_t *data = json_object_get(json_object_get(result, "data"), "application/json");
+    if (!json_is_object(data))
+        kb_error_set(err, KB_ERR_KERNEL_START_FAILED, "the kernel's reply carries no answer");
+    return json_is_object(data) ? data : NULL;
+}
+
+/*  The reply to a request: the new process's pid, or 0 with err. */
+pid_t kb_fork_reply_pid(const kb_msg_t *msg, kb_error_t *err)
+{
+    json_t *data = s_reply_answer(msg, err);
+    if (!data)
+        return 0;
     json_t *pid = json_object_get(data, "pid");
     if (!json_is_integer(pid) || json_integer_value(pid) <= 0) {
         kb_error_set(err, KB_ERR_KERNEL_START_FAILED, "the kernel's reply carries no pid");
         return 0;
     }
     return (pid_t)json_integer_value(pid);
+}
+
+/*  The pids of a fork_many reply, count of them, into pids. 0, or -1 with
+    err. */
+static int s_reply_pids(const kb_msg_t *msg, pid_t *pids, size_t count, kb_error_t *err)
+{
+    json_t *data = s_reply_answer(msg, err);
+    if (!data)
+        return -1;
+    json_t *list = json_object_get(data, "pids");
+    for (size_t i = 0; i < count; i++) {
+        json_t *pid = json_array_get(list, i);
+        if (json_array_size(list) != count || !json_is_integer(pid) || json_integer_value(pid) <= 0)
+            return kb_error_set(err, KB_ERR_KERNEL_START_FAILED,
+                                "the kernel's reply does not carry %zu pids", count);
+        pids[i] = (pid_t)json_integer_value(pid);
+    }
+    return 0;
 }
 
 /*  Adopt the forked process pid on the connection conn/info (its files
@@ -167,8 +196,9 @@ typedef struct {
     long long memory_limit, pids_limit, execution_count;
     size_t count, asked, made, settled;
     char **ids;
-    kb_connection_t conn; /* of the fork asked now */
-    json_t *info;         /* its JSON, or NULL */
+    kb_connection_t *conns; /* of the forks asked (count), ended as each is adopted */
+    json_t *infos;          /* their JSON, [count], or NULL */
+    size_t prepared;        /* conns made and not ended yet: [0, prepared) */
     char msg_id[96];
     bool parent_done, finishing, failed;
     double began; /* when it was asked */
@@ -186,7 +216,8 @@ static void s_job_free(kb_fork_job_t *job)
     free(job->cwd);
     json_decref(job->env);
     json_decref(job->forked_from);
-    json_decref(job->info);
+    json_decref(job->infos);
+    free(job->conns);
     free(job);
 }
 
@@ -255,14 +286,23 @@ static void s_on_settled(kb_context_t *ctx, bool ok, const char *why, void *arg)
     s_maybe_finish(job);
 }
 
-/*  The forked process pid becomes the context ids[made]. */
-static void s_make_context(kb_fork_job_t *job, pid_t pid)
+/*  The connections made and not taken by a kernel are removed. */
+static void s_discard_conns(kb_fork_job_t *job)
+{
+    for (size_t i = 0; i < job->prepared; i++)
+        kb_fork_connection_end(&job->conns[i], true);
+    job->prepared = 0;
+    json_decref(job->infos);
+    job->infos = NULL;
+}
+
+/*  The forked process pid, on connection i, becomes the context ids[made]. */
+static void s_make_context(kb_fork_job_t *job, size_t i, pid_t pid)
 {
     kb_engine_t *engine = job->engine;
     kb_error_t err;
-    kb_kernel_t *kernel = kb_fork_adopt(engine, job->spec, pid, job->info, &job->conn, &err);
-    json_decref(job->info);
-    job->info = NULL;
+    kb_kernel_t *kernel = kb_fork_adopt(engine, job->spec, pid, json_array_get(job->infos, i),
+                                        &job->conns[i], &err);
     if (!kernel) {
         s_fail(job, err.code, "%s", err.message);
         return;
@@ -294,23 +334,31 @@ static void s_make_context(kb_fork_job_t *job, pid_t pid)
     kb_context_on_settled(ctx, s_on_settled, job);
 }
 
-/*  Ask the kernel for the next fork. True: a request is out. */
+/*  Ask the kernel for every fork at once (fork_many: their start-ups
+    overlap). True: the request is out. */
 static bool s_ask(kb_fork_job_t *job, kb_kernel_t *kernel)
 {
     kb_error_t err;
-    job->info = s_connection(job->engine, kernel, &job->conn, &err);
-    if (!job->info) {
+    job->conns = calloc(job->count, sizeof *job->conns);
+    job->infos = json_array();
+    kb_error_set(&err, KB_ERR_INTERNAL, "out of memory");
+    for (size_t i = 0; job->conns && job->infos && i < job->count; i++) {
+        json_t *info = s_connection(job->engine, kernel, &job->conns[i], &err);
+        if (!info)
+            break;
+        job->prepared++;
+        json_array_append_new(job->infos, info);
+    }
+    if (job->prepared < job->count || json_array_size(job->infos) < job->count) {
+        s_discard_conns(job);
         s_fail(job, err.code, "%s", err.message);
         return false;
     }
-    if (kb_fork_send(kernel, "fork", job->info, job->msg_id) != 0) {
-        kb_fork_connection_end(&job->conn, true);
-        json_decref(job->info);
-        job->info = NULL;
+    if (kb_fork_send(kernel, "fork_many", job->infos, job->msg_id) != 0) {
+        s_discard_conns(job);
         s_fail(job, KB_ERR_KERNEL_START_FAILED, "cannot send the fork request to the kernel");
         return false;
     }
-    job->asked++;
     return true;
 }
 
@@ -344,17 +392,15 @@ static bool s_job_message(void *arg, kb_channel_t channel, const kb_msg_t *msg)
     if (channel != KB_CHANNEL_SHELL || strcmp(msg->parent_msg_id, job->msg_id) != 0)
         return false;
     kb_error_t err;
-    pid_t pid = kb_fork_reply_pid(msg, &err);
-    if (pid > 0)
-        s_make_context(job, pid);
-    else {
-        kb_fork_connection_end(&job->conn, true);
-        json_decref(job->info);
-        job->info = NULL;
+    pid_t *pids = kb_xcalloc(job->count, sizeof *pids);
+    if (s_reply_pids(msg, pids, job->count, &err) == 0) {
+        for (size_t i = 0; i < job->count; i++)
+            s_make_context(job, i, pids[i]);
+        job->prepared = 0; /* each was taken by its kernel, or removed */
+    } else
         s_fail(job, err.code, "%s", err.message);
-    }
-    if (!job->failed && job->asked < job->count && s_ask(job, job->kernel))
-        return false;
+    free(pids);
+    s_discard_conns(job);
     s_parent_done(job);
     return true;
 }
@@ -362,13 +408,9 @@ static bool s_job_message(void *arg, kb_channel_t channel, const kb_msg_t *msg)
 static void s_job_cancel(void *arg, const char *why)
 {
     kb_fork_job_t *job = arg;
-    if (job->info) {
-        /*  A request was out: the fork, if it comes up, has no one to
-            answer (its parent is gone with the process that asked). */
-        kb_fork_connection_end(&job->conn, true);
-        json_decref(job->info);
-        job->info = NULL;
-    }
+    /*  A request was out: a fork, if one comes up, has no one to answer
+        (its parent is gone with the process that asked). */
+    s_discard_conns(job);
     job->parent = NULL;
     job->kernel = NULL;
     s_fail(job,
