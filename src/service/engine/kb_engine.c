@@ -120,6 +120,30 @@ static kb_kernelspec_t *s_find_spec(void *impl, const char *language, const char
     return copy;
 }
 
+/*  IPython's kernels load the extension kernelbridge_display at start
+    (`--ext`, from display_dir put last on PYTHONPATH): a pool kernel has
+    it ready, and a fork inherits it. *spec_p and *envp_p are replaced by
+    the copies that say so (*owned: the spec to free). 0, or -1 when out
+    of memory. */
+static int s_with_display(kb_engine_t *self, const kb_kernelspec_t **spec_p, char ***envp_p,
+                          kb_kernelspec_t **owned)
+{
+    *owned = NULL;
+    if (!self->display_dir || !kb_kernelspec_quirks(*spec_p).ipykernel)
+        return 0;
+    char **envp = kb_kernelspec_env_add_path(*envp_p, "PYTHONPATH", self->display_dir);
+    *owned = kb_kernelspec_with_arg(*spec_p, "--ext=kernelbridge_display");
+    if (!envp || !*owned) {
+        kb_strv_free(envp);
+        kb_kernelspec_destroy(owned);
+        return -1;
+    }
+    kb_strv_free(*envp_p);
+    *envp_p = envp;
+    *spec_p = *owned;
+    return 0;
+}
+
 static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char *cwd,
                              const json_t *env, uint64_t data_limit,
                              const kb_kernel_callbacks_t *callbacks, void *arg, kb_error_t *err)
@@ -127,6 +151,12 @@ static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char
     kb_engine_t *self = impl;
     const char *drop[] = { "KB_", NULL };
     char **envp = kb_kernelspec_build_env(spec, environ, drop, env);
+    kb_kernelspec_t *with_display = NULL;
+    if (envp && s_with_display(self, &spec, &envp, &with_display) < 0) {
+        kb_strv_free(envp);
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
     /* Deno's kernel, for one, cannot use ipc endpoints */
     kb_kernelspec_quirks_t quirks = kb_kernelspec_quirks(spec);
     kb_kernel_opts_t opts = {
@@ -146,6 +176,7 @@ static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char
     kb_error_t problem;
     kb_kernel_t *kernel = kb_kernel_new(self->loop, spec, &opts, callbacks, arg, &problem);
     kb_strv_free(envp);
+    kb_kernelspec_destroy(&with_display);
     if (kernel)
         kb_kernel_set_observer(kernel, kb_metrics_observer(self->metrics));
     else {
@@ -400,6 +431,7 @@ static int s_open_dirs(kb_engine_t *self, const char *given, kb_error_t *err)
 static int s_make_tables(kb_engine_t *self, const kb_service_config_t *config, kb_error_t *err)
 {
     self->system_python = strdup(config->system_python ? config->system_python : KB_SYSTEM_PYTHON);
+    self->display_dir = kb_engine_display_dir(config);
     size_t maps = 0;
     while (config->kernel_map && config->kernel_map[maps])
         maps++;
@@ -611,6 +643,7 @@ void kb_engine_destroy(kb_engine_t **self_p)
     free(self->state_dir);
     free(self->sandbox_id);
     free(self->system_python);
+    free(self->display_dir);
     kb_strv_free(self->kernel_map);
     kb_metrics_destroy(&self->metrics); /* after every kernel: they report to it */
     free(self);

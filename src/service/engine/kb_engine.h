@@ -46,6 +46,7 @@ struct kb_engine {
     unsigned long kernel_serial;
     char **kernel_map;
     char *system_python;
+    char *display_dir; /* on Python contexts' PYTHONPATH for kernelbridge_display; NULL: off */
     kb_loop_t *loop;
     bool stopping;
     double started_at;

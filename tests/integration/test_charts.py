@@ -1,0 +1,66 @@
+"""Charts and tables as data (docs/charts.md) through the real daemon: Python
+contexts on Debian's ipykernel load the project's IPython extension
+kernelbridge_display at start (the pool's kernels too), unless
+`--no-display-ext` says not to; the native result carries `chart` and
+`table` on the entries that have them, E2B's listener `chart` and `data`.
+"""
+
+CHART = "application/vnd.kernelbridge.chart+json"
+TABLE = "application/vnd.kernelbridge.table+json"
+
+LINE = (
+    "import matplotlib\n"
+    "matplotlib.use('agg')\n"
+    "import matplotlib.pyplot as plt\n"
+    "fig, ax = plt.subplots()\n"
+    "ax.plot([0, 1, 2], [3, 4, 5], label='up')\n"
+    "ax.set_title('Up')\n"
+    "ax.set_xlabel('Time (s)')\n"
+    "fig"
+)
+FRAME = (
+    "import pandas as pd\n"
+    "pd.DataFrame({'city': ['Paris', 'Oslo'], 'temp': [3.5, float('nan')]})"
+)
+
+
+def main_result(result):
+    mains = [r for r in result["results"] if r["is_main_result"]]
+    assert len(mains) == 1, result
+    return mains[0]
+
+
+def test_python_context_loads_the_extension(daemon):
+    r = daemon.run(FRAME)
+    assert r["error"] is None, r
+    entry = main_result(r)
+    assert entry["data"][TABLE] == {"city": ["Paris", "Oslo"], "temp": [3.5, None]}
+    assert "text/html" in entry["data"]
+    # the pool's kernels are started the same way: a second context comes from it
+    ctx = daemon.ok("POST", "/contexts", {"language": "python"}, status=201)
+    r = daemon.run(LINE, context_id=ctx["context_id"])
+    assert r["error"] is None, r
+    chart = main_result(r)["data"][CHART]
+    assert chart["type"] == "line" and chart["title"] == "Up" and chart["x_unit"] == "s"
+    assert chart["elements"] == [{"label": "up", "points": [[0, 3], [1, 4], [2, 5]]}]
+
+
+def test_no_display_ext_leaves_kernels_as_installed(daemon_factory):
+    d = daemon_factory("--no-display-ext")
+    r = d.run(FRAME + "\nimport sys\nprint('kernelbridge_display' in sys.modules)")
+    assert r["error"] is None, r
+    assert r["logs"]["stdout"] == "False\n"
+    r = d.run(FRAME)
+    entry = main_result(r)
+    assert TABLE not in entry["data"] and "text/html" in entry["data"]
+    assert "table" not in entry and "chart" not in entry
+
+
+def test_extension_is_on_the_kernel_path_last(daemon):
+    code = (
+        "import os, sys\n"
+        "print(os.environ['PYTHONPATH'].split(':')[-1].endswith('/python'))\n"
+        "print('kernelbridge_display' in get_ipython().extension_manager.loaded)"
+    )
+    r = daemon.run(code)
+    assert r["logs"]["stdout"] == "True\nTrue\n", r
