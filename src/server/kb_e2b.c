@@ -192,6 +192,7 @@ static const char *result_field(const char *mime)
         { "application/pdf", "pdf" },    { "text/latex", "latex" },
         { "application/json", "json" },  { "application/javascript", "javascript" },
         { "e2b/data", "data" },          { "e2b/chart", "chart" },
+        { KB_MIME_TABLE, "data" },       { KB_MIME_CHART, "chart" },
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (strcmp(mime, map[i][0]) == 0)

@@ -35,12 +35,15 @@ def test_python_context_loads_the_extension(daemon):
     assert r["error"] is None, r
     entry = main_result(r)
     assert entry["data"][TABLE] == {"city": ["Paris", "Oslo"], "temp": [3.5, None]}
+    assert entry["table"] == entry["data"][TABLE] and "chart" not in entry
     assert "text/html" in entry["data"]
     # the pool's kernels are started the same way: a second context comes from it
     ctx = daemon.ok("POST", "/contexts", {"language": "python"}, status=201)
     r = daemon.run(LINE, context_id=ctx["context_id"])
     assert r["error"] is None, r
-    chart = main_result(r)["data"][CHART]
+    entry = main_result(r)
+    chart = entry["chart"]
+    assert chart == entry["data"][CHART] and "table" not in entry
     assert chart["type"] == "line" and chart["title"] == "Up" and chart["x_unit"] == "s"
     assert chart["elements"] == [{"label": "up", "points": [[0, 3], [1, 4], [2, 5]]}]
 
@@ -64,3 +67,34 @@ def test_extension_is_on_the_kernel_path_last(daemon):
     )
     r = daemon.run(code)
     assert r["logs"]["stdout"] == "True\nTrue\n", r
+
+
+def test_plain_values_have_neither(daemon):
+    r = daemon.run("from IPython.display import display\ndisplay({'a': 1}, raw=False)\n1 + 1")
+    assert [e["text"] for e in r["results"]] == ["{'a': 1}", "2"], r
+    for entry in r["results"]:
+        assert "chart" not in entry and "table" not in entry
+
+
+def test_image_figure_is_no_chart(daemon):
+    code = (
+        "import matplotlib\nmatplotlib.use('agg')\nimport matplotlib.pyplot as plt\n"
+        "fig, ax = plt.subplots()\nax.imshow([[0, 1], [1, 0]])\nfig"
+    )
+    r = daemon.run(code)
+    assert r["error"] is None, r
+    entry = main_result(r)
+    assert "chart" not in entry and CHART not in entry["data"]
+    assert entry["text"].startswith("<Figure")
+
+
+def test_sse_display_events_carry_them(daemon):
+    stream = daemon.run_stream(FRAME)
+    try:
+        events = list(stream.events())
+    finally:
+        stream.close()
+    displays = [e.data for e in events if e.event == "display"]
+    assert len(displays) == 1 and displays[0]["table"]["city"] == ["Paris", "Oslo"], events
+    result = events[-1].data
+    assert events[-1].event == "result" and result["results"] == displays
