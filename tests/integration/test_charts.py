@@ -5,6 +5,10 @@ kernelbridge_display at start (the pool's kernels too), unless
 `table` on the entries that have them, E2B's listener `chart` and `data`.
 """
 
+import json
+
+from test_e2b import E2b
+
 CHART = "application/vnd.kernelbridge.chart+json"
 TABLE = "application/vnd.kernelbridge.table+json"
 
@@ -98,3 +102,18 @@ def test_sse_display_events_carry_them(daemon):
     assert len(displays) == 1 and displays[0]["table"]["city"] == ["Paris", "Oslo"], events
     result = events[-1].data
     assert events[-1].event == "result" and result["results"] == displays
+
+
+def test_e2b_lines_carry_chart_and_data(daemon_factory):
+    d = daemon_factory("--e2b-listen", "127.0.0.1:0", "--e2b-port-file", "e2b-port")
+    e2b = E2b(d)
+    for code, field, other in ((FRAME, "data", "chart"), (LINE, "chart", "data")):
+        status, _, body = e2b.request("POST", "/execute", {"code": code})
+        assert status == 200, body
+        lines = [json.loads(line) for line in body.decode().splitlines() if line]
+        results = [line for line in lines if line["type"] == "result"]
+        assert len(results) == 1, lines
+        (line,) = results
+        assert other not in line and "kernelbridge" not in json.dumps(line.get("extra", {}))
+        native = main_result(d.run(code))
+        assert line[field] == native["table" if field == "data" else "chart"]
