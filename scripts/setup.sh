@@ -14,6 +14,8 @@ packages=(
   python3-ipykernel python3-jupyter-client python3-zmq python3-matplotlib xpython
   # what python/kernelbridge_display reads as data: DataFrames, saved images
   python3-pandas python3-pil
+  # %lprun (line_profiler's IPython magic): its report comes in IPython's pager
+  python3-line-profiler
   r-cran-irkernel octave python3-octave-kernel
   # the bash kernel (kernelspecs/bash, installed below) drives bash through
   # metakernel's REPLWrapper, on pexpect
