@@ -95,6 +95,7 @@ fig, ax = plt.subplots()
 ax.pie([1, 3], labels=['cats', 'dogs'])
 fig`)).chart
   assert.equal(pie.type, 'pie')
+  assert.equal(pie.title, null) // E2B's null where none is set
   assert.deepEqual(pie.elements.map((e) => [e.label, Math.round(e.angle)]), [['cats', 90], ['dogs', 270]])
   const box = (await only(`
 fig, ax = plt.subplots()

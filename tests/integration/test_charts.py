@@ -26,6 +26,15 @@ FRAME = (
     "import pandas as pd\n"
     "pd.DataFrame({'city': ['Paris', 'Oslo'], 'temp': [3.5, float('nan')]})"
 )
+SUPER = (
+    "import matplotlib\n"
+    "matplotlib.use('agg')\n"
+    "import matplotlib.pyplot as plt\n"
+    "fig, (a, b) = plt.subplots(1, 2)\n"
+    "a.plot([1, 2], [3, 4]); a.set_title('a')\n"
+    "b.scatter([1], [2]); b.set_xlabel('X')\n"
+    "fig"
+)
 
 
 def main_result(result):
@@ -116,4 +125,28 @@ def test_e2b_lines_carry_chart_and_data(daemon_factory):
         (line,) = results
         assert other not in line and "kernelbridge" not in json.dumps(line.get("extra", {}))
         native = main_result(d.run(code))
-        assert line[field] == native["table" if field == "data" else "chart"]
+        if field == "data":
+            assert line["data"] == native["table"]
+        else:
+            # E2B says null where the chart format says "" (no y label here)
+            assert native["chart"]["y_label"] == "" and line["chart"]["y_label"] is None
+            assert line["chart"] == dict(native["chart"], y_label=None)
+    # a superchart's charts alike
+    status, _, body = e2b.request("POST", "/execute", {"code": SUPER})
+    (line,) = [json.loads(x) for x in body.decode().splitlines() if '"result"' in x]
+    assert line["chart"]["title"] is None
+    assert [(c["title"], c["x_label"]) for c in line["chart"]["elements"]] == [("a", None), (None, "X")]
+
+
+def test_image_show_and_save_display_it(daemon, tmp_path):
+    code = (
+        "from PIL import Image\n"
+        "image = Image.new('RGB', (4, 4), 'red')\n"
+        "image.show()\n"
+        f"image.save({str(tmp_path / 'red.png')!r})\n"
+        "print('done')"
+    )
+    r = daemon.run(code)
+    assert r["error"] is None and r["logs"]["stdout"] == "done\n", r
+    assert len(r["results"]) == 2 and all(e["png"] for e in r["results"]), r
+    assert (tmp_path / "red.png").exists()
