@@ -2,18 +2,21 @@
 """What the IPython extension kernelbridge_display costs a run (concept:
 display; docs/charts.md, issue 36 point 7).
 
-Two daemons on the same machine, the same Debian ipykernel: one as started
-by default (Python contexts load the extension), one with --no-display-ext.
-In interleaved rounds (each round runs the four in a shuffled order):
-  (a) POST /run `1+1` on a context of each, over a kept-alive connection;
+One daemon as started by default (Python contexts load the extension) and
+one context on Debian's ipykernel, in which the extension is unloaded and
+loaded again in turn (`%unload_ext` / `%load_ext` in an untimed run before
+each timed one): the same kernel, the same process, with and without. In
+interleaved rounds (each round runs the four in a shuffled order):
+  (a) POST /run `1+1`, with the extension and without, over a kept-alive
+      connection;
   (b) POST /run of a cell that shows a 1000-point line chart (a matplotlib
-      figure, closed and returned: its PNG from the inline backend, and on
-      the first daemon its chart too), on a context of each.
-Figures: the p50 of (a) with the extension minus without (target: at most
-200 µs), the p50 of (b) with over without, in percent (target: at most
-10%); and, inside each kernel, what IPython's display formatter takes for
-the value 2 and for the figure (the formatter's own cost, without the
-HTTP round trip around it), as figures without a target.
+      figure, closed and returned: its PNG from the inline backend and,
+      with the extension, its chart), with and without.
+Figures: the p50 of (a) with minus without (target: at most 200 µs), the
+p50 of (b) with over without, in percent (target: at most 10%); and,
+inside the kernel, what IPython's display formatter takes for the value 2
+and for the figure with and without (the formatter's own cost, free of the
+HTTP round trip), as figures without a target.
 
     /usr/bin/python3 bench/display.py [-n 300] [--warmup 20] [--binary PATH]
         [--results PATH] [--json FILE] [--seed 7]
@@ -38,20 +41,32 @@ SETUP = (
 )
 CHART = "fig, ax = plt.subplots()\nax.plot(XS, YS, label='sin')\nplt.close(fig)\nfig"
 CHART_MIME = "application/vnd.kernelbridge.chart+json"
-# the formatter's own time inside the kernel: µs per call, best of 5 repeats
+# the formatter's own time inside one kernel, the extension loaded and
+# unloaded in turn (which first alternates): µs per call, median of rounds
 INSIDE = (
-    "import timeit\n"
-    "_f = get_ipython().display_formatter.format\n"
+    "import statistics, timeit\n"
+    "_ip = get_ipython()\n"
+    "_f, _em = _ip.display_formatter.format, _ip.extension_manager\n"
     "_fig, _ax = plt.subplots(); _ax.plot(XS, YS); plt.close(_fig)\n"
-    "print(min(timeit.repeat(lambda: _f(2), number=2000, repeat=5)) / 2000 * 1e6)\n"
-    "print(min(timeit.repeat(lambda: _f(_fig), number=5, repeat=5)) / 5 * 1e6)\n"
+    "_t = {True: ([], []), False: ([], [])}\n"
+    "for _i in range(%d):\n"
+    "    for _on in ((True, False) if _i %% 2 == 0 else (False, True)):\n"
+    "        (_em.load_extension if _on else _em.unload_extension)('kernelbridge_display')\n"
+    "        _t[_on][0].append(timeit.timeit(lambda: _f(2), number=200) / 200 * 1e6)\n"
+    "        _t[_on][1].append(timeit.timeit(lambda: _f(_fig), number=1) * 1e6)\n"
+    "_em.load_extension('kernelbridge_display')\n"
+    "print(*(statistics.median(_t[on][k]) for k in (0, 1) for on in (True, False)))\n"
 )
 
 
-def runner(d: Daemon, context_id: str, code: str, chart: bool | None):
-    """A contender: seconds of one POST /run of code, its result checked
-    (chart: whether the entry must carry a chart; None: `1+1`)."""
+def runner(d: Daemon, context_id: str, code: str, chart: bool | None, loaded: bool):
+    """A contender: seconds of one POST /run of code, the extension loaded
+    or not by an untimed run first, its result checked (chart: whether the
+    entry must carry a chart; None: `1+1`)."""
+    toggle = "%%%s_ext kernelbridge_display" % ("load" if loaded else "unload")
+
     def run() -> float:
+        d.ok("POST", "/run", {"code": toggle, "context_id": context_id})
         started = time.perf_counter()
         result = d.ok("POST", "/run", {"code": code, "context_id": context_id})
         elapsed = time.perf_counter() - started
@@ -67,37 +82,34 @@ def runner(d: Daemon, context_id: str, code: str, chart: bool | None):
     return run
 
 
-def inside(d: Daemon, context_id: str) -> list[float]:
-    """µs per call of the display formatter on 2 and on the figure."""
-    result = d.ok("POST", "/run", {"code": INSIDE, "context_id": context_id})
+def inside(d: Daemon, context_id: str, rounds: int) -> list[float]:
+    """µs per call of the display formatter, medians: on 2 with and without
+    the extension, on the figure with and without."""
+    result = d.ok("POST", "/run", {"code": INSIDE % rounds, "context_id": context_id})
     if result["error"] is not None:
         sys.exit("unexpected result: %r" % result)
     return [float(x) for x in result["logs"]["stdout"].split()]
 
 
-def measure(on: Daemon, off: Daemon, rounds: int, warmup: int, seed: int) -> dict[str, Any]:
-    contexts = {}
-    for name, d in (("on", on), ("off", off)):
-        ctx = d.ok("POST", "/contexts", {"language": "python"})["context_id"]
-        setup = d.ok("POST", "/run", {"code": SETUP, "context_id": ctx})
-        if setup["error"] is not None:
-            sys.exit("setup failed: %r" % setup["error"])
-        contexts[name] = ctx
+def measure(d: Daemon, rounds: int, warmup: int, seed: int) -> dict[str, Any]:
+    ctx = d.ok("POST", "/contexts", {"language": "python"})["context_id"]
+    setup = d.ok("POST", "/run", {"code": SETUP, "context_id": ctx})
+    if setup["error"] is not None:
+        sys.exit("setup failed: %r" % setup["error"])
     contenders = {
-        "plain_on": runner(on, contexts["on"], "1+1", None),
-        "plain_off": runner(off, contexts["off"], "1+1", None),
-        "chart_on": runner(on, contexts["on"], CHART, True),
-        "chart_off": runner(off, contexts["off"], CHART, False),
+        "plain_on": runner(d, ctx, "1+1", None, True),
+        "plain_off": runner(d, ctx, "1+1", None, False),
+        "chart_on": runner(d, ctx, CHART, True, True),
+        "chart_off": runner(d, ctx, CHART, False, False),
     }
     samples = interleave(contenders, warmup, rounds, seed)
     return {"rounds": rounds, "samples": samples, "loadavg": list(os.getloadavg()),
-            "inside_on_us": inside(on, contexts["on"]),
-            "inside_off_us": inside(off, contexts["off"])}
+            "inside_us": inside(d, ctx, max(rounds // 10, 4))}
 
 
 def figures(res: dict[str, Any]) -> Figures:
     s = {k: pct(v, 50) for k, v in res["samples"].items()}
-    on, off = res["inside_on_us"], res["inside_off_us"]
+    plain_on, plain_off, fig_on, fig_off = res["inside_us"]
     return {
         "plain.added_us": figure("`1+1` through POST /run, p50 with the extension minus without",
                                  (s["plain_on"] - s["plain_off"]) * 1e6, "µs"),
@@ -108,9 +120,10 @@ def figures(res: dict[str, Any]) -> Figures:
         "chart.on_p50_ms": figure("the chart with the extension, p50", s["chart_on"] * 1e3, "ms"),
         "chart.off_p50_ms": figure("the chart without, p50", s["chart_off"] * 1e3, "ms"),
         "inside.plain_added_us": figure("inside the kernel: the display formatter on 2, with "
-                                        "minus without", on[0] - off[0], "µs"),
-        "inside.chart_added_us": figure("inside the kernel: the display formatter on the figure, "
-                                        "with minus without", on[1] - off[1], "µs"),
+                                        "the extension minus without", plain_on - plain_off, "µs"),
+        "inside.chart_added_pct": figure("inside the kernel: the display formatter on the "
+                                         "figure, with over without", (fig_on / fig_off - 1) * 100,
+                                         "%"),
     }
 
 
@@ -123,10 +136,10 @@ def tables(res: dict[str, Any]) -> list[str]:
         on, off = res["samples"][key + "_on"], res["samples"][key + "_off"]
         lines.append("| %s | %.3f | %.3f | %.3f | %.3f |" % (
             name, pct(on, 50) * 1e3, pct(off, 50) * 1e3, pct(on, 90) * 1e3, pct(off, 90) * 1e3))
-    lines += ["", "inside the kernel, µs per display_formatter.format(): 2: %.1f with, %.1f "
-              "without; the figure: %.0f with, %.0f without"
-              % (res["inside_on_us"][0], res["inside_off_us"][0], res["inside_on_us"][1],
-                 res["inside_off_us"][1])]
+    plain_on, plain_off, fig_on, fig_off = res["inside_us"]
+    lines += ["", "inside one kernel, the extension loaded and unloaded in turn, µs per "
+              "display_formatter.format() (medians): 2: %.1f with, %.1f without; the figure: "
+              "%.0f with, %.0f without" % (plain_on, plain_off, fig_on, fig_off)]
     return lines
 
 
@@ -140,15 +153,11 @@ def main() -> None:
     a.binary = cli.check_binary(a.binary)
     cli.setup("kbdisp")
     env = machine.environment(a.binary, cli.ROOT)
-    on = Daemon(a.binary, None, NO_POOL, ephemeral=True)
+    d = Daemon(a.binary, None, NO_POOL, ephemeral=True)
     try:
-        off = Daemon(a.binary, None, NO_POOL + ("--no-display-ext",), ephemeral=True)
-        try:
-            res = measure(on, off, max(a.n, 2), a.warmup, a.seed)
-        finally:
-            off.stop()
+        res = measure(d, max(a.n, 2), a.warmup, a.seed)
     finally:
-        on.stop()
+        d.stop()
     print("\n".join(tables(res)))
     details = {k: ({n: summary(v) for n, v in res["samples"].items()} if k == "samples" else v)
                for k, v in res.items()}
