@@ -35,6 +35,7 @@ COMMANDS = {  # concept: (command, its --quick flags)
                              "--targets", "3"]),
     "edges": ("edges.py", ["--rounds", "2"]),
     "bash": ("bash.py", ["-n", "100"]),
+    "display": ("display.py", ["-n", "100"]),
     "fleet": ("fleet.py", ["--contexts", "30", "--dead-calls", "3"]),
     "fork": ("fork.py", ["-n", "5", "--sizes", "10,500"]),
 }

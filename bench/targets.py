@@ -144,6 +144,14 @@ BASH = (
            "`bash -c 'echo 1'` process's p50", "3, issue 20", "<=", 3.0, "x"),
 )
 
+DISPLAY = (
+    Target("display", "plain.added_us", "`1+1` through POST /run, p50 with the IPython "
+           "extension kernelbridge_display minus without, interleaved", "2, issue 36", "<=",
+           200, "µs"),
+    Target("display", "chart.added_pct", "a run showing a 1000-point line chart, p50 with the "
+           "extension over without, interleaved", "2, issue 36", "<=", 10, "%"),
+)
+
 FLEET = (
     Target("fleet", "place.min_per_sandbox", "30 contexts placed through the SDK on 3 sandboxes: "
            "the emptiest sandbox's count", "12", ">=", 8, "count"),
@@ -174,4 +182,4 @@ FORK = (
 )
 
 TARGETS = (LATENCY + OVERHEAD + POOL + OUTPUT + SCALE + E2B + JUPYTER + DURABILITY + LIMITS + EDGES
-           + BASH + FLEET + REGRESS + FORK)
+           + BASH + DISPLAY + FLEET + REGRESS + FORK)

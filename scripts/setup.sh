@@ -14,6 +14,8 @@ packages=(
   python3-ipykernel python3-jupyter-client python3-zmq python3-matplotlib xpython
   # what python/kernelbridge_display reads as data: DataFrames, saved images
   python3-pandas python3-pil
+  # %lprun (line_profiler's IPython magic): its report comes in IPython's pager
+  python3-line-profiler
   r-cran-irkernel octave python3-octave-kernel
   # the bash kernel (kernelspecs/bash, installed below) drives bash through
   # metakernel's REPLWrapper, on pexpect
@@ -116,3 +118,16 @@ rm -rf "$bash_kernel_dst"
 mkdir "$bash_kernel_dst"
 cp "$bash_kernel_src/kernel.json" "$bash_kernel_src/kernel.py" "$bash_kernel_dst/"
 chmod -R a+rX "$bash_kernel_dst"
+
+# The IPython extension that Python contexts load (python/kernelbridge_display:
+# charts and tables as data, docs/charts.md), where `cmake --install` puts it
+# and an installed daemon looks: /usr/local/share/kernelbridge/python,
+# world-readable for kernels run as other users. A daemon run from its build
+# tree loads the source tree's python/ instead.
+display_src="$(cd "$(dirname "$0")/.." && pwd)/python/kernelbridge_display"
+display_dst=/usr/local/share/kernelbridge/python/kernelbridge_display
+mkdir -p "$(dirname "$display_dst")"
+rm -rf "$display_dst"
+mkdir "$display_dst"
+cp "$display_src"/*.py "$display_dst/"
+chmod -R a+rX /usr/local/share/kernelbridge/python

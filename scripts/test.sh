@@ -71,7 +71,7 @@ ctest --test-dir build --output-on-failure -j"$jobs" || failed=1
 step "E2B's JavaScript SDK against --e2b-listen (tests/e2b-js)"
 if [ -d tests/e2b-js/node_modules/@e2b/code-interpreter ]; then
   KB_BINARY="$root/build/kernelbridge" timeout 600 node --test --test-force-exit tests/e2b-js/test_sdk.mjs \
-    || failed=1
+    tests/e2b-js/test_charts.mjs || failed=1
 else
   echo "tests/e2b-js/node_modules is missing: run scripts/setup.sh"; failed=1
 fi

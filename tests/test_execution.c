@@ -421,7 +421,7 @@ static void test_clear_output_wait(void)
     CHECK(iopub(exe, "clear_output", "{\"wait\": true}") == 1);
     CHECK(ev.count == 1 && ev.type[0] == KB_EVENT_CLEAR_OUTPUT);
     CHECK(ev.count == 1 && json_is(ev.data[0], "{\"wait\": true}"));
-    /* Neither an update nor an error is "the next output": still kept. */
+    /* An update is not "the next output" (an error is: below): still kept. */
     CHECK(iopub(exe, "update_display_data",
                 "{\"data\": {\"text/plain\": \"d2\"}, \"metadata\": {},"
                 " \"transient\": {\"display_id\": \"d\"}}")
@@ -459,6 +459,91 @@ static void test_clear_output_wait(void)
     kb_result_destroy(&result);
     kb_execution_destroy(&exe);
     events_reset(&ev);
+}
+
+/*  clear_output(wait=true), then an error: the error is the next output
+    (nbclient, JupyterLab), so what was waiting is cleared; a reply's error
+    alone is no output and clears nothing. */
+static void test_clear_then_error(void)
+{
+    events_t ev;
+    kb_execution_t *exe = new_run(&ev, 0, false);
+    CHECK(iopub(exe, "stream", "{\"name\": \"stdout\", \"text\": \"gone\\n\"}") == 1);
+    CHECK(iopub(exe, "display_data", "{\"data\": {\"text/plain\": \"d\"}, \"metadata\": {}}") == 1);
+    CHECK(iopub(exe, "clear_output", "{\"wait\": true}") == 1);
+    CHECK(iopub(exe, "error",
+                "{\"ename\": \"RuntimeError\", \"evalue\": \"\", \"traceback\": [\"tb\"]}")
+          == 1);
+    CHECK(iopub(exe, "stream", "{\"name\": \"stdout\", \"text\": \"after\"}") == 1);
+    kb_result_t *result = kb_execution_finish(exe, KB_REASON_EXITED, 1, NULL, NULL);
+    CHECK_STR(result->stdout_text, "after");
+    CHECK(result->outputs_len == 0);
+    CHECK(result->error && strcmp(result->error->name, "RuntimeError") == 0);
+    kb_result_destroy(&result);
+    kb_execution_destroy(&exe);
+    events_reset(&ev);
+
+    exe = new_run(&ev, 0, false);
+    CHECK(iopub(exe, "stream", "{\"name\": \"stdout\", \"text\": \"kept\"}") == 1);
+    CHECK(iopub(exe, "clear_output", "{\"wait\": true}") == 1);
+    CHECK(shell(exe, "{\"status\": \"error\", \"ename\": \"E\", \"evalue\": \"v\","
+                     " \"traceback\": []}")
+          == 1);
+    CHECK(idle(exe) == 1);
+    result = kb_execution_finish(exe, KB_REASON_EXITED, 1, NULL, NULL);
+    CHECK_STR(result->stdout_text, "kept");
+    CHECK(result->error && strcmp(result->error->name, "E") == 0);
+    kb_result_destroy(&result);
+    kb_execution_destroy(&exe);
+    events_reset(&ev);
+}
+
+/*  execute_reply's page payloads: results entries (not main) after the
+    run's others, whichever of reply and idle comes first; other payload
+    kinds are left out. */
+static void test_pages(void)
+{
+    static const char *reply
+        = "{\"status\": \"ok\", \"execution_count\": 1, \"payload\": ["
+          "{\"source\": \"page\", \"data\": {\"text/plain\": \"Signature: len(obj)\"},"
+          " \"start\": 0},"
+          "{\"source\": \"set_next_input\", \"text\": \"x = 1\", \"replace\": false},"
+          "{\"source\": \"ask_exit\", \"keepkernel\": false},"
+          "{\"source\": \"page\", \"data\": \"not a bundle\"},"
+          "{\"source\": \"page\", \"data\": {\"text/plain\": \"two\", \"text/html\": "
+          "\"<b>2</b>\"}}]}";
+    for (int reply_first = 0; reply_first < 2; reply_first++) {
+        events_t ev;
+        kb_execution_t *exe = new_run(&ev, 0, false);
+        CHECK(iopub(exe, "display_data", "{\"data\": {\"text/plain\": \"d\"}, \"metadata\": {}}")
+              == 1);
+        if (reply_first) {
+            CHECK(shell(exe, reply) == 1);
+            /* held until idle: an output still coming goes before the pages */
+            CHECK(iopub(exe, "stream", "{\"name\": \"stdout\", \"text\": \"late\"}") == 1);
+            CHECK(kb_execution_has_reply(exe) && !kb_execution_complete(exe));
+            CHECK(idle(exe) == 1);
+        } else {
+            CHECK(idle(exe) == 1);
+            CHECK(shell(exe, reply) == 1);
+        }
+        kb_result_t *result = kb_execution_finish(exe, KB_REASON_EXITED, 0, NULL, NULL);
+        CHECK(result->outputs_len == 3);
+        if (result->outputs_len == 3) {
+            CHECK(json_is(json_object_get(result->outputs[0].data, "text/plain"), "\"d\""));
+            CHECK(json_is(result->outputs[1].data, "{\"text/plain\": \"Signature: len(obj)\"}"));
+            CHECK(json_is(result->outputs[2].data,
+                          "{\"text/plain\": \"two\", \"text/html\": \"<b>2</b>\"}"));
+            CHECK(!result->outputs[1].is_main_result && !result->outputs[2].is_main_result);
+        }
+        int displays = 0;
+        for (size_t i = 0; i < ev.count; i++)
+            displays += ev.type[i] == KB_EVENT_DISPLAY;
+        CHECK(displays == 3);
+        kb_result_destroy(&result);
+        kb_execution_destroy(&exe);
+        events_reset(&ev);
+    }
 }
 
 #define TB_LINE "\x1b[0;31mValueError\x1b[0m: bad"
@@ -1088,6 +1173,8 @@ int main(void)
     RUN_TEST(test_update_display);
     RUN_TEST(test_clear_output_now);
     RUN_TEST(test_clear_output_wait);
+    RUN_TEST(test_clear_then_error);
+    RUN_TEST(test_pages);
     RUN_TEST(test_error_iopub);
     RUN_TEST(test_error_class_repr);
     RUN_TEST(test_error_reply_only);

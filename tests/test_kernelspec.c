@@ -421,11 +421,57 @@ static void test_quirks(void)
     };
     for (size_t i = 0; i < sizeof plain / sizeof *plain; i++) {
         spec = load_text(tmp, "plain", plain[i]);
-        quirks = spec ? kb_kernelspec_quirks(spec) : (kb_kernelspec_quirks_t){ "x", 1, true, true };
+        quirks = spec ? kb_kernelspec_quirks(spec)
+                      : (kb_kernelspec_quirks_t){ "x", 1, true, true, false };
         CHECK(quirks.transport == NULL && quirks.late_output == 0 && !quirks.no_color
               && !quirks.no_rlimit_data);
         kb_kernelspec_destroy(&spec);
     }
+
+    /* IPython's kernel, by what its argv runs; metadata may say otherwise */
+    const char *ipykernels[][2] = {
+        { "[\"python3\", \"-m\", \"ipykernel_launcher\", \"-f\", \"{connection_file}\"]", "" },
+        { "[\"/usr/bin/python3\", \"-m\", \"ipykernel\", \"-f\", \"x\"]", "" },
+        { "[\"python\", \"/opt/lib/ipykernel_launcher.py\", \"-f\", \"x\"]", "" },
+        { "[\"python3\", \"-m\", \"xeus_python\", \"-f\", \"x\"]", "no" },
+        { "[\"python3\", \"/k/my_ipykernel_launcher.py\"]", "no" },
+        { "[\"python3\", \"-m\", \"ipykernel_launcher\"]", "off" },
+    };
+    for (size_t i = 0; i < sizeof ipykernels / sizeof *ipykernels; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "{\"argv\": %s, \"display_name\": \"p\", \"language\": \"python\"%s}",
+                 ipykernels[i][0],
+                 strcmp(ipykernels[i][1], "off") == 0
+                     ? ", \"metadata\": {\"kernelbridge\": {\"ipykernel\": false}}"
+                     : "");
+        spec = load_text(tmp, "ipy", text);
+        CHECK(spec && kb_kernelspec_quirks(spec).ipykernel == (*ipykernels[i][1] == '\0'));
+        kb_kernelspec_destroy(&spec);
+    }
+
+    /* --ext on a copy's argv; a dir at the end of PYTHONPATH */
+    spec = load_text(tmp, "ext",
+                     "{\"argv\": [\"python3\", \"-m\", \"ipykernel_launcher\"],"
+                     " \"display_name\": \"p\", \"language\": \"python\"}");
+    kb_kernelspec_t *with = spec ? kb_kernelspec_with_arg(spec, "--ext=x") : NULL;
+    CHECK(with && with->argc == 4 && strcmp(with->argv[3], "--ext=x") == 0 && !with->argv[4]);
+    CHECK(spec && spec->argc == 3);
+    kb_kernelspec_destroy(&with);
+    kb_kernelspec_destroy(&spec);
+    char *const have[] = { "A=1", "PYTHONPATH=/u", NULL };
+    char *const empty[] = { "PYTHONPATH=", NULL };
+    char *const none[] = { "A=1", NULL };
+    char **paths = kb_kernelspec_env_add_path(have, "PYTHONPATH", "/d");
+    CHECK_STR(strv_get(paths, "PYTHONPATH"), "/u:/d");
+    CHECK_STR(strv_get(paths, "A"), "1");
+    kb_strv_free(paths);
+    paths = kb_kernelspec_env_add_path(empty, "PYTHONPATH", "/d");
+    CHECK_STR(strv_get(paths, "PYTHONPATH"), "/d");
+    kb_strv_free(paths);
+    paths = kb_kernelspec_env_add_path(none, "PYTHONPATH", "/d");
+    CHECK_STR(strv_get(paths, "PYTHONPATH"), "/d");
+    kb_strv_free(paths);
 
     /* kernel.json's metadata.kernelbridge says it, and wins */
     spec = load_text(
@@ -467,7 +513,8 @@ static void test_quirks(void)
                  ignored[i]);
         spec = load_text(tmp, "ignored", text);
         CHECK(spec != NULL);
-        quirks = spec ? kb_kernelspec_quirks(spec) : (kb_kernelspec_quirks_t){ "x", 1, true, true };
+        quirks = spec ? kb_kernelspec_quirks(spec)
+                      : (kb_kernelspec_quirks_t){ "x", 1, true, true, false };
         CHECK(quirks.transport == NULL && quirks.late_output == 0 && !quirks.no_color
               && !quirks.no_rlimit_data);
         kb_kernelspec_destroy(&spec);

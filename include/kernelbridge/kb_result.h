@@ -13,6 +13,12 @@
 extern "C" {
 #endif
 
+/*  The MIME types of the project's IPython extension (docs/charts.md): a
+    results entry whose data holds one (an object) also carries it as
+    `chart` / `table`; E2B's API returns them as `chart` / `data`. */
+#define KB_MIME_CHART "application/vnd.kernelbridge.chart+json"
+#define KB_MIME_TABLE "application/vnd.kernelbridge.table+json"
+
 /*  How a run ended (the process table of SPEC section 2). */
 typedef enum {
     KB_REASON_NONE = 0,        /* still running */

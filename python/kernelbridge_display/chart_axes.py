@@ -90,11 +90,14 @@ class Axis:
         """The major ticks inside the view, and their labels' texts."""
         low, high = sorted(self.axis.get_view_interval())
         ticks, labels = [], []
-        shown = self.axis.get_majorticklabels()
-        for tick, text in zip(self.axis.get_majorticklocs(), shown):
+        # the labels as a draw makes them (Axis._update_ticks formats the
+        # locator's ticks the same way), without updating every Tick artist
+        locs = list(self.axis.get_majorticklocs())
+        shown = self.axis.get_major_formatter().format_ticks(locs)
+        for tick, text in zip(locs, shown):
             if low - 1e-9 * abs(high - low) <= tick <= high + 1e-9 * abs(high - low):
                 ticks.append(self.value(tick))
-                labels.append(plain(text.get_text()))
+                labels.append(plain(text))
         return ticks, labels
 
     def describe(self, prefix):

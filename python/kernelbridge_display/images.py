@@ -1,4 +1,4 @@
-"""PIL images saved to a path are also displayed.
+"""PIL images saved to a path are also displayed, and shown ones displayed.
 
 Pillow's Image.save(fp) is wrapped, once PIL.Image is imported, so that an
 image saved to a file name (a str or an os.PathLike) is then shown with
@@ -7,6 +7,10 @@ IPython's display(), which sends its image/png; a save to a file object
 or Pillow itself makes. PIL is never imported for this: an
 import hook on sys.meta_path wraps Image.save when the kernel's code first
 imports PIL.Image, or at once if it is already imported.
+
+Image.show() is wrapped the same way: in a kernel there is no screen for
+Pillow's external viewer, so the image is displayed instead, as a notebook
+user means by showing it.
 """
 
 import functools
@@ -39,13 +43,31 @@ def _wrap_save(module):
     setattr(save_and_display, _MARK, True)
     setattr(save_and_display, "__wrapped_save__", save)
     image.save = save_and_display
+    _wrap_show(image)
+
+
+def _wrap_show(image):
+    show = getattr(image, "show", None)
+    if show is None or getattr(show, _MARK, False):
+        return
+
+    @functools.wraps(show)
+    def display_instead(self, *args, **kwargs):
+        from IPython.display import display
+
+        display(self)
+
+    setattr(display_instead, _MARK, True)
+    setattr(display_instead, "__wrapped_save__", show)
+    image.show = display_instead
 
 
 def _unwrap_save(module):
     image = getattr(module, "Image", None)
-    save = getattr(image, "save", None)
-    if save is not None and getattr(save, _MARK, False):
-        image.save = save.__wrapped_save__
+    for name in ("save", "show"):
+        method = getattr(image, name, None)
+        if method is not None and getattr(method, _MARK, False):
+            setattr(image, name, method.__wrapped_save__)
 
 
 class _Loader(importlib.abc.Loader):

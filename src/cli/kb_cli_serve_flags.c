@@ -136,6 +136,9 @@ static const flag_t flags[] = {
     { "kernel-uid-range", "A-B", "KB_KERNEL_UID_RANGE", PARSER(parse_uid_range),
       .help = "run each kernel as a uid of its own from A..B (gid the same number; the daemon "
               "must be root): contexts cannot read or signal each other either" },
+    { "no-display-ext", NULL, "KB_NO_DISPLAY_EXT", FLAG_SWITCH, FIELD(service.no_display_ext),
+      .help = "start Python contexts (ipykernel) without the IPython extension "
+              "kernelbridge_display: no charts and tables as data (docs/charts.md)" },
     { "sandbox-id", "ID", "KB_SANDBOX_ID", FLAG_STRING, FIELD(service.sandbox_id),
       .shown = "kept in the state dir", .help = "name of this daemon" },
     { "kernel", "LANG=KERNELSPEC", "KB_KERNELS", FLAG_LIST, FIELD(kernels),

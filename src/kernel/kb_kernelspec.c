@@ -288,6 +288,42 @@ fail:
     return NULL;
 }
 
+kb_kernelspec_t *kb_kernelspec_with_arg(const kb_kernelspec_t *self, const char *arg)
+{
+    assert(self && arg);
+    kb_kernelspec_t *copy = kb_kernelspec_dup(self);
+    char **argv = copy ? realloc(copy->argv, (copy->argc + 2) * sizeof *argv) : NULL;
+    if (!argv) {
+        kb_kernelspec_destroy(&copy);
+        return NULL;
+    }
+    copy->argv = argv;
+    if (!(argv[copy->argc] = strdup(arg))) {
+        kb_kernelspec_destroy(&copy);
+        return NULL;
+    }
+    argv[++copy->argc] = NULL;
+    return copy;
+}
+
+/*  IPython's kernel: `python -m ipykernel_launcher` (or `-m ipykernel`),
+    or a path to ipykernel_launcher.py. */
+static bool is_ipykernel(const kb_kernelspec_t *self)
+{
+    for (size_t i = 1; i < self->argc; i++) {
+        const char *arg = self->argv[i];
+        if (strcmp(self->argv[i - 1], "-m") == 0
+            && (strcmp(arg, "ipykernel_launcher") == 0 || strcmp(arg, "ipykernel") == 0))
+            return true;
+        size_t len = strlen(arg);
+        const char *script = "ipykernel_launcher.py";
+        if (len >= strlen(script) && strcmp(arg + len - strlen(script), script) == 0
+            && (len == strlen(script) || arg[len - strlen(script) - 1] == '/'))
+            return true;
+    }
+    return false;
+}
+
 /*  Deno's own kernel: `deno jupyter --kernel ...` */
 static bool is_deno_kernel(const kb_kernelspec_t *self)
 {
@@ -311,11 +347,8 @@ bool kb_kernelspec_forkable(const kb_kernelspec_t *self, const char **why)
         *why = "its kernelspec says metadata.kernelbridge.fork: false";
         return json_is_true(fork);
     }
-    for (size_t i = 1; i + 1 < self->argc; i++)
-        if (strcmp(self->argv[i], "-m") == 0
-            && (strcmp(self->argv[i + 1], "ipykernel_launcher") == 0
-                || strcmp(self->argv[i + 1], "ipykernel") == 0))
-            return true;
+    if (kb_kernelspec_quirks(self).ipykernel)
+        return true;
     *why = "only ipykernel's kernels can be forked (its argv does not run -m ipykernel_launcher)";
     return false;
 }
@@ -323,7 +356,7 @@ bool kb_kernelspec_forkable(const kb_kernelspec_t *self, const char **why)
 kb_kernelspec_quirks_t kb_kernelspec_quirks(const kb_kernelspec_t *self)
 {
     assert(self && self->argv && self->argc > 0);
-    kb_kernelspec_quirks_t quirks = { NULL, 0, false, false };
+    kb_kernelspec_quirks_t quirks = { NULL, 0, false, false, is_ipykernel(self) };
     if (is_deno_kernel(self)) {
         quirks.transport = "tcp";
         quirks.late_output = KB_DENO_LATE_OUTPUT;
@@ -347,5 +380,8 @@ kb_kernelspec_quirks_t kb_kernelspec_quirks(const kb_kernelspec_t *self)
     json_t *rlimit = json_object_get(given, "rlimit_data");
     if (json_is_boolean(rlimit))
         quirks.no_rlimit_data = !json_is_true(rlimit);
+    json_t *ipykernel = json_object_get(given, "ipykernel");
+    if (json_is_boolean(ipykernel))
+        quirks.ipykernel = json_is_true(ipykernel);
     return quirks;
 }

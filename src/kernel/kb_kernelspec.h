@@ -52,6 +52,11 @@ void kb_kernelspec_destroy(kb_kernelspec_t **self_p);
 /*  Deep copy, or NULL when out of memory. Caller owns the result. */
 kb_kernelspec_t *kb_kernelspec_dup(const kb_kernelspec_t *self);
 
+/*  A deep copy of self with arg appended to its argv (written as is: no
+    {name} in it is expanded later unless it was meant to be). NULL when
+    out of memory. Caller owns the result. */
+kb_kernelspec_t *kb_kernelspec_with_arg(const kb_kernelspec_t *self, const char *arg);
+
 /*  NULL when env is an object of environment variables (names non-empty
     without '=', values strings without NUL); else the problem, starting
     with what (e.g. "env"), in buf. */
@@ -87,6 +92,13 @@ char **kb_kernelspec_build_argv(const kb_kernelspec_t *self, const char *connect
 char **kb_kernelspec_build_env(const kb_kernelspec_t *self, char *const *base_env,
                                const char *const *drop_prefixes, const json_t *extra_env);
 
+/*  A copy of envp ("K=V" strings, NULL-terminated; borrowed) with dir
+    appended to the search path variable name (":" between entries; the
+    variable set to dir alone when envp has none or it is empty).
+    NULL-terminated; caller frees with kb_strv_free; NULL when out of
+    memory. */
+char **kb_kernelspec_env_add_path(char *const *envp, const char *name, const char *dir);
+
 /*  The environment variables every kernel is launched with unless its
     kernelspec env or the caller's extra_env set them: kernels have no
     terminal, so TERM is "dumb" (octave_kernel's readline, run on a pty,
@@ -113,12 +125,17 @@ char **kb_kernelspec_build_env(const kb_kernelspec_t *self, char *const *base_en
       start than it uses (Deno's V8 maps about 1.2 GiB of data for 200 MiB
       resident; the JVM and Julia do the same): the sampler alone enforces
       the limit. Member "rlimit_data": false (true: set it).
+    - ipykernel: the kernel is IPython's (argv runs `-m ipykernel_launcher`,
+      `-m ipykernel` or a path to ipykernel_launcher.py), which takes
+      IPython's options (`--ext=NAME` loads an extension at start). Member
+      "ipykernel": true | false.
     Members of another type or out of range are ignored. */
 typedef struct {
     const char *transport; /* static string or NULL */
     double late_output;
     bool no_color;
     bool no_rlimit_data;
+    bool ipykernel;
 } kb_kernelspec_quirks_t;
 
 /*  Seconds of late_output for Deno's kernel (2.x). In 5 to 15% of runs its

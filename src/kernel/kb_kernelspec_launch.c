@@ -269,3 +269,28 @@ fail:
     kb_strv_clear(&out);
     return NULL;
 }
+
+char **kb_kernelspec_env_add_path(char *const *envp, const char *name, const char *dir)
+{
+    assert(name && dir);
+    kb_strv_t out = KB_STRV_INIT;
+    size_t namelen = strlen(name);
+    bool found = false;
+    for (size_t i = 0; envp && envp[i]; i++) {
+        const char *entry = envp[i];
+        bool match = strncmp(entry, name, namelen) == 0 && entry[namelen] == '=';
+        const char *value = entry + namelen + 1;
+        char *copy = !match   ? strdup(entry)
+                     : *value ? kb_buf_sprintf("%s:%s", entry, dir)
+                              : kb_buf_sprintf("%s=%s", name, dir);
+        found = found || match;
+        if (kb_strv_push(&out, copy) != KB_BUF_OK)
+            goto fail;
+    }
+    if (!found && kb_strv_push(&out, kb_buf_sprintf("%s=%s", name, dir)) != KB_BUF_OK)
+        goto fail;
+    return kb_strv_take(&out);
+fail:
+    kb_strv_clear(&out);
+    return NULL;
+}

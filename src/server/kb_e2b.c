@@ -192,10 +192,48 @@ static const char *result_field(const char *mime)
         { "application/pdf", "pdf" },    { "text/latex", "latex" },
         { "application/json", "json" },  { "application/javascript", "javascript" },
         { "e2b/data", "data" },          { "e2b/chart", "chart" },
+        { KB_MIME_TABLE, "data" },       { KB_MIME_CHART, "chart" },
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (strcmp(mime, map[i][0]) == 0)
             return map[i][1];
+    return NULL;
+}
+
+/*  A chart as E2B's API gives it: the chart format (docs/charts.md) says
+    "" for a title or axis label that is not set, E2B's says null; a
+    superchart's charts alike. A new value, or NULL when out of memory. */
+static json_t *e2b_chart(json_t *chart)
+{
+    static const char *const nullable[] = { "title", "x_label", "y_label" };
+    json_t *copy = json_copy(chart);
+    if (!copy || !json_is_object(copy))
+        return copy;
+    for (size_t i = 0; i < sizeof nullable / sizeof nullable[0]; i++) {
+        json_t *text = json_object_get(copy, nullable[i]);
+        if (json_is_string(text) && json_string_length(text) == 0
+            && json_object_set_new(copy, nullable[i], json_null()) < 0)
+            goto fail;
+    }
+    const char *type = json_string_value(json_object_get(copy, "type"));
+    json_t *charts = json_object_get(copy, "elements");
+    if (!type || strcmp(type, "superchart") != 0 || !json_is_array(charts))
+        return copy;
+    json_t *mapped = json_array();
+    size_t i;
+    json_t *element;
+    json_array_foreach(charts, i, element)
+    {
+        if (!mapped || json_array_append_new(mapped, e2b_chart(element)) < 0) {
+            json_decref(mapped);
+            goto fail;
+        }
+    }
+    if (json_object_set_new(copy, "elements", mapped) < 0)
+        goto fail;
+    return copy;
+fail:
+    json_decref(copy);
     return NULL;
 }
 
@@ -219,6 +257,10 @@ static json_t *result_line(json_t *entry)
         const char *field = result_field(mime);
         if (!field) {
             json_object_set(extra, mime, value);
+            continue;
+        }
+        if (strcmp(field, "chart") == 0) {
+            json_object_set_new(line, field, e2b_chart(value));
             continue;
         }
         const char *text = json_string_value(value);

@@ -62,6 +62,28 @@ def test_saved_image_is_displayed_a_buffer_is_not(shell, tmp_path):
     assert all("PIL.Image.Image image mode=RGB size=8x4" in output.data["text/plain"] for output in captured.outputs)
 
 
+def test_shown_image_is_displayed_not_opened(shell):
+    from PIL import Image
+
+    image = Image.new("RGB", (3, 5), "blue")
+    with capture_output() as captured:
+        image.show()
+    assert len(captured.outputs) == 1
+    assert "size=3x5" in captured.outputs[0].data["text/plain"]
+
+
+def test_unloading_puts_pillow_back(shell):
+    from PIL import Image
+
+    shell.extension_manager.unload_extension("kernelbridge_display")
+    try:
+        assert not getattr(Image.Image.show, "_kernelbridge_display_wrapped", False)
+        assert not getattr(Image.Image.save, "_kernelbridge_display_wrapped", False)
+    finally:
+        shell.extension_manager.load_extension("kernelbridge_display")
+    assert getattr(Image.Image.show, "_kernelbridge_display_wrapped", False)
+
+
 def test_savefig_through_pillow_is_not_displayed_again(shell, tmp_path):
     from PIL import Image  # savefig's PNG and JPEG writer
 

@@ -237,3 +237,24 @@ def test_seed_context_and_earlier_api_signatures_unchanged():
         assert isinstance(getattr(kernelbridge.InterpreterContext, prop), property)
     bind = inspect.signature(AsyncInterpreterContext.bind).parameters
     assert list(bind)[1:] == ["runner", "closer"]
+
+
+def test_chart_and_table_as_optional_fields(kb):
+    """A figure's chart and a DataFrame's columns, from the daemon's IPython
+    extension, as InterpreterOutput.chart / .table; None elsewhere."""
+    figure = kb.run(
+        "import matplotlib\nmatplotlib.use('agg')\nimport matplotlib.pyplot as plt\n"
+        "fig, ax = plt.subplots()\nax.bar(['a', 'b'], [3, 5])\nax.set_title('T')\nfig"
+    )
+    assert figure.error is None, figure.error
+    chart = figure.results[0].chart
+    assert chart is not None and chart["type"] == "bar" and chart["title"] == "T"
+    assert [(e["label"], e["value"]) for e in chart["elements"]] == [("a", 3), ("b", 5)]
+    assert figure.results[0].table is None
+    frame = kb.run("import pandas as pd\npd.DataFrame({'n': [1, 2], 's': ['x', None]})")
+    assert frame.results[0].table == {"n": [1, 2], "s": ["x", None]}
+    assert frame.results[0].chart is None
+    plain = kb.run("1 + 1")
+    assert (plain.results[0].chart, plain.results[0].table, plain.results[0].text) == (None, None, "2")
+    fields = {f.name for f in dataclasses.fields(kernelbridge.InterpreterOutput)}
+    assert {"chart", "table"} <= fields

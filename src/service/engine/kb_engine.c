@@ -21,6 +21,7 @@
 #include "service/engine/kb_engine_dirs.h"
 #include "service/engine/kb_request.h"
 #include "service/fork/kb_checkpoints.h"
+#include "util/kb_alloc.h"
 #include "util/kb_clock.h"
 
 #define KB_ADOPT_DEADLINE_MS 3000 /* the whole adoption, however many kernels */
@@ -134,6 +135,30 @@ void kb_engine_kernel_opts(kb_engine_t *self, const kb_kernelspec_t *spec, kb_ke
     };
 }
 
+/*  IPython's kernels load the extension kernelbridge_display at start
+    (`--ext`, from display_dir put last on PYTHONPATH): a pool kernel has
+    it ready, and a fork inherits it. *spec_p and *envp_p are replaced by
+    the copies that say so (*owned: the spec to free). 0, or -1 when out
+    of memory. */
+static int s_with_display(kb_engine_t *self, const kb_kernelspec_t **spec_p, char ***envp_p,
+                          kb_kernelspec_t **owned)
+{
+    *owned = NULL;
+    if (!self->display_dir || !kb_kernelspec_quirks(*spec_p).ipykernel)
+        return 0;
+    char **envp = kb_kernelspec_env_add_path(*envp_p, "PYTHONPATH", self->display_dir);
+    *owned = kb_kernelspec_with_arg(*spec_p, "--ext=kernelbridge_display");
+    if (!envp || !*owned) {
+        kb_strv_free(envp);
+        kb_kernelspec_destroy(owned);
+        return -1;
+    }
+    kb_strv_free(*envp_p);
+    *envp_p = envp;
+    *spec_p = *owned;
+    return 0;
+}
+
 static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char *cwd,
                              const json_t *env, uint64_t data_limit,
                              const kb_kernel_callbacks_t *callbacks, void *arg, kb_error_t *err)
@@ -141,6 +166,12 @@ static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char
     kb_engine_t *self = impl;
     const char *drop[] = { "KB_", NULL };
     char **envp = kb_kernelspec_build_env(spec, environ, drop, env);
+    kb_kernelspec_t *with_display = NULL;
+    if (envp && s_with_display(self, &spec, &envp, &with_display) < 0) {
+        kb_strv_free(envp);
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+        return NULL;
+    }
     kb_kernel_opts_t opts;
     kb_engine_kernel_opts(self, spec, &opts);
     opts.cwd = cwd;
@@ -159,6 +190,7 @@ static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char
         kb_metrics_start_failed(self->metrics, spec->name);
         kb_error_set(err, KB_ERR_KERNEL_START_FAILED, "%s", problem.message);
     }
+    kb_kernelspec_destroy(&with_display); /* spec may be it */
     return kernel;
 }
 
@@ -408,6 +440,8 @@ static int s_open_dirs(kb_engine_t *self, const char *given, kb_error_t *err)
 static int s_make_tables(kb_engine_t *self, const kb_service_config_t *config, kb_error_t *err)
 {
     self->system_python = strdup(config->system_python ? config->system_python : KB_SYSTEM_PYTHON);
+    self->display_dir = kb_engine_display_dir(config);
+    self->python_dir = kb_xstrdup(kb_engine_python_dir(config));
     size_t maps = 0;
     while (config->kernel_map && config->kernel_map[maps])
         maps++;
@@ -621,6 +655,8 @@ void kb_engine_destroy(kb_engine_t **self_p)
     free(self->state_dir);
     free(self->sandbox_id);
     free(self->system_python);
+    free(self->display_dir);
+    free(self->python_dir);
     kb_strv_free(self->kernel_map);
     kb_metrics_destroy(&self->metrics); /* after every kernel: they report to it */
     free(self);

@@ -46,6 +46,8 @@ struct kb_engine {
     unsigned long kernel_serial;
     char **kernel_map;
     char *system_python;
+    char *display_dir; /* on Python contexts' PYTHONPATH for kernelbridge_display; NULL: off */
+    char *python_dir;  /* the kernel-side packages' (kb_engine_python_dir): forks use it */
     kb_loop_t *loop;
     bool stopping;
     double started_at;

@@ -1,19 +1,24 @@
 /*  kb_engine_dirs.c - the engine's settings and places, before it has
     any state: the configuration's defaults, the state dir (given, or a
-    fresh private one), the socket dir, the sandbox id, and whether
-    kernels of other uids can reach a dir. Touches no engine field: the
+    fresh private one), the socket dir, the sandbox id, whether kernels
+    of other uids can reach a dir, and where the kernel-side Python
+    packages are. Touches no engine field: the
     engine (kb_engine.c) stores what these return.
 */
 #include "service/engine/kb_engine_dirs.h"
 
 #include <czmq.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/kb_alloc.h"
+#include "util/kb_buf.h"
 #include "util/kb_clock.h"
 
 char *kb_engine_make_state_dir(const char *given, bool *own, kb_error_t *err)
@@ -124,4 +129,50 @@ char *kb_engine_make_ipc_dir(kb_error_t *err)
         return NULL;
     }
     return dir;
+}
+
+#ifndef KB_PYTHON_DIR
+#define KB_PYTHON_DIR "/usr/local/share/kernelbridge/python"
+#endif
+
+#if defined(KB_BUILD_DIR) && defined(KB_SOURCE_PYTHON_DIR)
+/*  True when the running executable lies under dir. */
+static bool s_running_from(const char *dir)
+{
+    char *exe = realpath("/proc/self/exe", NULL);
+    char *root = realpath(dir, NULL);
+    size_t len = root ? strlen(root) : 0;
+    bool inside = exe && root && strncmp(exe, root, len) == 0 && exe[len] == '/';
+    free(exe);
+    free(root);
+    return inside;
+}
+#endif
+
+const char *kb_engine_python_dir(const kb_service_config_t *config)
+{
+    const char *dir = config->python_dir ? config->python_dir : KB_PYTHON_DIR;
+#if defined(KB_BUILD_DIR) && defined(KB_SOURCE_PYTHON_DIR)
+    if (!config->python_dir && s_running_from(KB_BUILD_DIR))
+        dir = KB_SOURCE_PYTHON_DIR;
+#endif
+    return dir;
+}
+
+char *kb_engine_display_dir(const kb_service_config_t *config)
+{
+    if (config->no_display_ext)
+        return NULL;
+    const char *dir = kb_engine_python_dir(config);
+    char *init = kb_buf_sprintf("%s/kernelbridge_display/__init__.py", dir);
+    KB_NOT_NULL(init);
+    bool found = access(init, R_OK) == 0;
+    free(init);
+    if (!found) {
+        zsys_warning("no kernelbridge_display in %s: Python contexts show no charts and tables "
+                     "as data",
+                     dir);
+        return NULL;
+    }
+    return kb_xstrdup(dir);
 }

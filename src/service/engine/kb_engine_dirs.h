@@ -33,4 +33,17 @@ void kb_engine_default_config(kb_service_config_t *c);
     a state dir can be any length. NULL with err. Caller owns it. */
 char *kb_engine_make_ipc_dir(kb_error_t *err);
 
+/*  The dir of the kernel-side packages (python/: kernelbridge_display,
+    kernelbridge_fork): config->python_dir, else the installed dir, or the
+    source tree's python/ when the running executable lies in the build
+    tree. Borrowed (config's or static). */
+const char *kb_engine_python_dir(const kb_service_config_t *config);
+
+/*  The dir that Python contexts get on PYTHONPATH for the IPython
+    extension kernelbridge_display: NULL when config says no_display_ext,
+    else config->python_dir, else the installed dir, or the source tree's
+    python/ when the running executable lies in the build tree; NULL (with
+    a warning) when it holds no kernelbridge_display. Caller frees. */
+char *kb_engine_display_dir(const kb_service_config_t *config);
+
 #endif

@@ -21,21 +21,11 @@
 
 static const char *const s_expression = "__import__('kernelbridge_fork').last";
 
-const char *kb_fork_python_dir(void)
-{
-    const char *given = getenv("KB_PYTHON_DIR");
-    if (given && *given)
-        return given;
-    if (access(KB_SOURCE_PYTHON_DIR "/kernelbridge_fork/__init__.py", R_OK) == 0)
-        return KB_SOURCE_PYTHON_DIR;
-    return KB_INSTALL_DATADIR "/kernelbridge/python";
-}
-
 /*  The code of a request: the package's dir on sys.path (once), then
     kernelbridge_fork.<call>(<arg>), arg passed as JSON text. NULL: OOM. */
-static char *s_code(const char *call, const json_t *arg)
+static char *s_code(const char *python_dir, const char *call, const json_t *arg)
 {
-    json_t *dir = json_string(kb_fork_python_dir());
+    json_t *dir = json_string(python_dir);
     char *arg_text = json_dumps(arg, JSON_COMPACT | JSON_ENCODE_ANY);
     json_t *arg_string = arg_text ? json_string(arg_text) : NULL;
     char *dir_literal = dir ? json_dumps(dir, JSON_ENCODE_ANY) : NULL;
@@ -56,9 +46,10 @@ static char *s_code(const char *call, const json_t *arg)
 }
 
 /*  Send the request; msg_id (96 bytes) gets its id. 0 / -1. */
-int kb_fork_send(kb_kernel_t *kernel, const char *call, const json_t *arg, char *msg_id)
+int kb_fork_send(kb_engine_t *engine, kb_kernel_t *kernel, const char *call, const json_t *arg,
+                 char *msg_id)
 {
-    char *code = s_code(call, arg);
+    char *code = s_code(engine->python_dir, call, arg);
     json_t *content = code ? json_pack("{s:s, s:b, s:b, s:b, s:b, s:{s:s}}", "code", code, "silent",
                                        1, "store_history", 0, "allow_stdin", 0, "stop_on_error", 0,
                                        "user_expressions", "fork", s_expression)
@@ -339,10 +330,10 @@ static void s_make_context(kb_fork_job_t *job, size_t i, pid_t pid)
 static bool s_ask(kb_fork_job_t *job, kb_kernel_t *kernel)
 {
     kb_error_t err;
-    job->conns = calloc(job->count, sizeof *job->conns);
+    job->conns = kb_xcalloc(job->count, sizeof *job->conns);
     job->infos = json_array();
     kb_error_set(&err, KB_ERR_INTERNAL, "out of memory");
-    for (size_t i = 0; job->conns && job->infos && i < job->count; i++) {
+    for (size_t i = 0; job->infos && i < job->count; i++) {
         json_t *info = s_connection(job->engine, kernel, &job->conns[i], &err);
         if (!info)
             break;
@@ -354,7 +345,7 @@ static bool s_ask(kb_fork_job_t *job, kb_kernel_t *kernel)
         s_fail(job, err.code, "%s", err.message);
         return false;
     }
-    if (kb_fork_send(kernel, "fork_many", job->infos, job->msg_id) != 0) {
+    if (kb_fork_send(job->engine, kernel, "fork_many", job->infos, job->msg_id) != 0) {
         s_discard_conns(job);
         s_fail(job, KB_ERR_KERNEL_START_FAILED, "cannot send the fork request to the kernel");
         return false;
@@ -528,7 +519,7 @@ static bool s_cp_start(void *arg, kb_kernel_t *kernel)
         return false;
     }
     job->execution_count = kb_context_execution_count(job->ctx);
-    int rc = kb_fork_send(kernel, "freeze", path, job->msg_id);
+    int rc = kb_fork_send(job->engine, kernel, "freeze", path, job->msg_id);
     json_decref(path);
     if (rc != 0) {
         kb_call_fail(job->call, KB_ERR_KERNEL_START_FAILED,

@@ -46,9 +46,4 @@ void kb_fork_restore(kb_engine_t *engine, kb_context_t *ctx, const char *checkpo
 int kb_fork_rollback(kb_engine_t *engine, kb_context_t *ctx, const char *process_id,
                      kb_error_t *err);
 
-/*  The directory of the kernel-side packages (python/): $KB_PYTHON_DIR,
-    else the source tree's when it is there, else the installed one.
-    Static. */
-const char *kb_fork_python_dir(void);
-
 #endif

@@ -9,7 +9,8 @@
 
 /*  Send the kernel a request that calls kernelbridge_fork.<call>(arg);
     msg_id (96 bytes) gets its id. 0 / -1. */
-int kb_fork_send(kb_kernel_t *kernel, const char *call, const json_t *arg, char *msg_id);
+int kb_fork_send(kb_engine_t *engine, kb_kernel_t *kernel, const char *call, const json_t *arg,
+                 char *msg_id);
 
 /*  The reply to a request: the new process's pid, or 0 with err
     (UNSUPPORTED_OPTION: the kernel cannot fork; KERNEL_START_FAILED). */

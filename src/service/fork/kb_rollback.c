@@ -118,7 +118,7 @@ static bool s_rb_start(void *arg, kb_kernel_t *kernel)
     rb->execution_count = kb_context_execution_count(rb->ctx);
     if (kb_checkpoints_name(opts.runtime_dir, KB_ROLLBACK_PREFIX, &rb->id, &rb->path, NULL) != 0
         || !(path = json_string(rb->path))
-        || kb_fork_send(kernel, "freeze", path, rb->msg_id) != 0) {
+        || kb_fork_send(rb->engine, kernel, "freeze", path, rb->msg_id) != 0) {
         zsys_warning("context %s: no checkpoint for the rollback of %s: it runs without one",
                      rb->ctx_id, rb->process_id);
         json_decref(path);

@@ -34,6 +34,8 @@ struct kb_execution {
     bool error_seen;             /* any error, folded or set */
     bool drop_noticed;           /* the SYSTEM line about dropped output went out */
     kb_run_error_t *reply_error; /* from execute_reply, held until idle */
+    json_t *pages;               /* the MIME bundles of execute_reply's page payloads, held
+                                    until idle: they follow the run's other entries */
 };
 
 /*  Hand one event to the follower; takes ownership of data (NULL, when an
@@ -105,6 +107,7 @@ void kb_execution_destroy(kb_execution_t **self_p)
     free(self->msg_id);
     kb_result_destroy(&self->result);
     kb_run_error_destroy(&self->reply_error);
+    json_decref(self->pages);
     free(self);
     *self_p = NULL;
 }
@@ -411,6 +414,9 @@ static int fold_stream_raw(kb_execution_t *self, const kb_msg_t *msg)
     return 1;
 }
 
+static void keep_output(kb_execution_t *self, json_t *data, json_t *metadata,
+                        const char *display_id, bool is_main_result);
+
 /*  display_data and execute_result. */
 static int fold_output(kb_execution_t *self, json_t *content, bool is_main_result)
 {
@@ -426,26 +432,65 @@ static int fold_output(kb_execution_t *self, json_t *content, bool is_main_resul
         display_id = json_string_value(json_object_get(transient, "display_id"));
     if (is_main_result)
         take_execution_count(self, content);
+    keep_output(self, data, metadata, display_id, is_main_result);
+    return 1;
+}
 
+/*  Keep one output bundle (borrowed) within the caps, and emit it. */
+static void keep_output(kb_execution_t *self, json_t *data, json_t *metadata,
+                        const char *display_id, bool is_main_result)
+{
     apply_pending_clear(self);
     size_t bytes = bundle_bytes(data, metadata);
     kb_runlog_count_sent(self->log, KB_OUTPUT_DISPLAY, bytes);
     if (bytes > bundle_room(self, bytes)) {
         self->dropped_bytes += bytes;
         note_dropped(self);
-        return 1;
+        return;
     }
     /* The bundle is shared with the message, which the caller frees after
        this call: no copy of what may be megabytes of image. */
     kb_output_t *out = kb_result_append_output(self->result, json_incref(data),
                                                json_incref(metadata), display_id, is_main_result);
     if (!out)
-        return 1;
+        return;
     self->kept_bytes += bytes;
     if (self->log)
         kb_runlog_charge(self->log, bytes);
     emit(self, KB_EVENT_DISPLAY, kb_output_to_json(out));
-    return 1;
+}
+
+/*  The held-back page payloads become results entries (not main), after
+    every other entry of the run. */
+static void settle_pages(kb_execution_t *self)
+{
+    size_t i;
+    json_t *data;
+    json_array_foreach(self->pages, i, data) keep_output(self, data, NULL, NULL, false);
+    json_decref(self->pages);
+    self->pages = NULL;
+}
+
+/*  IPython's pager (`obj?`, `%psource`, `%prun`, `%page`, ...) answers in
+    execute_reply's payload, {source: "page", data: bundle, start}, not on
+    iopub: each page's bundle is held for settle_pages. The other kinds
+    (set_next_input, edit_magic, ask_exit) ask a frontend's editor or
+    window for something a run has not: they are left out
+    (docs/results.md). */
+static void hold_pages(kb_execution_t *self, json_t *content)
+{
+    size_t i;
+    json_t *payload;
+    json_array_foreach(json_object_get(content, "payload"), i, payload)
+    {
+        const char *source = json_string_value(json_object_get(payload, "source"));
+        json_t *data = json_object_get(payload, "data");
+        if (!source || strcmp(source, "page") != 0 || !json_is_object(data))
+            continue;
+        if (!self->pages)
+            KB_NOT_NULL(self->pages = json_array());
+        json_array_append(self->pages, data);
+    }
 }
 
 static int fold_update_display(kb_execution_t *self, json_t *content)
@@ -504,6 +549,9 @@ static int fold_error(kb_execution_t *self, json_t *content)
     kb_run_error_t *err = error_from_content(self, content);
     if (!err)
         return -1;
+    /* The error is the run's next output, as nbclient and JupyterLab take
+       it: a clear_output(wait=true) before it clears what it waited on. */
+    apply_pending_clear(self);
     /* The kernel's own word wins over what its reply may have said. */
     kb_run_error_destroy(&self->reply_error);
     self->iopub_error = true;
@@ -519,8 +567,10 @@ static int fold_status(kb_execution_t *self, json_t *content)
     if (strcmp(state, "idle") == 0) {
         self->has_idle = true;
         /* Iopub is ordered: after idle no iopub error of this run can come. */
-        if (self->has_reply)
+        if (self->has_reply) {
+            settle_pages(self);
             settle_reply_error(self);
+        }
     }
     return 1;
 }
@@ -587,6 +637,9 @@ int kb_execution_fold_shell(kb_execution_t *self, const kb_msg_t *msg)
     }
     self->has_reply = true;
     take_execution_count(self, content);
+    hold_pages(self, content);
+    if (self->has_idle)
+        settle_pages(self);
     if (err && !self->iopub_error) {
         kb_run_error_destroy(&self->reply_error);
         self->reply_error = err;
@@ -658,6 +711,7 @@ kb_result_t *kb_execution_finish(kb_execution_t *self, kb_reason_t reason, int e
 {
     assert(self);
     assert(self->result); /* finished only once */
+    settle_pages(self);
     settle_reply_error(self);
     if (self->dropped_bytes > 0) {
         char line[160];

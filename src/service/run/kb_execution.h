@@ -18,6 +18,11 @@
       come too (or until finish / set_error), because the iopub error of the
       same run may still be on its way on the other socket: the iopub error
       wins and only one ERROR event is emitted for it.
+    - The execute_reply's page payloads (IPython's pager) become results
+      entries, not main, held until idle (or finish) so that they follow
+      every other entry; other payload kinds are left out (docs/results.md).
+    - An iopub error is the next output for a clear_output(wait=true) before
+      it: what was waiting is cleared, as nbclient and JupyterLab do.
     - Iopub message types with no meaning for a result (comm_*, debug_event,
       ...) of this run count as folded (1) and change nothing.
     - Folding after kb_execution_finish returns 0 and changes nothing. */

@@ -252,6 +252,15 @@ static json_t *shortcut_text(json_t *data, const char *mime)
     return text ? text : json_null();
 }
 
+/*  entry[field] = data[mime] when the bundle has it as an object (charts
+    and tables are; anything else a kernel sent under that name is left in
+    data alone). 0, or -1 when out of memory. */
+static int s_set_data_field(json_t *entry, json_t *data, const char *field, const char *mime)
+{
+    json_t *value = json_object_get(data, mime);
+    return json_is_object(value) ? json_object_set(entry, field, value) : 0;
+}
+
 json_t *kb_output_to_json(const kb_output_t *out)
 {
     assert(out);
@@ -276,6 +285,8 @@ json_t *kb_output_to_json(const kb_output_t *out)
     rc |= json_object_set(entry, "metadata", metadata);
     if (out->display_id)
         rc |= json_object_set_new(entry, "display_id", string_or_null(out->display_id));
+    rc |= s_set_data_field(entry, data, "chart", KB_MIME_CHART);
+    rc |= s_set_data_field(entry, data, "table", KB_MIME_TABLE);
     if (rc)
         goto fail;
     json_decref(data);

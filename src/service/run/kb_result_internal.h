@@ -44,7 +44,8 @@ void kb_result_clear_outputs(kb_result_t *self);
 void kb_output_clear(kb_output_t *out);
 
 /*  One results entry {data, is_main_result, text, html, png, svg, json,
-    metadata, display_id (only when set)}. Shares nothing with out, so it may
+    metadata, display_id (only when set), chart and table (only when data
+    holds KB_MIME_CHART / KB_MIME_TABLE as an object)}. Shares nothing with out, so it may
     be handed to another thread. NULL when out of memory. Caller owns. */
 json_t *kb_output_to_json(const kb_output_t *out);
 

@@ -226,6 +226,11 @@ class InterpreterError:
         )
 
 
+#: The MIME types of the daemon's IPython extension (docs/charts.md).
+CHART_MIME = "application/vnd.kernelbridge.chart+json"
+TABLE_MIME = "application/vnd.kernelbridge.table+json"
+
+
 @dataclass(frozen=True)
 class InterpreterOutput:
     """One ``display_data`` or ``execute_result`` of a run.
@@ -233,7 +238,10 @@ class InterpreterOutput:
     ``data`` is the whole MIME bundle; ``text``/``html``/``png``/``svg``/``json``
     are shortcuts into it. ``is_main_result`` is true only for the
     ``execute_result``. ``metadata`` and ``display_id`` are passed on from the
-    kernel (``display_id`` is None when the kernel gave none).
+    kernel (``display_id`` is None when the kernel gave none). ``chart`` and
+    ``table`` are the chart a figure plots and a DataFrame's columns as
+    lists, when the kernel's formatters gave them (the daemon's IPython
+    extension in Python contexts; docs/charts.md), else None.
     """
 
     data: JsonObject
@@ -245,6 +253,8 @@ class InterpreterOutput:
     json: Optional[JsonValue] = None
     metadata: JsonObject = field(default_factory=dict)
     display_id: Optional[str] = None
+    chart: Optional[JsonObject] = None
+    table: Optional[JsonObject] = None
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> "InterpreterOutput":
@@ -261,6 +271,13 @@ class InterpreterOutput:
             return None if value is None else str(value)
 
         json_value = obj["json"] if obj.get("json") is not None else data.get("application/json")
+
+        def pick_object(key: str, mime: str) -> Optional[JsonObject]:
+            value = obj.get(key)
+            if value is None:
+                value = data.get(mime)
+            return dict(value) if isinstance(value, dict) else None
+
         return cls(
             data=data,
             is_main_result=bool(obj.get("is_main_result", False)),
@@ -271,6 +288,8 @@ class InterpreterOutput:
             json=json_value,
             metadata=dict(meta) if isinstance(meta, dict) else {},
             display_id=_opt_str(obj.get("display_id")),
+            chart=pick_object("chart", CHART_MIME),
+            table=pick_object("table", TABLE_MIME),
         )
 
     def displays(self) -> List[InterpreterDisplay]:
