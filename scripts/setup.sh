@@ -55,6 +55,9 @@ if command -v npm >/dev/null 2>&1; then
   # @jupyterlab/services, JupyterLab's client library, which tests/jupyterlab-js
   # drives the daemon's Jupyter API with (pinned in its package-lock.json)
   npm ci --prefix "$(cd "$(dirname "$0")/.." && pwd)/tests/jupyterlab-js" --no-audit --no-fund
+  # @modelcontextprotocol/sdk, MCP's TypeScript SDK, which tests/mcp-js
+  # drives /mcp and `kernelbridge mcp` with (pinned in its package-lock.json)
+  npm ci --prefix "$(cd "$(dirname "$0")/.." && pwd)/tests/mcp-js" --no-audit --no-fund
   # kubernetes-models (Kubernetes' OpenAPI schemas as validators) and yaml,
   # which tests/deploy checks deploy/k8s with (pinned in its package-lock.json)
   npm ci --prefix "$(cd "$(dirname "$0")/.." && pwd)/tests/deploy" --no-audit --no-fund

@@ -66,6 +66,14 @@ else
   echo "tests/jupyterlab-js/node_modules is missing: run scripts/setup.sh"; failed=1
 fi
 
+step "MCP's TypeScript SDK against /mcp and kernelbridge mcp (tests/mcp-js)"
+if [ -d tests/mcp-js/node_modules/@modelcontextprotocol/sdk ]; then
+  KB_BINARY="$root/build/kernelbridge" timeout 600 node --test --test-force-exit tests/mcp-js/test_*.mjs \
+    || failed=1
+else
+  echo "tests/mcp-js/node_modules is missing: run scripts/setup.sh"; failed=1
+fi
+
 step "Kubernetes manifests: schemas, issue 19's points, yamllint (tests/deploy)"
 if [ -d tests/deploy/node_modules/kubernetes-models ]; then
   timeout 300 node --test --test-force-exit tests/deploy/test_manifests.mjs || failed=1
@@ -76,7 +84,7 @@ fi
 step "Python tests (pytest: daemon integration and SDK)"
 export KB_BINARY="$root/build/kernelbridge"
 suites=()
-for dir in tests/structure tests/cli tests/integration tests/fork tests/extension sdk/python/tests; do
+for dir in tests/structure tests/cli tests/integration tests/fork tests/extension tests/mcp sdk/python/tests; do
   ls "$dir"/test_*.py >/dev/null 2>&1 && suites+=("$dir")
 done
 if [ "${#suites[@]}" -gt 0 ]; then

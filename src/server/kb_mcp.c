@@ -381,7 +381,9 @@ json_t *kb_mcp_parse(const char *data, size_t len, json_t **error)
 {
     *error = NULL;
     json_error_t jerr;
-    json_t *message = len ? json_loadb(data, len, JSON_DECODE_ANY, &jerr) : NULL;
+    /* NUL passes the parser so that a string holding one is refused by
+       name (kb_request.c), as -32602, not as malformed JSON. */
+    json_t *message = len ? json_loadb(data, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr) : NULL;
     if (!message) {
         char text[256];
         snprintf(text, sizeof text, "Parse error: %s", len ? jerr.text : "empty body");

@@ -352,8 +352,13 @@ static void route_mcp_post(kb_http_req_t *req)
     } else if (kb_mcp_wants_progress(message) && s_accepts_sse(req)) {
         s_call_streamed(req, &session, json_incref(message));
     } else {
+        /* A request that is no valid message is a 400; a valid one's
+           errors (no such method, bad params) come with a 200. */
         json_t *response = kb_mcp_handle(mcp, &session, message, NULL, NULL);
-        s_reply(req, MHD_HTTP_OK, response, initialize ? session : NULL);
+        json_t *code = json_object_get(json_object_get(response, "error"), "code");
+        bool invalid = json_integer_value(code) == KB_RPC_INVALID_REQUEST;
+        s_reply(req, invalid ? MHD_HTTP_BAD_REQUEST : MHD_HTTP_OK, response,
+                initialize ? session : NULL);
     }
 done:
     kb_mcp_session_release(mcp, &session);

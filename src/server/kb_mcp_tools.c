@@ -451,7 +451,9 @@ static json_t *s_list_kernelspecs(const kb_mcp_call_t *call, const json_t *args,
 }
 
 /*  The frames of logs (borrowed) cut to max_text bytes of data: the rest
-    is for the next call, from next_cursor. */
+    is for the next call, from next_cursor. A first frame over the bound
+    alone is cut itself, data_cut saying how many bytes were left out
+    (GET /processes/{id}/logs has them). */
 static void s_bound_frames(json_t *logs, size_t max_text)
 {
     json_t *frames = json_object_get(logs, "frames");
@@ -459,8 +461,17 @@ static void s_bound_frames(json_t *logs, size_t max_text)
     json_t *frame;
     json_array_foreach(frames, i, frame)
     {
-        used += strlen(json_string_value(json_object_get(frame, "data")) ?: "");
-        if (used > max_text && i > 0) {
+        const char *data = json_string_value(json_object_get(frame, "data"));
+        size_t len = data ? strlen(data) : 0;
+        used += len;
+        if (used > max_text && i == 0) {
+            size_t keep = max_text;
+            while (keep > 0 && ((unsigned char)data[keep] & 0xc0) == 0x80)
+                keep--;
+            json_object_set_new(frame, "data_cut", json_integer((json_int_t)(len - keep)));
+            json_object_set_new(frame, "data", json_stringn(data, keep));
+            used = keep;
+        } else if (used > max_text) {
             json_object_set(logs, "next_cursor", json_object_get(frame, "cursor"));
             json_object_set_new(logs, "eof", json_false());
             while (json_array_size(frames) > i)
