@@ -20,4 +20,8 @@ int kb_cli_contexts(int argc, char **argv);
 int kb_cli_ps(int argc, char **argv);
 int kb_cli_logs(int argc, char **argv);
 
+/*  kernelbridge mcp: MCP on stdin/stdout, the service in-process or a
+    daemon relayed (src/cli/kb_cli_mcp.c). */
+int kb_cli_mcp(int argc, char **argv);
+
 #endif

@@ -97,6 +97,14 @@ void kb_mcp_destroy(kb_mcp_t **self_p)
     *self_p = NULL;
 }
 
+unsigned kb_mcp_workers(kb_mcp_t *self)
+{
+    pthread_mutex_lock(&self->lock);
+    unsigned n = self->workers;
+    pthread_mutex_unlock(&self->lock);
+    return n;
+}
+
 void kb_mcp_worker_begin(kb_mcp_t *self)
 {
     pthread_mutex_lock(&self->lock);

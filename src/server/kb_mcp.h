@@ -112,6 +112,9 @@ bool kb_mcp_version_supported(const char *version);
     configuration names. */
 bool kb_mcp_origin_allowed(const kb_mcp_t *self, const char *origin);
 
+/*  Calls running on other threads now. */
+unsigned kb_mcp_workers(kb_mcp_t *self);
+
 /*  A call on another thread begins and ends (kb_mcp_destroy waits). */
 void kb_mcp_worker_begin(kb_mcp_t *self);
 void kb_mcp_worker_end(kb_mcp_t *self);
