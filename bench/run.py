@@ -36,6 +36,7 @@ COMMANDS = {  # concept: (command, its --quick flags)
     "edges": ("edges.py", ["--rounds", "2"]),
     "bash": ("bash.py", ["-n", "100"]),
     "fleet": ("fleet.py", ["--contexts", "30", "--dead-calls", "3"]),
+    "mcp": ("mcp.py", ["-n", "100", "--stdio-rounds", "2"]),
 }
 
 

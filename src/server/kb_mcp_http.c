@@ -200,6 +200,16 @@ static void s_render(kb_mcp_outbox_t *box)
     json_array_clear(box->queue);
 }
 
+/*  The server drains: a GET stream ends, so that it does not hold the
+    drain for its grace period (a call's stream goes on to its result). */
+static bool s_draining(kb_mcp_outbox_t *box)
+{
+    pthread_mutex_lock(&box->server->lock);
+    bool draining = box->server->draining;
+    pthread_mutex_unlock(&box->server->lock);
+    return draining;
+}
+
 /*  Wait for the next messages (a keep-alive comment after each idle
     period); -1 when the server stops or memory runs out. */
 static int s_fill(kb_mcp_outbox_t *box)
@@ -214,7 +224,7 @@ static int s_fill(kb_mcp_outbox_t *box)
             box->finished = box->done;
             break;
         }
-        if (box->stream && kb_mcp_session_ended(box->mcp, box->session)) {
+        if (box->stream && (kb_mcp_session_ended(box->mcp, box->session) || s_draining(box))) {
             box->finished = true;
             break;
         }

@@ -8,7 +8,7 @@ nothing crashes and no context is left half-made."""
 import threading
 import time
 
-from .mcplib import NEWEST
+from .mcplib import NEWEST, Daemon
 
 
 def rpc_error(reply, status, code, our=None, field=None):
@@ -205,3 +205,19 @@ def test_get_stream_lasts_until_the_session_ends(daemon):
 def test_nothing_crashed(daemon):
     r = daemon.request("GET", path="/health")
     assert r.status == 200 and r.json["status"] == "ok"
+
+
+def test_a_get_stream_does_not_hold_the_daemon_at_stop():
+    d = Daemon("--pool", "python=0")
+    try:
+        sid, _ = d.initialize()
+        reader = threading.Thread(target=lambda: d.request(
+            "GET", headers={"Mcp-Session-Id": sid, "Accept": "text/event-stream"}, timeout=30))
+        reader.start()
+        time.sleep(0.5)
+        started = time.monotonic()
+    finally:
+        d.stop()
+    reader.join(10)
+    assert not reader.is_alive()
+    assert time.monotonic() - started < 3.0  # the drain's grace is 5 s
