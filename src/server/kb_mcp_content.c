@@ -38,8 +38,12 @@ void kb_mcp_strip_ansi(char *text)
             while (*p && *p != '\a' && !(p[0] == '\x1b' && p[1] == '\\'))
                 p++;
             p += *p == '\a' ? 1 : *p ? 2 : 0;
-        } else if (*p) {
-            p++; /* a two-byte escape */
+        } else {
+            /* nF (intermediates, then a final byte) or a two-byte escape */
+            while (*p && (unsigned char)*p >= 0x20 && (unsigned char)*p <= 0x2f)
+                p++;
+            if (*p)
+                p++;
         }
     }
     *out = '\0';
@@ -79,6 +83,10 @@ static void s_add_text(json_t *content, const char *text, size_t *budget, bool *
         return;
     }
     char *bounded = s_bounded(text, budget, cut);
+    if (!*bounded) { /* all of it cut (or all of it escapes) */
+        free(bounded);
+        return;
+    }
     json_t *item = json_pack("{s:s, s:s}", "type", "text", "text", bounded);
     KB_NOT_NULL(item);
     json_array_append_new(content, item);
