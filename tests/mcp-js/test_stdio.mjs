@@ -42,8 +42,11 @@ describe('in-process (kernelbridge mcp)', () => {
 
   test('stdout carries messages alone; the process ends when stdin closes', async () => {
     const pid = c.transport.pid
+    const stderr = c.stderr
     await c.client.close()
     c = null
+    // builds with -DKB_SANITIZE=ON report memory errors and leaks on stderr
+    assert.ok(!/Sanitizer|runtime error:/.test(stderr.join('')), stderr.join(''))
     // gone: its kernels shut down and its fresh state dir removed
     await new Promise((r) => setTimeout(r, 200))
     assert.throws(() => process.kill(pid, 0))
@@ -60,6 +63,8 @@ describe('relayed to a daemon (kernelbridge mcp --url)', () => {
   after(async () => {
     try {
       if (c) await c.client.close()
+      await new Promise((r) => setTimeout(r, 300))
+      assert.ok(!/Sanitizer|runtime error:/.test(c.stderr.join('')), c.stderr.join(''))
     } finally {
       if (daemon) await daemon.stop()
     }

@@ -115,6 +115,9 @@ class Daemon:
                     self.proc.wait()
                     raise AssertionError("daemon did not stop on SIGTERM: " + self.log())
                 assert code == 0, "daemon exit status %d: %s" % (code, self.log())
+                # builds with -DKB_SANITIZE=ON report memory errors in the log
+                assert "Sanitizer" not in self.log() and "runtime error:" not in self.log(), \
+                    self.log()
         finally:
             self.stderr.close()
             shutil.rmtree(self.dir, ignore_errors=True)
