@@ -4,10 +4,11 @@ text, output past --mcp-max-text cut with a note naming get_process_logs,
 which gives the whole logs page by page; and a progress stream over SSE."""
 
 import json
+import socket
 
 import pytest
 
-from .mcplib import Daemon
+from .mcplib import TOKEN, Daemon
 
 MAX_TEXT = 4096
 
@@ -107,3 +108,30 @@ def test_progress_comes_as_an_sse_stream(small):
     r = d.post(body, session=sid, headers={"Accept": "application/json"})
     assert r.status == 200 and r.headers["content-type"] == "application/json", r
     assert r.json["result"]["structuredContent"]["logs"]["stdout"] == "a\nb\n"
+
+
+def test_a_client_that_goes_away_leaves_the_run_going(small):
+    d, sid = small
+    body = json.dumps({"jsonrpc": "2.0", "id": 11, "method": "tools/call",
+                       "params": {"name": "run_code", "_meta": {"progressToken": 1},
+                                  "arguments": {"code": "import time\nprint('start', flush=True)\n"
+                                                        "time.sleep(1.5)\nprint('went on')"}}})
+    request = ("POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+               "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+               "Mcp-Session-Id: %s\r\nContent-Length: %d\r\n\r\n%s"
+               % (TOKEN, sid, len(body), body)).encode()
+    with socket.create_connection(("127.0.0.1", d.port), timeout=30) as sock:
+        sock.sendall(request)
+        seen = b""
+        while b"start" not in seen:  # the run is on, and its progress came
+            chunk = sock.recv(65536)
+            assert chunk, seen
+            seen += chunk
+    # gone; the run's record finishes as any run's does
+    running = d.request("GET", path="/processes?state=running").json["processes"]
+    assert len(running) == 1, running
+    pid = running[0]["process_id"]
+    state = d.request("GET", path=f"/processes/{pid}/wait?timeout=30").json
+    assert state["state"] == "terminal" and state["reason"] == "exited", state
+    logs = d.call(sid, "get_process_logs", {"process_id": pid})["result"]["structuredContent"]
+    assert "".join(f["data"] for f in logs["frames"]) == "start\nwent on\n"
