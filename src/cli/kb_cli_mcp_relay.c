@@ -95,7 +95,7 @@ static int s_request(s_relay_t *r, const char *method, const char *body, size_t 
 /*  Read the answer's head: its status, Content-Type and Mcp-Session-Id.
     What came after the head stays in rest. -1 when there is none. */
 static int s_read_head(int fd, kb_buf_t *rest, int *status, char *type, size_t type_size,
-                       char *session, size_t session_size)
+                       char *session, size_t session_size, long long *length)
 {
     char chunk[4096];
     char *end = NULL;
@@ -119,6 +119,8 @@ static int s_read_head(int fd, kb_buf_t *rest, int *status, char *type, size_t t
             snprintf(type, type_size, "%.*s", (int)len, v);
         else if (strncasecmp(line + 2, "Mcp-Session-Id:", 15) == 0)
             snprintf(session, session_size, "%.*s", (int)len, v);
+        else if (strncasecmp(line + 2, "Content-Length:", 15) == 0)
+            *length = strtoll(v, NULL, 10);
     }
     size_t head = (size_t)(end - rest->data) + 4;
     memmove(rest->data, rest->data + head, rest->len - head);
@@ -147,16 +149,20 @@ static void s_write_events(kb_buf_t *buf)
 }
 
 /*  A refusal the daemon answered (400, 401, 404, 413...) as the JSON-RPC
-    error of the request id (borrowed; NULL for a notification: nothing). */
+    error of the request id (borrowed; NULL: what is no request, such as a
+    line that is not JSON, whose JSON-RPC error has a null id). */
 static void s_write_refusal(const json_t *id, int status, const kb_buf_t *body)
 {
-    if (!id)
-        return;
     json_t *answer = json_loads(body->len ? body->data : "", 0, NULL);
     json_t *error = json_object_get(answer, "error");
     if (json_is_object(error)) {
-        json_object_set(answer, "id", (json_t *)id);
+        if (id)
+            json_object_set(answer, "id", (json_t *)id);
         kb_cli_mcp_write(NULL, answer);
+        return;
+    }
+    if (!id) {
+        json_decref(answer);
         return;
     }
     const char *code = json_string_value(json_object_get(answer, "code"));
@@ -180,7 +186,11 @@ static void s_post(s_relay_t *r, const kb_buf_t *line, const json_t *id)
     kb_buf_t body = KB_BUF_INIT;
     char type[128] = "", session[KB_MCP_SESSION_ID_MAX + 1] = "";
     int status = 0;
-    if (fd < 0 || s_read_head(fd, &body, &status, type, sizeof type, session, sizeof session) < 0) {
+    long long length = -1; /* a refusal may come before the daemon read our body: it keeps
+                              the connection, so its length, not the close, ends it */
+    if (fd < 0
+        || s_read_head(fd, &body, &status, type, sizeof type, session, sizeof session, &length)
+               < 0) {
         fprintf(stderr, "kernelbridge mcp: the daemon at %s did not answer\n", r->daemon.url);
         if (id)
             kb_cli_mcp_write(NULL, kb_mcp_error(id, KB_RPC_INTERNAL_ERROR, KB_ERR_UNAVAILABLE, NULL,
@@ -189,7 +199,7 @@ static void s_post(s_relay_t *r, const kb_buf_t *line, const json_t *id)
     }
     bool sse = strncasecmp(type, "text/event-stream", 17) == 0;
     char chunk[65536];
-    for (;;) {
+    while (length < 0 || (long long)body.len < length) {
         if (sse)
             s_write_events(&body);
         ssize_t n = recv(fd, chunk, sizeof chunk, 0);
