@@ -161,6 +161,11 @@ FLEET = (
            "SandboxUnavailable, the slowest", "12", "<=", 2.0, "s"),
 )
 
+MCP = (
+    Target("mcp", "run.ratio_p50", "run_code `1+1` through POST /mcp, p50 ÷ POST /run's p50 on "
+           "the same context, interleaved", "14, issue 34", "<=", 1.10, "x"),
+)
+
 REGRESS = (
     Target("regress", "run.p50_ratio", "POST /run p50 against the build before a "
            "reorganisation, interleaved", "7, issue 31", "<=", 1.05, "x"),
@@ -182,4 +187,4 @@ FORK = (
 )
 
 TARGETS = (LATENCY + OVERHEAD + POOL + OUTPUT + SCALE + E2B + JUPYTER + DURABILITY + LIMITS + EDGES
-           + BASH + DISPLAY + FLEET + REGRESS + FORK)
+           + BASH + DISPLAY + FLEET + REGRESS + FORK + MCP)

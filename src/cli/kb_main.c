@@ -14,6 +14,7 @@ static void s_usage(FILE *out)
                  "  serve         run the HTTP daemon\n"
                  "  run           run code in a fresh kernel and print the result\n"
                  "  kernelspecs   list the installed Jupyter kernelspecs\n"
+                 "  mcp           speak MCP on stdin/stdout (for an AI agent's MCP client)\n"
                  "\n"
                  "commands that ask a running daemon (--url, default http://127.0.0.1:8899):\n"
                  "  contexts      list its contexts\n"
@@ -39,6 +40,8 @@ int main(int argc, char **argv)
         return kb_cli_run(argc - 1, argv + 1);
     if (strcmp(command, "kernelspecs") == 0)
         return kb_cli_kernelspecs(argc - 1, argv + 1);
+    if (strcmp(command, "mcp") == 0)
+        return kb_cli_mcp(argc - 1, argv + 1);
     if (strcmp(command, "contexts") == 0)
         return kb_cli_contexts(argc - 1, argv + 1);
     if (strcmp(command, "ps") == 0)

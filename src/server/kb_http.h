@@ -50,6 +50,7 @@ struct kb_server {
     atomic_ullong ws_malformed;           /* kernel websocket messages dropped as malformed */
     struct kb_jupyter_sessions *sessions; /* Jupyter's /api/sessions (native API only) */
     kb_conns_t *conns;                    /* who may hold a connection (kb_conns.h) */
+    struct kb_mcp *mcp;                   /* MCP at /mcp (kb_mcp.h; native API only) */
     double log_window;                    /* libmicrohttpd's log lines: this second's start, */
     unsigned log_lines;                   /* lines in it, */
     unsigned long long log_suppressed;    /* and lines left out since the last one (lock) */

@@ -9,7 +9,7 @@
 /* ---- Listeners ----------------------------------------------------------- */
 
 static const kb_route_table_t *const s_native[]
-    = { &kb_console_routes, &kb_jupyter_routes, &kb_native_routes, NULL };
+    = { &kb_console_routes, &kb_jupyter_routes, &kb_mcp_routes, &kb_native_routes, NULL };
 static const kb_route_table_t *const s_e2b[] = { &kb_e2b_routes, NULL };
 static const kb_route_table_t *const s_metrics[] = { &kb_metrics_routes, NULL };
 

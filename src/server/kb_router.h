@@ -45,15 +45,16 @@ typedef struct {
 } kb_route_table_t;
 
 /*  The tables of each front end (kb_routes.c, kb_jupyter.c, kb_console.c,
-    kb_e2b.c, kb_metrics_http.c). */
+    kb_e2b.c, kb_metrics_http.c, kb_mcp_http.c). */
 extern const kb_route_table_t kb_native_routes;
 extern const kb_route_table_t kb_jupyter_routes;
 extern const kb_route_table_t kb_console_routes;
 extern const kb_route_table_t kb_e2b_routes;
 extern const kb_route_table_t kb_metrics_routes;
+extern const kb_route_table_t kb_mcp_routes;
 
 /*  A listener's tables, in the order they are tried, NULL-terminated:
-    native (the console, Jupyter's API, the native API), E2B, metrics. */
+    native (the console, Jupyter's API, MCP, the native API), E2B, metrics. */
 const kb_route_table_t *const *kb_router_tables(kb_server_api_t api);
 
 /*  Route req (its method and path, borrowed) through tables: the first

@@ -6,6 +6,7 @@
 #include "server/kb_http.h"
 #include "util/kb_clock.h"
 #include "server/kb_jupyter.h"
+#include "server/kb_mcp.h"
 #include "server/kb_metrics_http.h"
 #include "server/kb_router.h"
 
@@ -420,6 +421,11 @@ kb_server_t *kb_server_new(kb_service_t *service, const kb_server_config_t *conf
         kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         return NULL;
     }
+    if (config->api == KB_API_NATIVE) {
+        kb_mcp_config_t mcp
+            = { .max_text = config->mcp_max_text, .allow_origins = config->mcp_allow_origins };
+        self->mcp = kb_mcp_new(service, &mcp);
+    }
     self->max_body = config->max_body ? config->max_body : KB_DEFAULT_MAX_BODY;
     self->sse_keepalive_ms
         = config->sse_keepalive_ms ? config->sse_keepalive_ms : KB_DEFAULT_SSE_KEEPALIVE_MS;
@@ -556,6 +562,7 @@ void kb_server_destroy(kb_server_t **self_p)
     pthread_mutex_destroy(&self->lock);
     explicit_bzero(self->token, sizeof self->token);
     kb_jupyter_sessions_destroy(&self->sessions);
+    kb_mcp_destroy(&self->mcp); /* after the stop: no request holds it */
     free(self);
     *self_p = NULL;
 }

@@ -57,6 +57,9 @@ typedef struct {
     unsigned sse_keepalive_ms;   /* comment line on idle streams; 0 = 15000 */
     kb_log_format_t log_format;  /* request log lines on stderr */
     kb_server_api_t api;         /* the routes served; errors are plain text for E2B */
+    const char *const *mcp_allow_origins; /* NULL-terminated Origins /mcp takes beyond
+                                             loopback ones ("*": any); borrowed */
+    size_t mcp_max_text;                  /* text of an MCP call's content; 0 = 1 MiB */
 } kb_server_config_t;
 
 /*  Check a configuration without starting anything: the host resolves, and

@@ -83,6 +83,25 @@ static const kb_field_t s_native_context[] = {
     { "fork_from", KB_FIELD_FORK_FROM },
 };
 
+/*  MCP's run_code and create_context (SPEC section 14): the native names,
+    fewer of them (strip_ansi is the MCP layer's, always on). */
+static const kb_field_t s_mcp_run[] = {
+    { "code", KB_FIELD_CODE },
+    { "language", KB_FIELD_LANGUAGE },
+    { "context_id", KB_FIELD_CONTEXT_ID },
+    { "timeout", KB_FIELD_TIMEOUT },
+    { "cwd", KB_FIELD_CWD },
+    { "env", KB_FIELD_ENV },
+};
+
+static const kb_field_t s_mcp_context[] = {
+    { "language", KB_FIELD_LANGUAGE },
+    { "kernel_name", KB_FIELD_KERNEL_NAME },
+    { "context_id", KB_FIELD_CONTEXT_ID },
+    { "cwd", KB_FIELD_CWD },
+    { "env", KB_FIELD_ENV },
+};
+
 static const kb_field_t s_e2b_run[] = {
     { "code", KB_FIELD_CODE },
     { "context_id", KB_FIELD_CONTEXT_ID },
@@ -102,11 +121,13 @@ static const kb_front_spec_t s_fronts[] = {
                           KB_COUNT(s_native_context), false, false, false, false, false },
     [KB_FRONT_E2B] = { s_e2b_run, KB_COUNT(s_e2b_run), s_e2b_context, KB_COUNT(s_e2b_context), true,
                        true, true, true, true },
+    [KB_FRONT_MCP] = { s_mcp_run, KB_COUNT(s_mcp_run), s_mcp_context, KB_COUNT(s_mcp_context),
+                       false, false, false, false, false },
 };
 
 static const kb_front_spec_t *s_front(kb_front_t front)
 {
-    assert(front == KB_FRONT_NATIVE || front == KB_FRONT_E2B);
+    assert(front == KB_FRONT_NATIVE || front == KB_FRONT_E2B || front == KB_FRONT_MCP);
     return &s_fronts[front];
 }
 
@@ -353,11 +374,17 @@ int kb_run_request_parse(kb_run_request_t *self, kb_front_t front, const char *d
                          kb_error_t *err)
 {
     assert(self);
+    memset(self, 0, sizeof *self);
+    json_t *body = kb_request_body(data, len, false, err);
+    return body ? kb_run_request_read(self, front, body, err) : -1;
+}
+
+int kb_run_request_read(kb_run_request_t *self, kb_front_t front, json_t *body, kb_error_t *err)
+{
+    assert(self && json_is_object(body));
     const kb_front_spec_t *spec = s_front(front);
     memset(self, 0, sizeof *self);
-    self->body = kb_request_body(data, len, false, err);
-    if (!self->body)
-        return -1;
+    self->body = body;
     kb_run_opts_t *opts = &self->opts;
     const char *language = NULL, *context_id = NULL;
     kb_field_dest_t dest = { .code = &opts->code,
@@ -406,11 +433,18 @@ int kb_context_request_parse(kb_context_request_t *self, kb_front_t front, const
                              size_t len, kb_error_t *err)
 {
     assert(self);
+    memset(self, 0, sizeof *self);
+    json_t *body = kb_request_body(data, len, s_front(front)->empty_context_body, err);
+    return body ? kb_context_request_read(self, front, body, err) : -1;
+}
+
+int kb_context_request_read(kb_context_request_t *self, kb_front_t front, json_t *body,
+                            kb_error_t *err)
+{
+    assert(self && json_is_object(body));
     const kb_front_spec_t *spec = s_front(front);
     memset(self, 0, sizeof *self);
-    self->body = kb_request_body(data, len, spec->empty_context_body, err);
-    if (!self->body)
-        return -1;
+    self->body = body;
     kb_context_opts_t *opts = &self->opts;
     const char *language = NULL;
     kb_field_dest_t dest = { .language = &language,

@@ -42,6 +42,7 @@ extern "C" {
 typedef enum {
     KB_FRONT_NATIVE, /* SPEC section 5; the names of kb_run_opts_t's fields */
     KB_FRONT_E2B,    /* E2B's code-interpreter server: code, context_id, language, env_vars */
+    KB_FRONT_MCP,    /* MCP's tools (SPEC 14): native names, run_code's and create_context's */
 } kb_front_t;
 
 /*  A run read from a body. opts borrows its strings from body and from
@@ -81,12 +82,21 @@ int kb_request_string(const json_t *body, const char *key, const char **out, kb_
 int kb_run_request_parse(kb_run_request_t *self, kb_front_t front, const char *data, size_t len,
                          kb_error_t *err);
 
+/*  The same from a JSON object already read (an MCP tool's arguments):
+    takes ownership of body, even when it fails. */
+int kb_run_request_read(kb_run_request_t *self, kb_front_t front, json_t *body, kb_error_t *err);
+
 /*  Read a context to create from a body with front's field names (E2B's:
     language and cwd only, an empty body allowed, an empty cwd is the
     daemon's), then check it with kb_context_opts_validate. 0, or -1 with
     err set and self holding nothing. Clear self after a success. */
 int kb_context_request_parse(kb_context_request_t *self, kb_front_t front, const char *data,
                              size_t len, kb_error_t *err);
+
+/*  The same from a JSON object already read; takes ownership of body,
+    even when it fails. */
+int kb_context_request_read(kb_context_request_t *self, kb_front_t front, json_t *body,
+                            kb_error_t *err);
 
 /*  Release what a parsed request holds. Safe on a zeroed or cleared one. */
 void kb_run_request_clear(kb_run_request_t *self);
