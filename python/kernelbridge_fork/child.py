@@ -187,11 +187,23 @@ def remove_bound_ipc(app):
                 pass
 
 
+def usable_cwd():
+    """A checkpoint can outlive its working directory (removed since it was
+    made): the new kernel then starts in HOME, or /, as IPython cannot
+    start where os.getcwd() fails."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        home = os.path.expanduser("~")
+        os.chdir(home if os.path.isdir(home) else "/")
+
+
 def run_kernel(old_app, old_kernel, shell, info, ready):
     """Become a kernel on `info`; call ready() once listening; return when
     the kernel shuts down."""
     release_inherited_fds()
     fresh_loop()
+    usable_cwd()
     app = new_app(old_app, old_kernel, info)
     try:
         app.initialize([])

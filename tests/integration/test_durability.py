@@ -427,3 +427,40 @@ def test_a_jupyter_kernel_survives_a_crash_with_its_id_limits_and_state(state_di
         d.ok("DELETE", "/api/kernels/" + kid, status=204)
     finally:
         d.close()
+
+
+def test_forks_and_checkpoints_survive_a_crash(state_dir):
+    """SPEC section 13: a fork keeps its forked_from, a checkpoint stays
+    frozen and restorable, after the daemon is SIGKILLed; a checkpoint of a
+    context that did not come back ends."""
+    d = start(state_dir)
+    try:
+        d.ok("POST", "/contexts", {"language": "python", "context_id": "p"}, status=201)
+        d.run("x = 1", context_id="p")
+        fork = d.ok("POST", "/contexts/p/fork", {"context_ids": ["f"]}, status=201)["contexts"][0]
+        cp = d.ok("POST", "/contexts/p/checkpoints", {}, status=201)
+        d.ok("POST", "/contexts", {"language": "python", "context_id": "gone"}, status=201)
+        lost = d.ok("POST", "/contexts/gone/checkpoints", {}, status=201)
+        d.run("x = 2", context_id="p")
+        gone_pid = d.ok("GET", "/contexts/gone")["pid"]
+    finally:
+        crash(d)
+    kill_group(gone_pid)  # its context cannot come back
+    sockets = lambda: sorted(n for n in os.listdir(state_dir / "kernels") if n.endswith(".sock"))
+    assert len(sockets()) == 2
+    d = start(state_dir)
+    try:
+        after = contexts_by_id(d)
+        assert set(after) == {"p", "f"}, after
+        assert after["f"]["forked_from"] == fork["forked_from"]
+        assert after["f"]["pid"] == fork["pid"]
+        listed = d.ok("GET", "/contexts/p/checkpoints")["checkpoints"]
+        assert [c["checkpoint_id"] for c in listed] == [cp["checkpoint_id"]]
+        assert lost["checkpoint_id"] not in d.get("/contexts/gone/checkpoints").body.decode()
+        assert wait_until(lambda: len(sockets()) == 1, 15), sockets()
+        ctx = d.ok("POST", "/contexts/p/restore", {"checkpoint_id": cp["checkpoint_id"]})
+        assert ctx["generation"] == 2
+        assert d.run("x", context_id="p")["results"][0]["text"] == "1"
+    finally:
+        d.close()
+    assert wait_until(lambda: sockets() == [], 15), sockets()

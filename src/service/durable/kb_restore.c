@@ -216,6 +216,7 @@ typedef struct {
     unsigned long long pid_start;
     double created_at, last_activity_at;
     long long memory_limit, pids_limit; /* from the row's extra */
+    json_t *extra;                      /* the row's extra, or NULL */
 } kb_kernel_row_t;
 
 static char *s_dup(const char *text)
@@ -235,6 +236,7 @@ static void s_row_free(kb_kernel_row_t **row_p)
     free(row->connection);
     free(row->connection_file);
     free(row->log_file);
+    json_decref(row->extra);
     free(row);
 }
 
@@ -268,7 +270,7 @@ static int s_on_context(const kb_db_context_t *row, void *arg)
     json_t *extra = row->extra ? json_loads(row->extra, 0, NULL) : NULL;
     copy->memory_limit = json_integer_value(json_object_get(extra, "memory_limit"));
     copy->pids_limit = json_integer_value(json_object_get(extra, "pids_limit"));
-    json_decref(extra);
+    copy->extra = extra;
     zlistx_add_end(arg, copy);
     return 0;
 }
@@ -382,7 +384,8 @@ static void s_adopt(kb_restore_t *self, const kb_kernel_row_t *row)
                                        .is_default = strcmp(row->kind, "default") == 0,
                                        .attached = strcmp(row->kind, "attached") == 0,
                                        .memory_limit = row->memory_limit,
-                                       .pids_limit = row->pids_limit };
+                                       .pids_limit = row->pids_limit,
+                                       .forked_from = json_object_get(row->extra, "forked_from") };
     kb_context_restored_t restored = { .execution_count = row->execution_count,
                                        .generation = row->generation,
                                        .created_at = row->created_at,
@@ -444,6 +447,8 @@ static void s_sweep(zhashx_t *contexts, const char *dir, bool sockets)
     while ((entry = readdir(d))) {
         if (entry->d_name[0] == '.')
             continue;
+        if (strncmp(entry->d_name, "cp-", 3) == 0)
+            continue; /* a checkpoint's socket: the engine's (kb_checkpoints_adopt) */
         char *path = zsys_sprintf("%s/%s", dir, entry->d_name);
         if (!path)
             break; /* out of memory: the rest stays, to be swept next time */
@@ -487,6 +492,18 @@ static int s_restore_kernels(kb_restore_t *self)
         return -1;
     }
     for (kb_kernel_row_t *row = zlistx_first(rows); row; row = zlistx_next(rows)) {
+        if (strcmp(row->kind, "checkpoint") == 0) {
+            /*  The engine takes it back once it knows which contexts came. */
+            json_t *found = json_pack(
+                "{s:s, s:O?, s:O?, s:I, s:I, s:I, s:f}", "id", row->id, "context_id",
+                json_object_get(row->extra, "context_id"), "path",
+                json_object_get(row->extra, "path"), "pid", (json_int_t)row->pid, "pid_start",
+                (json_int_t)row->pid_start, "execution_count", (json_int_t)row->execution_count,
+                "created_at", row->created_at);
+            if (!found || json_array_append_new(self->found->checkpoints, found) != 0)
+                zsys_error("out of memory: checkpoint %s is not taken back", row->id);
+            continue;
+        }
         bool lived = strcmp(row->kind, "context") == 0 || strcmp(row->kind, "default") == 0
                      || strcmp(row->kind, "attached") == 0;
         bool pooled = strcmp(row->kind, "pool") == 0;
@@ -572,8 +589,9 @@ void kb_restore_found_fini(kb_restore_found_t *found)
 {
     json_decref(found->generations);
     json_decref(found->vanished);
+    json_decref(found->checkpoints);
     zlistx_destroy(&found->contexts);
-    found->generations = found->vanished = NULL;
+    found->generations = found->vanished = found->checkpoints = NULL;
 }
 
 int kb_restore_run(kb_restore_t *self, const kb_restore_env_t *env, kb_restore_found_t *found,
@@ -581,8 +599,9 @@ int kb_restore_run(kb_restore_t *self, const kb_restore_env_t *env, kb_restore_f
 {
     found->generations = json_object();
     found->vanished = json_array();
+    found->checkpoints = json_array();
     found->contexts = zlistx_new();
-    if (!found->generations || !found->vanished || !found->contexts) {
+    if (!found->generations || !found->vanished || !found->contexts || !found->checkpoints) {
         kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         return -1;
     }

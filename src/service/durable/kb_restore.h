@@ -44,6 +44,8 @@ typedef struct {
     json_t *generations; /* default context id -> its last generation */
     json_t *vanished;    /* [[id, why], ...], in the order they vanished */
     zlistx_t *contexts;  /* kb_context_t * adopted, the engine's to keep */
+    json_t *checkpoints; /* [{id, context_id, path, pid, pid_start, execution_count,
+                            created_at}]: the recorded checkpoints, for the engine */
 } kb_restore_found_t;
 
 /*  Take the lock of state_dir, create its kernels dir, open state.db.

@@ -560,9 +560,12 @@ static int s_restore(kb_engine_t *self, kb_error_t *err)
     int rc = kb_restore_run(self->durable, &env, &found, err);
     if (rc == 0)
         s_apply_found(self, &found);
+    json_t *checkpoints = json_incref(found.checkpoints);
     kb_restore_found_fini(&found);
-    if (rc != 0)
+    if (rc != 0) {
+        json_decref(checkpoints);
         return -1;
+    }
     if (zhashx_size(self->contexts) > 0 || kb_pool_starting(self->pool) > 0) {
         kb_timer_t tick;
         kb_timer_init(&tick);
@@ -572,7 +575,18 @@ static int s_restore(kb_engine_t *self, kb_error_t *err)
         kb_timer_stop(&tick);
         kb_loop_flush(self->loop);
     }
-    return kb_restore_finish(self->durable, &env, self->contexts, self->ipc_dir, err);
+    rc = kb_restore_finish(self->durable, &env, self->contexts, self->ipc_dir, err);
+    /*  Checkpoints come back with their contexts (those adopted now). */
+    kb_checkpoints_set_persist(self->checkpoints, kb_restore_persist(self->durable));
+    size_t i;
+    json_t *row;
+    json_array_foreach(checkpoints, i, row)
+    {
+        const char *of = json_string_value(json_object_get(row, "context_id"));
+        kb_checkpoints_adopt(self->checkpoints, row, of && kb_engine_context_find(self, of));
+    }
+    json_decref(checkpoints);
+    return rc;
 }
 
 kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
@@ -719,8 +733,9 @@ void kb_engine_stop_begin(kb_engine_t *self)
         zlistx_add_end(self->gone, ctx);
     }
     zlistx_destroy(&all);
-    /*  Checkpoints are not recorded in state.db: they end with the daemon. */
-    kb_checkpoints_destroy(&self->checkpoints, true);
+    /*  Checkpoints end with the daemon, unless it keeps its kernels. */
+    kb_checkpoints_destroy(&self->checkpoints,
+                           !(self->config.keep_kernels && kb_restore_persist(self->durable)));
 }
 
 static void s_on_stop_tick(kb_timer_t *timer, void *arg)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "kernel/kb_launch.h"
+#include "service/durable/kb_persist.h"
 #include "kernel/kb_proctree.h"
 #include "util/kb_alloc.h"
 #include "util/kb_buf.h"
@@ -43,6 +44,7 @@ typedef struct {
 
 struct kb_checkpoints {
     kb_loop_t *loop;
+    kb_persist_t *persist; /* state.db's writer: checkpoints are recorded; or NULL */
     zlistx_t *items;    /* kb_checkpoint_t *, oldest first */
     zlistx_t *requests; /* kb_cp_request_t * in flight */
 };
@@ -68,6 +70,39 @@ static void s_end(kb_checkpoint_t *item)
         kill(item->pid, SIGTERM);
     if (item->path)
         unlink(item->path);
+}
+
+/*  Its row in state.db (kind "checkpoint"), so that a next daemon takes it
+    back; or the row deleted. */
+static void s_record(kb_checkpoints_t *self, const kb_checkpoint_t *item, bool present)
+{
+    if (!self->persist)
+        return;
+    if (!present) {
+        kb_persist_context_delete(self->persist, item->id);
+        return;
+    }
+    json_t *extra = json_pack("{s:s, s:s}", "context_id", item->context_id, "path", item->path);
+    char *text = extra ? json_dumps(extra, JSON_COMPACT) : NULL;
+    json_decref(extra);
+    kb_db_context_t row = { .id = item->id,
+                            .kind = "checkpoint",
+                            .extra = text,
+                            .pid = item->pid,
+                            .pid_start = item->pid_start,
+                            .execution_count = item->execution_count,
+                            .created_at = item->created_at,
+                            .last_activity_at = item->created_at };
+    if (text)
+        kb_persist_context_put(self->persist, &row);
+    free(text);
+}
+
+void kb_checkpoints_set_persist(kb_checkpoints_t *self, kb_persist_t *persist)
+{
+    self->persist = persist;
+    for (kb_checkpoint_t *item = zlistx_first(self->items); item; item = zlistx_next(self->items))
+        s_record(self, item, true);
 }
 
 static void s_free(kb_checkpoint_t *item)
@@ -102,8 +137,10 @@ void kb_checkpoints_destroy(kb_checkpoints_t **self_p, bool end)
         s_request_end(request, 0, "the service is stopping");
     kb_checkpoint_t *item;
     while (self->items && (item = zlistx_detach(self->items, NULL))) {
-        if (end)
+        if (end) {
             s_end(item);
+            s_record(self, item, false);
+        }
         s_free(item);
     }
     zlistx_destroy(&self->items);
@@ -134,10 +171,14 @@ int kb_checkpoints_name(const char *dir, const char *prefix, char **id, char **p
     return 0;
 }
 
-int kb_checkpoints_add(kb_checkpoints_t *self, const char *id, const char *context_id,
-                       const char *path, pid_t pid, long long execution_count, kb_error_t *err)
+/*  Record a frozen process (its start time recorded, or read now: 0). */
+static int s_insert(kb_checkpoints_t *self, const char *id, const char *context_id,
+                    const char *path, pid_t pid, unsigned long long recorded,
+                    long long execution_count, double created_at, kb_error_t *err)
 {
     unsigned long long start = kb_proc_start_time(pid);
+    if (recorded && start != recorded)
+        start = 0; /* another process now */
     kb_checkpoint_t *item = calloc(1, sizeof *item);
     if (item)
         *item = (kb_checkpoint_t){ .id = kb_xstrdup(id),
@@ -146,18 +187,46 @@ int kb_checkpoints_add(kb_checkpoints_t *self, const char *id, const char *conte
                                    .pid = pid,
                                    .pid_start = start,
                                    .execution_count = execution_count,
-                                   .created_at = kb_now() };
+                                   .created_at = created_at };
     if (!item || start == 0 || !zlistx_add_end(self->items, item)) {
         kb_error_set(err, start == 0 ? KB_ERR_KERNEL_START_FAILED : KB_ERR_INTERNAL,
                      start == 0 ? "the checkpoint's process %d is gone" : "out of memory",
                      (int)pid);
         if (item) {
             s_end(item);
+            s_record(self, item, false);
             s_free(item);
         }
         return -1;
     }
+    s_record(self, item, true);
     return 0;
+}
+
+int kb_checkpoints_add(kb_checkpoints_t *self, const char *id, const char *context_id,
+                       const char *path, pid_t pid, long long execution_count, kb_error_t *err)
+{
+    return s_insert(self, id, context_id, path, pid, 0, execution_count, kb_now(), err);
+}
+
+void kb_checkpoints_adopt(kb_checkpoints_t *self, const json_t *row, bool context_came)
+{
+    const char *id = json_string_value(json_object_get(row, "id"));
+    const char *context_id = json_string_value(json_object_get(row, "context_id"));
+    const char *path = json_string_value(json_object_get(row, "path"));
+    pid_t pid = (pid_t)json_integer_value(json_object_get(row, "pid"));
+    unsigned long long start = (unsigned long long)json_integer_value(json_object_get(row, "pid_start"));
+    kb_checkpoint_t gone = { .id = (char *)id, .path = (char *)path, .pid = pid, .pid_start = start };
+    if (!id || !context_id || !path || !start || !context_came
+        || s_insert(self, id, context_id, path, pid, start,
+                    json_integer_value(json_object_get(row, "execution_count")),
+                    json_number_value(json_object_get(row, "created_at")), NULL)
+               != 0) {
+        if (id && path && start) /* its context did not come back: it goes too */
+            s_end(&gone);
+        if (id)
+            s_record(self, &gone, false);
+    }
 }
 
 static kb_checkpoint_t *s_find(const kb_checkpoints_t *self, const char *context_id, const char *id)
@@ -229,6 +298,7 @@ static void s_remove(kb_checkpoints_t *self, kb_checkpoint_t *item)
     if (handle)
         zlistx_detach(self->items, handle);
     s_end(item);
+    s_record(self, item, false);
     s_free(item);
 }
 

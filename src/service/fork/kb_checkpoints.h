@@ -30,6 +30,18 @@ kb_checkpoints_t *kb_checkpoints_new(kb_loop_t *loop);
     Requests in flight are answered as failed first. Safe on NULL. */
 void kb_checkpoints_destroy(kb_checkpoints_t **self_p, bool end);
 
+/*  Record every checkpoint in state.db through persist from now on (rows
+    of kind "checkpoint": the context's id and the socket in extra), and
+    write the rows of those known already. */
+struct kb_persist;
+void kb_checkpoints_set_persist(kb_checkpoints_t *self, struct kb_persist *persist);
+
+/*  A checkpoint recorded by an earlier daemon (a row of
+    kb_restore_found_t's checkpoints): kept when its context came back and
+    its process is still the one recorded; else ended (when still that
+    process), its socket and row removed. */
+void kb_checkpoints_adopt(kb_checkpoints_t *self, const json_t *row, bool context_came);
+
 /*  A new checkpoint's id (prefix + 16 hex) and its socket path
     (<dir>/cp-<16 hex>.sock, which does not exist), both the caller's.
     0, or -1 with err (the path too long for a unix socket). The prefix

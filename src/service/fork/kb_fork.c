@@ -310,7 +310,8 @@ static void s_make_context(kb_fork_job_t *job, size_t i, pid_t pid)
                                    .env = job->env,
                                    .memory_limit = job->memory_limit,
                                    .pids_limit = job->pids_limit,
-                                   .forked_from = job->forked_from };
+                                   .forked_from = job->forked_from,
+                                   .fresh = true };
     kb_context_restored_t restored = { .execution_count = job->execution_count, .generation = 1 };
     kb_context_t *ctx
         = kb_context_adopt(&engine->context_env, job->spec, &opts, kernel, &restored, &err);

@@ -524,7 +524,7 @@ static kb_context_t *s_alloc(const kb_context_env_t *env, const kb_kernelspec_t 
     self->queue = zlistx_new();
     self->held = zlistx_new();
     self->forked_from = opts->forked_from ? json_deep_copy(opts->forked_from) : NULL;
-    self->fresh = opts->forked_from != NULL; /* a new process: its shell ran nothing */
+    self->fresh = opts->fresh;
     if (!self->spec || !self->id || !self->kernel_id[0] || !self->language || !self->queue
         || !self->held || kb_context_jobs_init(&self->jobs) != 0 || !self->start_dir
         || (opts->forked_from && !self->forked_from) || (opts->cwd && !self->cwd)

@@ -58,6 +58,7 @@ typedef struct {
     long long memory_limit, pids_limit; /* of the kernel's tree; 0: none */
     const json_t *forked_from;          /* a fork: {context_id, execution_count, generation}
                                            (copied); NULL: none */
+    bool fresh; /* adopted, but a new process (a fork made now): its shell ran nothing */
 } kb_context_opts_int_t;
 
 /*  What a context brings back from the state database. */

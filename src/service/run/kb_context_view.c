@@ -197,10 +197,11 @@ char *kb_context_row(const kb_context_t *self, kb_db_context_t *row)
     json_decref(names);
     kb_buf_putc(&strings, 0);
     size_t extra_at = strings.len;
-    bool limited = self->memory_limit || self->pids_limit;
+    bool limited = self->memory_limit || self->pids_limit || self->forked_from;
     if (limited) {
-        json_t *extra = json_pack("{s:I, s:I}", "memory_limit", (json_int_t)self->memory_limit,
-                                  "pids_limit", (json_int_t)self->pids_limit);
+        json_t *extra = json_pack("{s:I, s:I, s:O?}", "memory_limit",
+                                  (json_int_t)self->memory_limit, "pids_limit",
+                                  (json_int_t)self->pids_limit, "forked_from", self->forked_from);
         kb_buf_append_json(&strings, extra, JSON_COMPACT);
         json_decref(extra);
     }
