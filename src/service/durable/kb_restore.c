@@ -494,12 +494,12 @@ static int s_restore_kernels(kb_restore_t *self)
     for (kb_kernel_row_t *row = zlistx_first(rows); row; row = zlistx_next(rows)) {
         if (strcmp(row->kind, "checkpoint") == 0) {
             /*  The engine takes it back once it knows which contexts came. */
-            json_t *found = json_pack(
-                "{s:s, s:O?, s:O?, s:I, s:I, s:I, s:f}", "id", row->id, "context_id",
-                json_object_get(row->extra, "context_id"), "path",
-                json_object_get(row->extra, "path"), "pid", (json_int_t)row->pid, "pid_start",
-                (json_int_t)row->pid_start, "execution_count", (json_int_t)row->execution_count,
-                "created_at", row->created_at);
+            json_t *found
+                = json_pack("{s:s, s:O?, s:O?, s:I, s:I, s:I, s:f}", "id", row->id, "context_id",
+                            json_object_get(row->extra, "context_id"), "path",
+                            json_object_get(row->extra, "path"), "pid", (json_int_t)row->pid,
+                            "pid_start", (json_int_t)row->pid_start, "execution_count",
+                            (json_int_t)row->execution_count, "created_at", row->created_at);
             if (!found || json_array_append_new(self->found->checkpoints, found) != 0)
                 zsys_error("out of memory: checkpoint %s is not taken back", row->id);
             continue;
