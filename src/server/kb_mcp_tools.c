@@ -50,6 +50,11 @@ typedef struct {
     "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\"},"                         \
     "\"description\":\"environment variables (names to string values)\"}"
 
+#define S_ROLLBACK                                                                                 \
+    "\"rollback\":{\"type\":\"string\",\"enum\":[\"never\",\"on_error\"],\"description\":"         \
+    "\"on_error: a checkpoint is taken before the run and restored when the run fails (the "       \
+    "context keeps its state from before; rolled_back says so); never (default): nothing\"}"
+
 static const char s_run_in[]
     = "{\"type\":\"object\",\"properties\":{"
       "\"code\":" S_STR(
@@ -90,6 +95,7 @@ static const char s_run_in[]
                                                                                               " onl"
                                                                                               "y") ","
                                                                                                    "\"env\":" S_ENV
+                                                                                                   "," S_ROLLBACK
                                                                                                    "},\"required\":[\"code\"],\"additionalProperties\":false}";
 
 static const char s_run_out[]
@@ -102,7 +108,7 @@ static const char s_run_out[]
       "\"error\":{\"type\":[\"object\",\"null\"]},"
       "\"execution_count\":{\"type\":[\"integer\",\"null\"]},"
       "\"context\":{\"type\":[\"object\",\"null\"]},"
-      "\"truncated\":{\"type\":\"boolean\"}},"
+      "\"truncated\":{\"type\":\"boolean\"},\"rolled_back\":{\"type\":\"boolean\"}},"
       "\"required\":[\"process\",\"results\",\"logs\",\"error\"]}";
 
 static const char s_create_in[]
@@ -169,6 +175,27 @@ static const char s_logs_out[]
       "\"next_cursor\":{\"type\":\"integer\"},\"eof\":{\"type\":\"boolean\"}},"
       "\"required\":[\"frames\",\"next_cursor\",\"eof\"]}";
 
+static const char s_fork_in[]
+    = "{\"type\":\"object\",\"properties\":{\"context_id\":" S_CONTEXT_ID ","
+      "\"count\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":64,\"description\":"
+      "\"how many forks (default 1, or one per context_ids)\"},"
+      "\"context_ids\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"minItems\":1,"
+      "\"maxItems\":64,\"description\":\"the forks' ids (generated when absent)\"}},"
+      "\"required\":[\"context_id\"],\"additionalProperties\":false}";
+
+static const char s_checkpoint_out[]
+    = "{\"type\":\"object\",\"properties\":{\"checkpoint_id\":{\"type\":\"string\"},"
+      "\"context_id\":{\"type\":\"string\"},\"execution_count\":{\"type\":[\"integer\","
+      "\"null\"]},\"created_at\":{\"type\":\"string\"},\"memory_bytes\":{\"type\":"
+      "\"integer\"}},\"required\":[\"checkpoint_id\",\"context_id\"]}";
+
+#define S_CHECKPOINT_ID S_STR("a checkpoint of the context (checkpoint_context gives it)")
+
+static const char s_restore_in[]
+    = "{\"type\":\"object\",\"properties\":{\"context_id\":" S_CONTEXT_ID ","
+      "\"checkpoint_id\":" S_CHECKPOINT_ID "},\"required\":[\"context_id\",\"checkpoint_id\"],"
+      "\"additionalProperties\":false}";
+
 /* ---- Faults ---------------------------------------------------------------- */
 
 static json_t *s_fault(kb_mcp_fault_t *fault, int rpc, kb_code_t code, const char *field,
@@ -217,6 +244,8 @@ static bool s_type_fits(const char *type, const json_t *value)
         return json_is_boolean(value);
     if (strcmp(type, "object") == 0)
         return json_is_object(value);
+    if (strcmp(type, "array") == 0)
+        return json_is_array(value);
     return true;
 }
 
@@ -239,7 +268,7 @@ static int s_check_args(const json_t *schema, const json_t *args, kb_mcp_fault_t
         if (type && !json_is_null(value) && !s_type_fits(type, value)) {
             s_fault(fault, KB_RPC_INVALID_PARAMS, KB_ERR_BAD_REQUEST, key,
                     "Invalid params: argument %s must be %s %s", key,
-                    strcmp(type, "integer") == 0 || strcmp(type, "object") == 0 ? "an" : "a", type);
+                    strchr("aeiou", type[0]) ? "an" : "a", type);
             return -1;
         }
     }
@@ -502,6 +531,39 @@ static json_t *s_get_process_logs(const kb_mcp_call_t *call, const json_t *args,
     return s_structured(logs);
 }
 
+/* ---- Forks, checkpoints, restores (SPEC section 13) ------------------------ */
+
+static json_t *s_fork_context(const kb_mcp_call_t *call, const json_t *args, kb_error_t *err)
+{
+    json_t *given = s_given_args(args);
+    json_object_del(given, "context_id");
+    char *body = json_dumps(given, JSON_COMPACT); /* read as POST /contexts/{id}/fork's */
+    KB_NOT_NULL(body);
+    json_decref(given);
+    kb_fork_request_t request;
+    int rc = kb_fork_request_parse(&request, body, strlen(body), err);
+    free(body);
+    if (rc != 0)
+        return NULL;
+    json_t *forks = kb_service_context_fork(call->service, s_context_id(args), &request.opts, err);
+    kb_fork_request_clear(&request);
+    return forks ? s_structured(forks) : NULL;
+}
+
+static json_t *s_checkpoint_context(const kb_mcp_call_t *call, const json_t *args, kb_error_t *err)
+{
+    json_t *checkpoint = kb_service_checkpoint_create(call->service, s_context_id(args), err);
+    return checkpoint ? s_structured(checkpoint) : NULL;
+}
+
+static json_t *s_restore_context(const kb_mcp_call_t *call, const json_t *args, kb_error_t *err)
+{
+    const char *checkpoint_id = json_string_value(json_object_get(args, "checkpoint_id"));
+    json_t *context
+        = kb_service_context_restore(call->service, s_context_id(args), checkpoint_id, err);
+    return context ? s_structured(context) : NULL;
+}
+
 /* ---- The table ------------------------------------------------------------- */
 
 static const kb_mcp_tool_t s_tools[] = {
@@ -529,9 +591,18 @@ static const kb_mcp_tool_t s_tools[] = {
     { "get_process_logs", "Get a run's logs",
       "Read a run's full stdout/stderr log frames, page by page from a cursor.", s_logs_in,
       s_logs_out, true, false, s_get_process_logs },
-    /* fork_context, checkpoint_context and restore_context join here when
-       the fork issue lands: a row each, with a handler built on its
-       kb_service_* calls. */
+    { "fork_context", "Fork a context",
+      "Copy a python context: each fork is a new context holding the parent's variables, "
+      "imports and data at this point; the two then change independently.",
+      s_fork_in, s_list_out, false, false, s_fork_context },
+    { "checkpoint_context", "Checkpoint a context",
+      "Save a python context's state (variables, imports, data) as a checkpoint that "
+      "restore_context can put back.",
+      s_id_in, s_checkpoint_out, false, false, s_checkpoint_context },
+    { "restore_context", "Restore a context",
+      "Put a context back to one of its checkpoints (same context_id; the state since is lost; "
+      "the checkpoint stays).",
+      s_restore_in, S_CONTEXT, false, true, s_restore_context },
 };
 
 #define KB_MCP_TOOLS (sizeof s_tools / sizeof s_tools[0])

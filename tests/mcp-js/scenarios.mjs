@@ -8,7 +8,8 @@ import assert from 'node:assert/strict'
 import { test } from 'node:test'
 
 export const TOOLS = ['run_code', 'create_context', 'list_contexts', 'delete_context',
-  'restart_context', 'interrupt_context', 'list_kernelspecs', 'get_process_logs']
+  'restart_context', 'interrupt_context', 'list_kernelspecs', 'get_process_logs',
+  'fork_context', 'checkpoint_context', 'restore_context']
 
 const texts = (result) => result.content.filter((c) => c.type === 'text').map((c) => c.text)
 
@@ -25,7 +26,7 @@ export function scenarios(client) {
     }
     const run = tools.find((t) => t.name === 'run_code')
     assert.deepEqual(run.inputSchema.required, ['code'])
-    for (const field of ['code', 'language', 'context_id', 'timeout', 'cwd', 'env'])
+    for (const field of ['code', 'language', 'context_id', 'timeout', 'cwd', 'env', 'rollback'])
       assert.ok(field in run.inputSchema.properties, field)
   })
 

@@ -92,6 +92,7 @@ static const kb_field_t s_mcp_run[] = {
     { "timeout", KB_FIELD_TIMEOUT },
     { "cwd", KB_FIELD_CWD },
     { "env", KB_FIELD_ENV },
+    { "rollback", KB_FIELD_ROLLBACK },
 };
 
 static const kb_field_t s_mcp_context[] = {
