@@ -89,6 +89,9 @@ def test_every_output_type_in_a_fork(daemon):
     cid = fork(daemon, "p")["contexts"][0]["context_id"]
     r = daemon.run("plt.plot([1, 2, 3]); plt.show()", context_id=cid)
     assert r["error"] is None and any(o["png"] for o in r["results"]), r
+    # the display extension the parent's kernel loaded at start is the fork's too
+    charts = [o["chart"] for o in r["results"] if o.get("chart")]
+    assert charts and charts[0]["type"] == "line", r["results"]
     r = daemon.run("h = display('one', display_id=True)\nh.update('two')\n'main'",
                    context_id=cid)
     texts = [o["text"] for o in r["results"]]
@@ -145,6 +148,21 @@ def test_forks_of_forks_ten_deep(daemon):
         daemon.run("depth.append(%d)" % level, context_id="d%d" % level)
     assert text(daemon.run("depth", context_id="d10")) == str(list(range(11)))
     assert text(daemon.run("depth", context_id="d0")) == "[0]"
+
+
+def test_per_run_cwd_and_env_and_a_dead_parent(daemon, tmp_path):
+    parent = new_python(daemon, "p")
+    cid = fork(daemon, "p")["contexts"][0]["context_id"]
+    r = daemon.run("import os\nprint(os.getcwd(), os.environ.get('RUN_VAR'))", context_id=cid,
+                   cwd=str(tmp_path), env={"RUN_VAR": "v"})
+    assert r["logs"]["stdout"] == "%s v\n" % tmp_path, r
+    assert daemon.run("print(os.environ.get('RUN_VAR'))", context_id=cid)["logs"]["stdout"] \
+        == "None\n"
+    # a parent whose kernel died has vanished: nothing to fork
+    os.kill(parent["pid"], signal.SIGKILL)
+    assert wait_until(lambda: daemon.get("/contexts/p").status == 404, 15)
+    error_of(daemon.post("/contexts/p/fork", {}), 404, "SESSION_NOT_FOUND")
+    assert text(daemon.run("1 + 1", context_id=cid)) == "2"  # the fork lives on
 
 
 def test_named_forks_and_bad_requests(daemon):
