@@ -502,8 +502,10 @@ static void test_to_json(void)
     CHECK(json_array_size(list) >= 2);
     json_t *first = json_array_get(list, 0);
     /* Jupyter's kernelspec fields beside ours: argv, env and metadata as
-       kernel.json has them (null when absent), for /api/kernelspecs */
-    CHECK(json_object_size(first) == 8);
+       kernel.json has them (null when absent), for /api/kernelspecs; and
+       whether it can be forked (SPEC section 13: not an ipykernel) */
+    CHECK(json_object_size(first) == 9);
+    CHECK(json_is_false(json_object_get(first, "fork")));
     CHECK_STR(json_string_value(json_object_get(first, "name")), "ks-json");
     CHECK_STR(json_string_value(json_object_get(first, "display_name")), "JSON \"one\"");
     CHECK_STR(json_string_value(json_object_get(first, "language")), "Jl");
@@ -522,7 +524,7 @@ static void test_to_json(void)
     CHECK(json_is_true(json_object_get(metadata, "debugger")));
 
     json_t *plain = json_array_get(list, 1);
-    CHECK(json_object_size(plain) == 8);
+    CHECK(json_object_size(plain) == 9);
     CHECK_STR(json_string_value(json_object_get(plain, "name")), "ks-json-plain");
     CHECK_STR(json_string_value(json_object_get(plain, "interrupt_mode")), "signal");
     argv = json_object_get(plain, "argv");

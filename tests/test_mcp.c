@@ -147,11 +147,13 @@ static void test_tools(kb_mcp_t *mcp)
 {
     json_t *list = kb_mcp_tools_list();
     const char *names[]
-        = { "run_code",        "create_context",    "list_contexts",    "delete_context",
-            "restart_context", "interrupt_context", "list_kernelspecs", "get_process_logs" };
+        = { "run_code",        "create_context",     "list_contexts",    "delete_context",
+            "restart_context", "interrupt_context",  "list_kernelspecs", "get_process_logs",
+            "fork_context",    "checkpoint_context", "restore_context" };
+    size_t count = sizeof names / sizeof names[0];
     const json_t *tools = json_object_get(list, "tools");
-    CHECK(json_array_size(tools) == 8);
-    for (size_t i = 0; i < 8; i++) {
+    CHECK(json_array_size(tools) == count);
+    for (size_t i = 0; i < count && i < json_array_size(tools); i++) {
         const json_t *tool = json_array_get(tools, i);
         CHECK_STR(json_string_value(json_object_get(tool, "name")), names[i]);
         CHECK(json_is_object(json_object_get(tool, "inputSchema")));
