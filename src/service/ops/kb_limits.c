@@ -287,7 +287,7 @@ static void s_tick(kb_timer_t *timer, void *arg)
 
 void kb_watch_pause(kb_watch_t *self, bool paused)
 {
-    if (!self)
+    if (!self || self->paused == paused)
         return;
     self->paused = paused;
     self->over_since_ms = 0; /* a grace starts afresh */
