@@ -7,7 +7,7 @@ from .mcplib import Daemon
 
 
 @pytest.fixture(scope="module")
-def daemon():
+def mcp_daemon():
     d = Daemon("--pool", "python=0", "--max-body", "64K", "--mcp-allow-origin",
                "https://app.example")
     try:
@@ -17,9 +17,9 @@ def daemon():
 
 
 @pytest.fixture
-def session(daemon):
-    sid, _ = daemon.initialize()
+def session(mcp_daemon):
+    sid, _ = mcp_daemon.initialize()
     try:
         yield sid
     finally:
-        daemon.request("DELETE", headers={"Mcp-Session-Id": sid})
+        mcp_daemon.request("DELETE", headers={"Mcp-Session-Id": sid})
