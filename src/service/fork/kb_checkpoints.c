@@ -45,8 +45,8 @@ typedef struct {
 struct kb_checkpoints {
     kb_loop_t *loop;
     kb_persist_t *persist; /* state.db's writer: checkpoints are recorded; or NULL */
-    zlistx_t *items;    /* kb_checkpoint_t *, oldest first */
-    zlistx_t *requests; /* kb_cp_request_t * in flight */
+    zlistx_t *items;       /* kb_checkpoint_t *, oldest first */
+    zlistx_t *requests;    /* kb_cp_request_t * in flight */
 };
 
 kb_checkpoints_t *kb_checkpoints_new(kb_loop_t *loop)
@@ -215,8 +215,10 @@ void kb_checkpoints_adopt(kb_checkpoints_t *self, const json_t *row, bool contex
     const char *context_id = json_string_value(json_object_get(row, "context_id"));
     const char *path = json_string_value(json_object_get(row, "path"));
     pid_t pid = (pid_t)json_integer_value(json_object_get(row, "pid"));
-    unsigned long long start = (unsigned long long)json_integer_value(json_object_get(row, "pid_start"));
-    kb_checkpoint_t gone = { .id = (char *)id, .path = (char *)path, .pid = pid, .pid_start = start };
+    unsigned long long start
+        = (unsigned long long)json_integer_value(json_object_get(row, "pid_start"));
+    kb_checkpoint_t gone
+        = { .id = (char *)id, .path = (char *)path, .pid = pid, .pid_start = start };
     if (!id || !context_id || !path || !start || !context_came
         || s_insert(self, id, context_id, path, pid, start,
                     json_integer_value(json_object_get(row, "execution_count")),
