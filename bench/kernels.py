@@ -13,7 +13,7 @@ private state dir, no warm pool) and, over one kept-alive HTTP connection:
   1+1     POST /run {"code": "1+1"} on one context, N times after 3 warm-up
           runs: the whole round trip a client sees.
 
-Prints a Markdown table (median and 90th percentile) for the README. Deno's
+Prints a Markdown table (median and 90th percentile) for docs/concepts/kernels.md. Deno's
 kernelspec is the one scripts/setup.sh writes into .cache/deno/jupyter; its
 daemon runs with --transport tcp (Deno's kernel cannot use ipc endpoints).
 Every process started is stopped at the end.

@@ -8,7 +8,7 @@ packages=(
   build-essential cmake pkg-config clang clang-format libclang-rt-14-dev
   # tests/structure: which file defines each C function (the call graph)
   universal-ctags
-  # libraries (see README: dependencies)
+  # libraries (see docs/development.md: dependencies)
   libzmq3-dev libczmq-dev libjansson-dev libssl-dev libmicrohttpd-dev libsqlite3-dev libwslay-dev
   # kernels the tests drive, and their rich-output libraries
   python3-ipykernel python3-jupyter-client python3-zmq python3-matplotlib xpython
@@ -43,6 +43,8 @@ packages=(
   # makes its bookworm base from Debian's archive when no registry serves one;
   # the tests read the manifests with PyYAML
   podman buildah runc containernetworking-plugins catatonit debootstrap python3-yaml
+  # the documentation site (mkdocs.yml; `mkdocs build --strict` in scripts/test.sh)
+  mkdocs mkdocs-material
 )
 
 missing=()

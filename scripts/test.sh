@@ -107,10 +107,19 @@ else
   echo "tests/deploy/node_modules is missing: run scripts/setup.sh"; failed=1
 fi
 
+step "documentation site (mkdocs build --strict, into a temporary dir)"
+site_dir="$(mktemp -d)"
+if ! mkdocs build --strict --config-file mkdocs.yml --site-dir "$site_dir"; then
+  failed=1
+fi
+rm -rf "$site_dir"
+
 step "Python tests (pytest: daemon integration and SDK)"
 export KB_BINARY="$root/build/kernelbridge"
+# the browser tests renew the docs' screenshots of the console and the notebook
+export KB_SCREENSHOT_DIR="$root/docs/images"
 suites=()
-for dir in tests/structure tests/cli tests/integration tests/fork tests/extension tests/mcp sdk/python/tests; do
+for dir in tests/structure tests/docs tests/cli tests/integration tests/fork tests/extension tests/mcp sdk/python/tests; do
   ls "$dir"/test_*.py >/dev/null 2>&1 && suites+=("$dir")
 done
 if [ "${#suites[@]}" -gt 0 ]; then

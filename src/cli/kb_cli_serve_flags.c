@@ -1,8 +1,8 @@
 /*  kb_cli_serve_flags.c - the table of `kernelbridge serve`'s flags and what
     reads it: defaults, the KB_* environment, argv (getopt_long) and --help.
-    A flag is added here and nowhere else; README.md's table follows --help
-    (tests/cli/test_serve_flags.py). Not for what the daemon does with the
-    values (kb_cli_serve.c). */
+    A flag is added here and nowhere else; docs/reference/configuration.md
+    is what --flags-markdown prints (tests/cli/test_serve_flags.py). Not for
+    what the daemon does with the values (kb_cli_serve.c). */
 #include "cli/kb_cli_serve_flags.h"
 
 #include <assert.h>
@@ -347,17 +347,18 @@ static int check_kernel_map(char **kernels)
     message. */
 static int apply_argv(kb_serve_opts_t *o, int argc, char **argv, bool *given)
 {
-    struct option options[N_FLAGS + 2];
+    struct option options[N_FLAGS + 3];
     for (size_t i = 0; i < N_FLAGS; i++)
         options[i] = (struct option){ flags[i].name, flags[i].arg ? required_argument : no_argument,
                                       NULL, 256 + (int)i };
     options[N_FLAGS] = (struct option){ "help", no_argument, NULL, 'h' };
-    options[N_FLAGS + 1] = (struct option){ NULL, 0, NULL, 0 };
+    options[N_FLAGS + 1] = (struct option){ "flags-markdown", no_argument, NULL, 'M' };
+    options[N_FLAGS + 2] = (struct option){ NULL, 0, NULL, 0 };
     optind = 1;
     int opt;
     while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-        if (opt == 'h') {
-            kb_serve_flags_usage(stdout);
+        if (opt == 'h' || opt == 'M') {
+            (opt == 'h' ? kb_serve_flags_usage : kb_serve_flags_markdown)(stdout);
             return 1;
         }
         const flag_t *flag = opt >= 256 && opt < 256 + (int)N_FLAGS ? &flags[opt - 256] : NULL;
@@ -484,4 +485,68 @@ void kb_serve_flags_usage(FILE *out)
     for (size_t i = 0; i < N_FLAGS; i++)
         put_flag(out, &flags[i]);
     fputs(usage_tail, out);
+}
+
+/* ---- --flags-markdown: the configuration reference ------------------------- */
+
+static const char markdown_head[]
+    = "<!-- Generated from the daemon's flag table by `kernelbridge serve --flags-markdown`\n"
+      "     (src/cli/kb_cli_serve_flags.c); tests/cli/test_serve_flags.py checks this file\n"
+      "     equals that output. Change the table, then regenerate: do not edit here. -->\n"
+      "# Configuration\n"
+      "\n"
+      "Every flag of `kernelbridge serve`, with its environment variable and its\n"
+      "default, as the daemon's own flag table says (`kernelbridge serve --help`\n"
+      "prints the same table). Flags win over variables. A switch's variable says\n"
+      "`1` or `true`; a repeatable flag's variable holds a comma-separated list.\n"
+      "BYTES take a K, M or G suffix (powers of 1024); S is seconds. A default in\n"
+      "code style is a value the daemon applies; one in words is described.\n"
+      "\n"
+      "| Flag | Environment | Default | What it sets |\n"
+      "|---|---|---|---|\n";
+
+static const char markdown_tail[]
+    = "\n"
+      "Once listening, the daemon prints `listening on http://HOST:PORT` on stdout.\n"
+      "SIGTERM or SIGINT stop it: runs still going end as `sandbox_stopped`,\n"
+      "kernels are shut down, exit status 0. Exit status 2: bad usage or a refused\n"
+      "configuration; 1: failure to start.\n";
+
+/*  text in a table cell: | < > * escaped, so that it reads as written. */
+static void put_cell(FILE *out, const char *text)
+{
+    for (const char *p = text; *p; p++) {
+        if (*p == '|' || *p == '*' || *p == '_' || *p == '[' || *p == ']')
+            fputc('\\', out);
+        if (*p == '<')
+            fputs("&lt;", out);
+        else if (*p == '>')
+            fputs("&gt;", out);
+        else
+            fputc(*p, out);
+    }
+}
+
+void kb_serve_flags_markdown(FILE *out)
+{
+    fputs(markdown_head, out);
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        const flag_t *flag = &flags[i];
+        fprintf(out, "| `--%s`", flag->name);
+        if (flag->arg) {
+            fputc(' ', out);
+            put_cell(out, flag->arg);
+        }
+        fprintf(out, " | `%s%s` | ", flag->env, flag->type == FLAG_SWITCH ? "=1" : "");
+        if (flag->value)
+            fprintf(out, "`%s`", flag->value);
+        else if (flag->shown)
+            put_cell(out, flag->shown);
+        else
+            fputc('-', out);
+        fputs(" | ", out);
+        put_cell(out, flag->help);
+        fputs(" |\n", out);
+    }
+    fputs(markdown_tail, out);
 }

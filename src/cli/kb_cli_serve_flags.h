@@ -1,8 +1,8 @@
 /*  kb_cli_serve_flags.h - the daemon's flags, from one table: each flag's
     name, KB_* variable, type, target field, default and help. The table
     parses the environment and argv and prints --help, so the three cannot
-    disagree; README.md's flag table is compared with --help by
-    tests/cli/test_serve_flags.py. */
+    disagree; docs/reference/configuration.md is the table as
+    --flags-markdown prints it (tests/cli/test_serve_flags.py). */
 #ifndef KB_CLI_SERVE_FLAGS_H_INCLUDED
 #define KB_CLI_SERVE_FLAGS_H_INCLUDED
 
@@ -41,7 +41,8 @@ typedef struct {
 } kb_serve_opts_t;
 
 /*  Fill o from the table's defaults, then the KB_* environment, then argv
-    (flags win). 0 to serve; 1 when --help was printed on stdout; -1 after
+    (flags win). 0 to serve; 1 when --help (or the hidden --flags-markdown)
+    was printed on stdout; -1 after
     a message on stderr (bad usage). Clear o in every case. */
 int kb_serve_flags_parse(kb_serve_opts_t *o, int argc, char **argv);
 
@@ -50,5 +51,9 @@ void kb_serve_opts_clear(kb_serve_opts_t *o);
 
 /*  Print `kernelbridge serve --help`, generated from the table. */
 void kb_serve_flags_usage(FILE *out);
+
+/*  Print the configuration reference (docs/reference/configuration.md) in
+    Markdown, generated from the table: `kernelbridge serve --flags-markdown`. */
+void kb_serve_flags_markdown(FILE *out);
 
 #endif

@@ -39,9 +39,10 @@ def test_kernelspecs():
 
 
 def test_kernelspecs_setup_installed_are_found_from_a_plain_shell():
-    # The README's `kernelbridge serve`, from a login shell of root: no
-    # JUPYTER_PATH, no JUPYTER_DATA_DIR; every kernelspec scripts/setup.sh
-    # installs must be found (Deno's included), with an argv that runs.
+    # `kernelbridge serve` as docs/getting-started.md starts it, from a
+    # login shell of root: no JUPYTER_PATH, no JUPYTER_DATA_DIR; every
+    # kernelspec scripts/setup.sh installs must be found (Deno's included),
+    # with an argv that runs.
     import pwd
     home = pwd.getpwuid(os.getuid()).pw_dir
     plain = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",

@@ -29,7 +29,7 @@ def kb(*args, env=None, timeout=60):
 
 @pytest.fixture(scope="module")
 def daemon():
-    # as the README starts it, with a token: no JUPYTER_PATH
+    # as docs/getting-started.md starts it, with a token: no JUPYTER_PATH
     d = Daemon(env={"JUPYTER_PATH": ""}, token=TOKEN)
     yield d
     d.close()

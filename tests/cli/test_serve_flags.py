@@ -1,6 +1,8 @@
-"""`kernelbridge serve --help`, generated from the daemon's one table of
-flags, against README.md's flag table: every flag with the same variable
-and default in both, so that neither drifts from the code."""
+"""`kernelbridge serve --help` and docs/reference/configuration.md, both
+generated from the daemon's one table of flags: the page is exactly what
+`kernelbridge serve --flags-markdown` prints, and its table has every flag
+of --help with the same variable and default, so that neither drifts from
+the code."""
 import os
 import pathlib
 import re
@@ -8,6 +10,7 @@ import subprocess
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BINARY = os.environ.get("KB_BINARY", str(ROOT / "build" / "kernelbridge"))
+CONFIGURATION = ROOT / "docs" / "reference" / "configuration.md"
 ENTRY = re.compile(r"^--(?P<flag>[a-z0-9-]+)(?: (?P<arg>\S+))?\n(?P<help>.*)"
                    r"\[(?P<env>KB_[A-Z0-9_]+)(?P<switch>=1)?(?:, default (?P<default>.*))?\]$")
 
@@ -39,19 +42,34 @@ def help_flags():
     return flags
 
 
-def readme_flags():
-    """{flag: (arg, env, default)} from README.md's table of the daemon's flags."""
+def unescape(cell):
+    """A cell's text as read: Markdown escapes and entities undone."""
+    cell = re.sub(r"\\([|*_\[\]])", r"\1", cell)
+    return cell.replace("&lt;", "<").replace("&gt;", ">").replace("`", "").strip()
+
+
+def page_flags():
+    """{flag: (arg, env, default)} from the configuration page's table."""
     flags = {}
-    for line in (ROOT / "README.md").read_text().splitlines():
+    for line in CONFIGURATION.read_text().splitlines():
         if not line.startswith("| `--"):
             continue
-        cells = [c.strip().replace("\\|", "|")
-                 for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+        cells = [unescape(c) for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
         assert len(cells) == 4, line
-        flag, env, default = (c.replace("`", "").strip() for c in cells[:3])
+        flag, env, default = cells[:3]
         name, _, arg = flag[2:].partition(" ")
         flags[name] = (arg, env, "" if default == "-" else words(default))
     return flags
+
+
+def test_configuration_page_is_the_flag_tables_output():
+    out = subprocess.run([BINARY, "serve", "--flags-markdown"], capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("<!-- Generated"), out.stdout[:200]
+    assert CONFIGURATION.read_text() == out.stdout, (
+        "docs/reference/configuration.md is stale: regenerate it with "
+        "`kernelbridge serve --flags-markdown > docs/reference/configuration.md`")
 
 
 def test_help_lists_every_flag_with_its_variable():
@@ -63,22 +81,22 @@ def test_help_lists_every_flag_with_its_variable():
     assert len(envs) == len(set(envs)), envs
 
 
-def test_readme_table_matches_help():
-    in_help, in_readme = help_flags(), readme_flags()
-    assert sorted(in_readme) == sorted(in_help), (
-        "only in --help: %s; only in README: %s"
-        % (sorted(set(in_help) - set(in_readme)), sorted(set(in_readme) - set(in_help))))
+def test_configuration_table_matches_help():
+    in_help, in_page = help_flags(), page_flags()
+    assert sorted(in_page) == sorted(in_help), (
+        "only in --help: %s; only on the page: %s"
+        % (sorted(set(in_help) - set(in_page)), sorted(set(in_page) - set(in_help))))
     for name, (arg, env, default) in in_help.items():
-        assert in_readme[name] == (arg, env, default), (name, in_readme[name], in_help[name])
+        assert in_page[name] == (arg, env, default), (name, in_page[name], in_help[name])
 
 
 def test_defaults_in_code_are_values_the_flag_takes():
-    # README writes a default the daemon applies as a value in code style
+    # The page writes a default the daemon applies as a value in code style
     # (`16M`), a described one in words (none, off): each of the former
     # must parse as the flag's own value.
     values = {}
-    for line in (ROOT / "README.md").read_text().splitlines():
-        m = re.match(r"\| `--([a-z0-9-]+)[^|]*\| `[A-Z0-9_=]+` \| `([^`]+)` \|", line)
+    for line in CONFIGURATION.read_text().splitlines():
+        m = re.match(r"\| `--([a-z0-9-]+)`[^|]*(?:\\\|[^|]*)*\| `[A-Z0-9_=]+` \| `([^`]+)` \|", line)
         if m:
             values[m[1]] = m[2]
     assert {"listen", "pool", "max-body", "sse-keepalive"} <= set(values), values

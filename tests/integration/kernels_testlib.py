@@ -11,7 +11,7 @@ Kernelspecs the tests use, on the daemon's JUPYTER_PATH:
 - <repo>/.cache/deno/jupyter: Deno's kernelspec, written there by
   scripts/setup.sh (`deno jupyter --install`, from the deno package of npm),
   which also copies it to /usr/local/share/jupyter/kernels/deno for daemons
-  started with no JUPYTER_PATH (the README's);
+  started with no JUPYTER_PATH (as docs/getting-started.md starts it);
 - the system's: ipykernel (python3), xeus-python (xpython), IRkernel (ir),
   octave_kernel (octave), from Debian packages.
 Nothing is installed into the user's Jupyter directories.

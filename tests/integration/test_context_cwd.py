@@ -137,7 +137,7 @@ def free_ports(n):
 
 def test_attached_kernel_reports_the_daemons_directory(cold, workdir, tmp_path):
     # No pid: the daemon cannot see where that kernel is, and says where
-    # it would have started one (documented in the README).
+    # it would have started one (documented in docs/concepts/contexts.md).
     info = {"transport": "tcp", "ip": "127.0.0.1", "key": os.urandom(16).hex(),
             "signature_scheme": "hmac-sha256", "kernel_name": "python3"}
     for name, port in zip(("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"),

@@ -1,5 +1,5 @@
-"""Kernels that cannot reach the daemon's secrets (SPEC section 6, README
-"Threat model"): with --kernel-user every kernel runs as one unprivileged
+"""Kernels that cannot reach the daemon's secrets (SPEC section 6,
+docs/guides/security.md): with --kernel-user every kernel runs as one unprivileged
 user, with --kernel-uid-range each context's kernel has a uid of its own.
 
 Kernel code plays the attacker: it takes the token file's path from the
@@ -9,7 +9,7 @@ connection file (its key) and a file in its working dir, and signals the
 daemon and the other kernel. Each attempt is asserted one by one. With
 --kernel-uid-range none succeeds; with --kernel-user the daemon is out of
 reach but contexts share a uid and reach each other (asserted, so that the
-README's table is checked); in the default mode (same user as the daemon,
+threat model's table is checked); in the default mode (same user as the daemon,
 root here) nothing is protected but the token's absence from the
 daemon's command line and environment, which is asserted too.
 
