@@ -88,7 +88,9 @@ fi
 # and a copy in /usr/local/share/jupyter/kernels/deno, where Jupyter and the
 # daemon look with no JUPYTER_PATH (beside the Debian packages' kernels in
 # /usr/share/jupyter), so that `kernelbridge serve` as the README starts it
-# finds Deno too; its argv names the deno binary by absolute path.
+# finds Deno too. That copy's argv names a copy of the deno binary in
+# /usr/local/lib/kernelbridge (not the clone's .cache), so that the kernel
+# is still found once this clone is moved or removed.
 deno_version=2.9.6
 deno_dir="$(cd "$(dirname "$0")/.." && pwd)/.cache/deno"
 if command -v npm >/dev/null 2>&1; then
@@ -111,7 +113,20 @@ if command -v npm >/dev/null 2>&1; then
   mkdir -p "$system_kernels"
   rm -rf "$system_kernels/deno"
   cp -r "$deno_dir/jupyter/kernels/deno" "$system_kernels/deno"
-  chmod -R a+rX "$system_kernels/deno"
+  system_deno=/usr/local/lib/kernelbridge/deno-$deno_version/deno
+  mkdir -p "$(dirname "$system_deno")"
+  install -m 0755 "$(readlink -f "$deno_dir/bin/deno")" "$system_deno.new"
+  mv -f "$system_deno.new" "$system_deno"
+  /usr/bin/python3 - "$system_kernels/deno/kernel.json" "$system_deno" <<'PY'
+import json, sys
+path, exe = sys.argv[1], sys.argv[2]
+with open(path) as f:
+    spec = json.load(f)
+spec["argv"][0] = exe
+with open(path, "w") as f:
+    json.dump(spec, f, indent=2)
+PY
+  chmod -R a+rX "$system_kernels/deno" "$(dirname "$system_deno")"
 else
   echo "setup.sh: npm not found: install Node 20 for Deno's kernel" >&2
 fi
