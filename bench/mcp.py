@@ -19,6 +19,7 @@ the answer of the first run_code `1+1` (a kernel started on the way).
         [--binary PATH] [--results PATH] [--json FILE]
 """
 import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -27,11 +28,11 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kbbench import cli, machine  # noqa: E402
-from kbbench.daemon import NO_POOL, Daemon  # noqa: E402
+from kbbench import cli, machine, sidebyside  # noqa: E402
+from kbbench.daemon import Daemon  # noqa: E402
 from kbbench.httpclient import Http  # noqa: E402
 from kbbench.results import Figures, figure  # noqa: E402
-from kbbench.stats import pct, summary  # noqa: E402
+from kbbench.stats import pct  # noqa: E402
 
 VERSION = "2025-11-25"
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -84,18 +85,10 @@ def measure_http(d: Daemon, rounds: int, warmup: int) -> dict[str, Any]:
     context = d.ok("POST", "/contexts", {"language": "python"})
     context_id = context["context_id"]
     mcp, native = mcp_session(d.port), Http(d.port)
-    for i in range(warmup):
-        through_mcp(mcp, context_id, i + 1)
-        through_run(native, context_id)
-    mcp_s: list[float] = []
-    run_s: list[float] = []
-    for i in range(rounds):
-        if i % 2 == 0:
-            mcp_s.append(through_mcp(mcp, context_id, warmup + i + 1))
-            run_s.append(through_run(native, context_id))
-        else:
-            run_s.append(through_run(native, context_id))
-            mcp_s.append(through_mcp(mcp, context_id, warmup + i + 1))
+    rids = itertools.count(1)
+    mcp_s, run_s = sidebyside.interleaved(rounds, warmup,
+                                          lambda: through_mcp(mcp, context_id, next(rids)),
+                                          lambda: through_run(native, context_id))
     mcp.close()
     native.close()
     return {"rounds": rounds, "kernel_name": context["kernel_name"], "mcp_s": mcp_s,
@@ -169,19 +162,12 @@ def main() -> None:
     a.binary = cli.check_binary(a.binary)
     cli.setup("kbmcp")
     env = machine.environment(a.binary, cli.ROOT)
-    d = Daemon(a.binary, None, NO_POOL, ephemeral=True)
-    try:
-        res = measure_http(d, max(a.n, 2), a.warmup)
-    finally:
-        d.stop()
+    res = sidebyside.on_own_daemon(a.binary, lambda d: measure_http(d, max(a.n, 2), a.warmup))
     starts = [stdio_once(a.binary) for _ in range(max(a.stdio_rounds, 1))]
     res["stdio_init_s"] = [s[0] for s in starts]
     res["stdio_run_s"] = [s[1] for s in starts]
-    print("\n".join(tables(res)))
-    series = ("mcp_s", "run_s", "stdio_init_s", "stdio_run_s")
-    details = {k: (summary(v) if k in series else v) for k, v in res.items()}
-    cli.finish(a, "mcp", details, figures(res), env)
-
+    sidebyside.finish(a, "mcp", res, ("mcp_s", "run_s", "stdio_init_s", "stdio_run_s"),
+                      tables(res), figures(res), env)
 
 if __name__ == "__main__":
     main()

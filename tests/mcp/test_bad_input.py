@@ -184,8 +184,7 @@ def test_get_stream_lasts_until_the_session_ends(mcp_daemon):
 
     def read():
         got["reply"] = mcp_daemon.request("GET", headers={"Mcp-Session-Id": sid,
-                                                      "Accept": "text/event-stream",
-                                                      "Last-Event-ID": "3"}, timeout=30)
+                                                      "Accept": "text/event-stream"}, timeout=30)
 
     reader = threading.Thread(target=read)
     reader.start()

@@ -98,8 +98,9 @@ def test_progress_comes_as_an_sse_stream(small):
                                              "time.sleep(0.5)\nprint('b')"}}}
     r = d.post(body, session=sid)
     assert r.status == 200 and r.headers["content-type"] == "text/event-stream", r
-    events = [json.loads(line[6:]) for line in r.body.decode().splitlines()
-              if line.startswith("data: ")]
+    data = [line[6:] for line in r.body.decode().splitlines() if line.startswith("data: ")]
+    assert data[0] == ""  # 2025-11-25: the priming event (an id, no data) comes first
+    events = [json.loads(d) for d in data[1:]]
     progress = [e["params"] for e in events if e.get("method") == "notifications/progress"]
     assert [p["progressToken"] for p in progress] == ["p1"] * len(progress)
     assert "".join(p["message"] for p in progress) == "a\nb\n"
