@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""MCP against the native API on the same kernel (concept: mcp; issue 34).
+"""MCP against the native API on the same kernel (concept: mcp).
 
 Side by side, in interleaved rounds on the same machine (which goes first
 alternates), on one context of one daemon, each over its own kept-alive

@@ -1,4 +1,4 @@
-"""/mcp through raw HTTP (SPEC section 14, issue 34's point 5): malformed
+"""/mcp through raw HTTP (SPEC section 14): malformed
 JSON, invalid requests and batches, unknown methods and tools, wrong
 arguments, calls before initialize, unknown or ended sessions, a wrong
 protocol version, an oversized body, a foreign Origin, no token. Each
