@@ -17,7 +17,6 @@ must not cost much more than a process).
 The daemon is started here (--ephemeral, no pool) with the repository's
 kernelspecs/ on JUPYTER_PATH, so that its bash kernel is the one measured.
 """
-import argparse
 import os
 import shutil
 import subprocess
@@ -76,20 +75,14 @@ def figures(res: dict[str, Any]) -> Figures:
 def tables(res: dict[str, Any]) -> list[str]:
     lines = ["bash `echo 1`: %d interleaved rounds, kernel %s, load average %s"
              % (res["rounds"], res["kernel_name"], " ".join("%.2f" % x for x in res["loadavg"])),
-             "", "| | p50 ms | p90 ms |", "|---|---:|---:|"]
-    for name, xs in (("(a) POST /run on a bash context, kept-alive HTTP", res["daemon_s"]),
-                     ("(b) fresh `bash -c 'echo 1'` (subprocess.run)", res["process_s"])):
-        lines.append("| %s | %.3f | %.3f |" % (name, pct(xs, 50) * 1e3, pct(xs, 90) * 1e3))
-    return lines
+             ""]
+    return lines + sidebyside.p50_p90_rows((
+        ("(a) POST /run on a bash context, kept-alive HTTP", res["daemon_s"]),
+        ("(b) fresh `bash -c 'echo 1'` (subprocess.run)", res["process_s"])))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-n", type=int, default=500, help="rounds (default 500)")
-    ap.add_argument("--warmup", type=int, default=20, help="rounds not counted (default 20)")
-    cli.add_common(ap, seed=False)
-    a = ap.parse_args()
+    a = sidebyside.rounds_parser(__doc__).parse_args()
     a.binary = cli.check_binary(a.binary)
     tmp = cli.setup("kbsh")
     env = machine.environment(a.binary, cli.ROOT)

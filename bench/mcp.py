@@ -18,7 +18,6 @@ the answer of the first run_code `1+1` (a kernel started on the way).
     /usr/bin/python3 bench/mcp.py [-n 500] [--warmup 20] [--stdio-rounds 5]
         [--binary PATH] [--results PATH] [--json FILE]
 """
-import argparse
 import itertools
 import json
 import os
@@ -141,23 +140,17 @@ def figures(res: dict[str, Any]) -> Figures:
 def tables(res: dict[str, Any]) -> list[str]:
     lines = ["`1+1`: %d interleaved rounds, kernel %s, load average %s"
              % (res["rounds"], res["kernel_name"], " ".join("%.2f" % x for x in res["loadavg"])),
-             "", "| | p50 ms | p90 ms |", "|---|---:|---:|"]
-    for name, xs in (("(a) POST /mcp tools/call run_code, kept-alive HTTP", res["mcp_s"]),
-                     ("(b) POST /run, kept-alive HTTP", res["run_s"]),
-                     ("`kernelbridge mcp`: spawn to initialize's answer", res["stdio_init_s"]),
-                     ("`kernelbridge mcp`: spawn to the first run_code's answer",
-                      res["stdio_run_s"])):
-        lines.append("| %s | %.3f | %.3f |" % (name, pct(xs, 50) * 1e3, pct(xs, 90) * 1e3))
-    return lines
+             ""]
+    return lines + sidebyside.p50_p90_rows((
+        ("(a) POST /mcp tools/call run_code, kept-alive HTTP", res["mcp_s"]),
+        ("(b) POST /run, kept-alive HTTP", res["run_s"]),
+        ("`kernelbridge mcp`: spawn to initialize's answer", res["stdio_init_s"]),
+        ("`kernelbridge mcp`: spawn to the first run_code's answer", res["stdio_run_s"])))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-n", type=int, default=500, help="rounds (default 500)")
-    ap.add_argument("--warmup", type=int, default=20, help="rounds not counted (default 20)")
+    ap = sidebyside.rounds_parser(__doc__)
     ap.add_argument("--stdio-rounds", type=int, default=5, help="stdio starts (default 5)")
-    cli.add_common(ap, seed=False)
     a = ap.parse_args()
     a.binary = cli.check_binary(a.binary)
     cli.setup("kbmcp")

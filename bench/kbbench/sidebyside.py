@@ -11,7 +11,7 @@ from typing import Any, Callable
 from . import cli
 from .daemon import NO_POOL, Daemon
 from .results import Figures
-from .stats import summary
+from .stats import pct, summary
 
 
 def on_own_daemon(binary: str, measure: Callable[[Daemon], dict[str, Any]],
@@ -50,3 +50,22 @@ def finish(args: argparse.Namespace, concept: str, res: dict[str, Any], series: 
     print("\n".join(tables))
     details = {k: (summary(v) if k in series else v) for k, v in res.items()}
     cli.finish(args, concept, details, figures, env)
+
+
+def rounds_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The command line of a bench of interleaved rounds: -n, --warmup and
+    the common flags (more may be added before parsing)."""
+    ap = argparse.ArgumentParser(description=doc,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-n", type=int, default=500, help="rounds (default 500)")
+    ap.add_argument("--warmup", type=int, default=20, help="rounds not counted (default 20)")
+    cli.add_common(ap, seed=False)
+    return ap
+
+
+def p50_p90_rows(series: tuple[tuple[str, list[float]], ...]) -> list[str]:
+    """A markdown table of each named series' p50 and p90 in ms."""
+    lines = ["| | p50 ms | p90 ms |", "|---|---:|---:|"]
+    for name, xs in series:
+        lines.append("| %s | %.3f | %.3f |" % (name, pct(xs, 50) * 1e3, pct(xs, 90) * 1e3))
+    return lines
