@@ -100,21 +100,23 @@ static void s_unlink(kb_mcp_stream_t **link)
     s_unref(stream);
 }
 
-/*  Forget the idle streams past their time, and past the number kept for
-    session_id (lock held). The list is newest first. */
+/*  Forget the idle streams past their time, past the number kept for
+    session_id, and past the number kept in all (lock held). The list is newest first. */
 static void s_forget_idle(kb_mcp_streams_t *self, const char *session_id)
 {
     time_t now = time(NULL);
-    unsigned kept = 0;
+    unsigned kept = 0, all = 0;
     for (kb_mcp_stream_t **link = &self->list; *link;) {
         kb_mcp_stream_t *stream = *link;
         bool idle = stream->idle_since != 0;
         bool mine = strcmp(stream->session_id, session_id) == 0;
         if (idle && mine)
             kept++;
+        if (idle)
+            all++;
         if (idle
             && (now - stream->idle_since > KB_MCP_STREAM_IDLE_SECONDS
-                || (mine && kept > KB_MCP_STREAMS_IDLE_KEPT))) {
+                || (mine && kept > KB_MCP_STREAMS_IDLE_KEPT) || all > KB_MCP_STREAMS_IDLE_ALL)) {
             s_unlink(link);
             continue;
         }

@@ -27,6 +27,7 @@
 /*  Streams with no reader and nothing more to come (a call answered, a
     GET stream whose client went away) held per session, and how long. */
 #define KB_MCP_STREAMS_IDLE_KEPT 16
+#define KB_MCP_STREAMS_IDLE_ALL 256 /* in all sessions: the held bytes stay bounded */
 #define KB_MCP_STREAM_IDLE_SECONDS 300
 
 typedef struct kb_mcp_streams kb_mcp_streams_t;
