@@ -85,6 +85,7 @@ def test_unknown_tool_and_wrong_arguments_name_the_field(mcp_daemon, session):
     # nothing half-made
     listed = mcp_daemon.call(session, "list_contexts", {"all": True})["result"]
     assert listed["structuredContent"]["contexts"] == []
+    assert mcp_daemon.request("GET", path="/processes").json["processes"] == []
 
 
 def test_calls_before_initialize_and_unknown_sessions(mcp_daemon):
