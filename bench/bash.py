@@ -17,7 +17,6 @@ must not cost much more than a process).
 The daemon is started here (--ephemeral, no pool) with the repository's
 kernelspecs/ on JUPYTER_PATH, so that its bash kernel is the one measured.
 """
-import argparse
 import os
 import shutil
 import subprocess
@@ -26,10 +25,10 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kbbench import cli, machine  # noqa: E402
-from kbbench.daemon import NO_POOL, Daemon  # noqa: E402
+from kbbench import cli, machine, sidebyside  # noqa: E402
+from kbbench.daemon import Daemon  # noqa: E402
 from kbbench.results import Figures, figure  # noqa: E402
-from kbbench.stats import pct, summary  # noqa: E402
+from kbbench.stats import pct  # noqa: E402
 
 
 def through_daemon(d: Daemon, context_id: str) -> float:
@@ -57,18 +56,9 @@ def measure(d: Daemon, rounds: int, warmup: int) -> dict[str, Any]:
     bash = shutil.which("bash") or "/bin/bash"
     context = d.ok("POST", "/contexts", {"language": "bash"})
     context_id = context["context_id"]
-    for _ in range(warmup):
-        through_daemon(d, context_id)
-        fresh_process(bash)
-    daemon_s: list[float] = []
-    process_s: list[float] = []
-    for i in range(rounds):
-        if i % 2 == 0:
-            daemon_s.append(through_daemon(d, context_id))
-            process_s.append(fresh_process(bash))
-        else:
-            process_s.append(fresh_process(bash))
-            daemon_s.append(through_daemon(d, context_id))
+    daemon_s, process_s = sidebyside.interleaved(rounds, warmup,
+                                                 lambda: through_daemon(d, context_id),
+                                                 lambda: fresh_process(bash))
     return {"rounds": rounds, "kernel_name": context["kernel_name"], "daemon_s": daemon_s,
             "process_s": process_s, "loadavg": list(os.getloadavg())}
 
@@ -85,37 +75,23 @@ def figures(res: dict[str, Any]) -> Figures:
 def tables(res: dict[str, Any]) -> list[str]:
     lines = ["bash `echo 1`: %d interleaved rounds, kernel %s, load average %s"
              % (res["rounds"], res["kernel_name"], " ".join("%.2f" % x for x in res["loadavg"])),
-             "", "| | p50 ms | p90 ms |", "|---|---:|---:|"]
-    for name, xs in (("(a) POST /run on a bash context, kept-alive HTTP", res["daemon_s"]),
-                     ("(b) fresh `bash -c 'echo 1'` (subprocess.run)", res["process_s"])):
-        lines.append("| %s | %.3f | %.3f |" % (name, pct(xs, 50) * 1e3, pct(xs, 90) * 1e3))
-    return lines
+             ""]
+    return lines + sidebyside.p50_p90_rows((
+        ("(a) POST /run on a bash context, kept-alive HTTP", res["daemon_s"]),
+        ("(b) fresh `bash -c 'echo 1'` (subprocess.run)", res["process_s"])))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-n", type=int, default=500, help="rounds (default 500)")
-    ap.add_argument("--warmup", type=int, default=20, help="rounds not counted (default 20)")
-    cli.add_common(ap, seed=False)
-    a = ap.parse_args()
+    a = sidebyside.rounds_parser(__doc__).parse_args()
     a.binary = cli.check_binary(a.binary)
     tmp = cli.setup("kbsh")
     env = machine.environment(a.binary, cli.ROOT)
     jupyter = os.path.join(tmp, "jupyter")
     os.mkdir(jupyter)
     os.symlink(os.path.join(cli.ROOT, "kernelspecs"), os.path.join(jupyter, "kernels"))
-    d = Daemon(a.binary, None, NO_POOL, ephemeral=True,
-               env={**os.environ, "JUPYTER_PATH": jupyter})
-    try:
-        res = measure(d, max(a.n, 2), a.warmup)
-    finally:
-        d.stop()
-    print("\n".join(tables(res)))
-    # the results keep each series' summary, not its samples
-    details = {k: (summary(v) if k in ("daemon_s", "process_s") else v) for k, v in res.items()}
-    cli.finish(a, "bash", details, figures(res), env)
-
+    res = sidebyside.on_own_daemon(a.binary, lambda d: measure(d, max(a.n, 2), a.warmup),
+                                   env={**os.environ, "JUPYTER_PATH": jupyter})
+    sidebyside.finish(a, "bash", res, ("daemon_s", "process_s"), tables(res), figures(res), env)
 
 if __name__ == "__main__":
     main()

@@ -25,10 +25,10 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kbbench import cli, machine, procs  # noqa: E402
-from kbbench.daemon import NO_POOL, Daemon  # noqa: E402
+from kbbench import cli, machine, procs, sidebyside  # noqa: E402
+from kbbench.daemon import Daemon  # noqa: E402
 from kbbench.results import Figures, figure  # noqa: E402
-from kbbench.stats import pct, summary  # noqa: E402
+from kbbench.stats import pct  # noqa: E402
 
 
 def connect(port, source):
@@ -148,16 +148,9 @@ def main():
     a.binary = cli.check_binary(a.binary)
     cli.setup("kbg")
     env = machine.environment(a.binary, cli.ROOT)
-    d = Daemon(a.binary, None, NO_POOL, ephemeral=True)
-    try:
-        res = lockout(d, a.rounds, a.fresh, a.silent, a.trickling)
-    finally:
-        d.stop()
-    print("\n".join(tables(res)))
-    # the results keep each series' summary, not its samples
-    details = {k: (summary(v) if k in ("quiet_s", "attacked_s") else v) for k, v in res.items()}
-    cli.finish(a, "edges", details, figures(res), env)
-
+    res = sidebyside.on_own_daemon(
+        a.binary, lambda d: lockout(d, a.rounds, a.fresh, a.silent, a.trickling))
+    sidebyside.finish(a, "edges", res, ("quiet_s", "attacked_s"), tables(res), figures(res), env)
 
 if __name__ == "__main__":
     main()

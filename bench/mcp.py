@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""MCP against the native API on the same kernel (concept: mcp; issue 34).
+"""MCP against the native API on the same kernel (concept: mcp).
 
 Side by side, in interleaved rounds on the same machine (which goes first
 alternates), on one context of one daemon, each over its own kept-alive
@@ -18,7 +18,7 @@ the answer of the first run_code `1+1` (a kernel started on the way).
     /usr/bin/python3 bench/mcp.py [-n 500] [--warmup 20] [--stdio-rounds 5]
         [--binary PATH] [--results PATH] [--json FILE]
 """
-import argparse
+import itertools
 import json
 import os
 import subprocess
@@ -27,11 +27,11 @@ import time
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kbbench import cli, machine  # noqa: E402
-from kbbench.daemon import NO_POOL, Daemon  # noqa: E402
+from kbbench import cli, machine, sidebyside  # noqa: E402
+from kbbench.daemon import Daemon  # noqa: E402
 from kbbench.httpclient import Http  # noqa: E402
 from kbbench.results import Figures, figure  # noqa: E402
-from kbbench.stats import pct, summary  # noqa: E402
+from kbbench.stats import pct  # noqa: E402
 
 VERSION = "2025-11-25"
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -84,18 +84,10 @@ def measure_http(d: Daemon, rounds: int, warmup: int) -> dict[str, Any]:
     context = d.ok("POST", "/contexts", {"language": "python"})
     context_id = context["context_id"]
     mcp, native = mcp_session(d.port), Http(d.port)
-    for i in range(warmup):
-        through_mcp(mcp, context_id, i + 1)
-        through_run(native, context_id)
-    mcp_s: list[float] = []
-    run_s: list[float] = []
-    for i in range(rounds):
-        if i % 2 == 0:
-            mcp_s.append(through_mcp(mcp, context_id, warmup + i + 1))
-            run_s.append(through_run(native, context_id))
-        else:
-            run_s.append(through_run(native, context_id))
-            mcp_s.append(through_mcp(mcp, context_id, warmup + i + 1))
+    rids = itertools.count(1)
+    mcp_s, run_s = sidebyside.interleaved(rounds, warmup,
+                                          lambda: through_mcp(mcp, context_id, next(rids)),
+                                          lambda: through_run(native, context_id))
     mcp.close()
     native.close()
     return {"rounds": rounds, "kernel_name": context["kernel_name"], "mcp_s": mcp_s,
@@ -148,40 +140,27 @@ def figures(res: dict[str, Any]) -> Figures:
 def tables(res: dict[str, Any]) -> list[str]:
     lines = ["`1+1`: %d interleaved rounds, kernel %s, load average %s"
              % (res["rounds"], res["kernel_name"], " ".join("%.2f" % x for x in res["loadavg"])),
-             "", "| | p50 ms | p90 ms |", "|---|---:|---:|"]
-    for name, xs in (("(a) POST /mcp tools/call run_code, kept-alive HTTP", res["mcp_s"]),
-                     ("(b) POST /run, kept-alive HTTP", res["run_s"]),
-                     ("`kernelbridge mcp`: spawn to initialize's answer", res["stdio_init_s"]),
-                     ("`kernelbridge mcp`: spawn to the first run_code's answer",
-                      res["stdio_run_s"])):
-        lines.append("| %s | %.3f | %.3f |" % (name, pct(xs, 50) * 1e3, pct(xs, 90) * 1e3))
-    return lines
+             ""]
+    return lines + sidebyside.p50_p90_rows((
+        ("(a) POST /mcp tools/call run_code, kept-alive HTTP", res["mcp_s"]),
+        ("(b) POST /run, kept-alive HTTP", res["run_s"]),
+        ("`kernelbridge mcp`: spawn to initialize's answer", res["stdio_init_s"]),
+        ("`kernelbridge mcp`: spawn to the first run_code's answer", res["stdio_run_s"])))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-n", type=int, default=500, help="rounds (default 500)")
-    ap.add_argument("--warmup", type=int, default=20, help="rounds not counted (default 20)")
+    ap = sidebyside.rounds_parser(__doc__)
     ap.add_argument("--stdio-rounds", type=int, default=5, help="stdio starts (default 5)")
-    cli.add_common(ap, seed=False)
     a = ap.parse_args()
     a.binary = cli.check_binary(a.binary)
     cli.setup("kbmcp")
     env = machine.environment(a.binary, cli.ROOT)
-    d = Daemon(a.binary, None, NO_POOL, ephemeral=True)
-    try:
-        res = measure_http(d, max(a.n, 2), a.warmup)
-    finally:
-        d.stop()
+    res = sidebyside.on_own_daemon(a.binary, lambda d: measure_http(d, max(a.n, 2), a.warmup))
     starts = [stdio_once(a.binary) for _ in range(max(a.stdio_rounds, 1))]
     res["stdio_init_s"] = [s[0] for s in starts]
     res["stdio_run_s"] = [s[1] for s in starts]
-    print("\n".join(tables(res)))
-    series = ("mcp_s", "run_s", "stdio_init_s", "stdio_run_s")
-    details = {k: (summary(v) if k in series else v) for k, v in res.items()}
-    cli.finish(a, "mcp", details, figures(res), env)
-
+    sidebyside.finish(a, "mcp", res, ("mcp_s", "run_s", "stdio_init_s", "stdio_run_s"),
+                      tables(res), figures(res), env)
 
 if __name__ == "__main__":
     main()

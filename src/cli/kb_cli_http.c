@@ -19,22 +19,24 @@
 #include <unistd.h>
 
 #include "kernelbridge.h"
+#include "util/kb_alloc.h"
 
 /*  The most of a JSON answer kept, and of one line of a head. */
 #define KB_CLI_MAX_BODY (256u << 20)
 #define KB_CLI_LINE 16384
 
 /*  One response being read. */
-typedef struct {
+typedef struct kb_cli_reply {
     int fd;
     int timeout_ms; /* per read; -1: none */
     char in[KB_CLI_LINE];
     size_t at, len; /* unread bytes are in[at..len) */
     int status;
     bool chunked;
-    long long left;  /* body bytes left (Content-Length), or of the chunk; -1: until close */
-    bool chunk_open; /* a chunk's data was read: its CRLF comes next */
-    bool done;       /* the body has ended */
+    long long left;   /* body bytes left (Content-Length), or of the chunk; -1: until close */
+    bool chunk_open;  /* a chunk's data was read: its CRLF comes next */
+    bool done;        /* the body has ended */
+    kb_buf_t headers; /* the head's fields: name, NUL, value, NUL, ... */
     kb_error_t err;
 } kb_reply_t;
 
@@ -153,10 +155,12 @@ static int s_send_all(int fd, const char *data, size_t len)
     return 0;
 }
 
-/*  Send method path (already escaped), with body (JSON text, or NULL for
-    none). 0 or -1 with reply->err. */
+/*  Send method path (already escaped), with the header lines headers
+    (each "Name: value\r\n"; NULL: none) and body (len bytes of JSON text;
+    NULL: none). 0 or -1 with reply->err. */
 static int s_send(const kb_cli_daemon_t *self, kb_reply_t *reply, const char *method,
-                  const char *path, const char *accept, const char *body)
+                  const char *path, const char *accept, const char *headers, const char *body,
+                  size_t len)
 {
     kb_buf_t request = KB_BUF_INIT;
     bool v6 = strchr(self->host, ':') != NULL;
@@ -167,12 +171,13 @@ static int s_send(const kb_cli_daemon_t *self, kb_reply_t *reply, const char *me
                   accept);
     if (self->token)
         kb_buf_printf(&request, "Authorization: Bearer %s\r\n", self->token);
+    if (headers)
+        kb_buf_puts(&request, headers);
     if (body)
-        kb_buf_printf(&request, "Content-Type: application/json\r\nContent-Length: %zu\r\n",
-                      strlen(body));
+        kb_buf_printf(&request, "Content-Type: application/json\r\nContent-Length: %zu\r\n", len);
     kb_buf_puts(&request, "\r\n");
     if (body)
-        kb_buf_puts(&request, body);
+        kb_buf_append(&request, body, len);
     int rc = kb_buf_status(&request) == KB_BUF_OK ? s_send_all(reply->fd, request.data, request.len)
                                                   : -1;
     if (rc < 0)
@@ -257,6 +262,8 @@ static int s_read_head(kb_reply_t *reply)
             continue;
         *colon = 0;
         const char *value = colon + 1 + strspn(colon + 1, " \t");
+        kb_buf_append(&reply->headers, line, strlen(line) + 1);
+        kb_buf_append(&reply->headers, value, strlen(value) + 1);
         if (strcasecmp(line, "Content-Length") == 0)
             reply->left = strtoll(value, NULL, 10);
         else if (strcasecmp(line, "Transfer-Encoding") == 0 && strcasestr(value, "chunked"))
@@ -333,20 +340,30 @@ static ssize_t s_read_body(kb_reply_t *reply, char *out, size_t cap)
     return (ssize_t)n;
 }
 
-/*  Connect, send method path (with body, JSON text or NULL) and read the
-    head. 0 or -1 with reply->err. */
-static int s_open(const kb_cli_daemon_t *self, kb_reply_t *reply, const char *method,
-                  const char *path, const char *body, const char *accept, int timeout_ms)
+/*  Connect, send method path (with headers and body, as s_send's) and
+    read the head within head_ms; then each read waits timeout_ms (-1:
+    no bound). 0 or -1 with reply->err. */
+static int s_exchange(const kb_cli_daemon_t *self, kb_reply_t *reply, const char *method,
+                      const char *path, const char *accept, const char *headers, const char *body,
+                      size_t len, int head_ms, int timeout_ms)
 {
-    *reply = (kb_reply_t){ .fd = -1, .timeout_ms = timeout_ms };
+    *reply = (kb_reply_t){ .fd = -1, .timeout_ms = head_ms, .headers = KB_BUF_INIT };
     reply->fd = s_connect(self, &reply->err);
     if (reply->fd < 0)
         return -1;
-    reply->timeout_ms = KB_CLI_ANSWER_MS; /* the head comes at once, also for a stream */
-    if (s_send(self, reply, method, path, accept, body) < 0 || s_read_head(reply) < 0)
+    if (s_send(self, reply, method, path, accept, headers, body, len) < 0 || s_read_head(reply) < 0)
         return -1;
     reply->timeout_ms = timeout_ms;
     return 0;
+}
+
+/*  s_exchange with a JSON body text (or NULL), the head within
+    KB_CLI_ANSWER_MS: it comes at once, also for a stream. */
+static int s_open(const kb_cli_daemon_t *self, kb_reply_t *reply, const char *method,
+                  const char *path, const char *body, const char *accept, int timeout_ms)
+{
+    return s_exchange(self, reply, method, path, accept, NULL, body, body ? strlen(body) : 0,
+                      KB_CLI_ANSWER_MS, timeout_ms);
 }
 
 /*  The whole body as JSON. Caller owns the result; NULL with reply->err. */
@@ -392,6 +409,7 @@ static void s_close(kb_reply_t *reply)
     if (reply->fd >= 0)
         close(reply->fd);
     reply->fd = -1;
+    kb_buf_free(&reply->headers);
 }
 
 json_t *kb_cli_get_json(const kb_cli_daemon_t *daemon, const char *path, kb_error_t *err)
@@ -519,4 +537,77 @@ void kb_cli_url_escape(kb_buf_t *out, const char *text)
             kb_buf_putc(out, (char)*p);
         else
             kb_buf_printf(out, "%%%02X", *p);
+}
+
+/* ---- Answers read by the caller ------------------------------------------------------ */
+
+kb_cli_reply_t *kb_cli_reply_open(const kb_cli_daemon_t *daemon, const char *method,
+                                  const char *path, const char *accept, const char *headers,
+                                  const char *body, size_t len, kb_error_t *err)
+{
+    kb_reply_t *reply = kb_xcalloc(1, sizeof *reply);
+    if (s_exchange(daemon, reply, method, path, accept, headers, body, len, -1, -1) == 0)
+        return reply;
+    kb_error_set(err, reply->err.code, "%s", reply->err.message);
+    kb_cli_reply_close(&reply);
+    return NULL;
+}
+
+int kb_cli_reply_status(const kb_cli_reply_t *reply)
+{
+    return reply->status;
+}
+
+const char *kb_cli_reply_header(const kb_cli_reply_t *reply, const char *name)
+{
+    const char *at = reply->headers.data, *end = at + reply->headers.len;
+    while (at && at < end) {
+        const char *value = at + strlen(at) + 1;
+        if (strcasecmp(at, name) == 0)
+            return value;
+        at = value + strlen(value) + 1;
+    }
+    return NULL;
+}
+
+int kb_cli_reply_body(kb_cli_reply_t *reply, kb_buf_t *out, kb_error_t *err)
+{
+    char chunk[16384];
+    ssize_t n;
+    while ((n = s_read_body(reply, chunk, sizeof chunk)) > 0)
+        if (kb_buf_append(out, chunk, (size_t)n) != KB_BUF_OK) {
+            kb_error_set(err, KB_ERR_INTERNAL, "the daemon's answer is too large");
+            return -1;
+        }
+    if (n < 0)
+        kb_error_set(err, reply->err.code, "%s", reply->err.message);
+    return n < 0 ? -1 : 0;
+}
+
+int kb_cli_reply_events(kb_cli_reply_t *reply, kb_cli_event_fn *on_event, void *arg,
+                        kb_error_t *err)
+{
+    kb_sse_reader_t reader = { KB_BUF_INIT, KB_BUF_INIT, KB_BUF_INIT, on_event, arg };
+    char chunk[16384];
+    ssize_t n;
+    int fed = 0;
+    while (fed == 0 && (n = s_read_body(reply, chunk, sizeof chunk)) > 0)
+        fed = s_sse_feed(&reader, chunk, (size_t)n, err);
+    if (fed == 0 && n < 0) {
+        kb_error_set(err, reply->err.code, "%s", reply->err.message);
+        fed = -1;
+    }
+    kb_buf_free(&reader.line);
+    kb_buf_free(&reader.event);
+    kb_buf_free(&reader.data);
+    return fed < 0 ? -1 : 0;
+}
+
+void kb_cli_reply_close(kb_cli_reply_t **reply_p)
+{
+    if (!reply_p || !*reply_p)
+        return;
+    s_close(*reply_p);
+    free(*reply_p);
+    *reply_p = NULL;
 }

@@ -51,6 +51,35 @@ typedef int(kb_cli_event_fn)(const char *event, const char *data, void *arg, kb_
 int kb_cli_get_events(const kb_cli_daemon_t *daemon, const char *path, kb_cli_event_fn *on_event,
                       void *arg, kb_error_t *err);
 
+/*  An answer its caller reads itself: status, head fields, body. */
+typedef struct kb_cli_reply kb_cli_reply_t;
+
+/*  Send method path (escaped already) with the header lines headers (each
+    "Name: value\r\n"; NULL: none) and body (len bytes of JSON text, NULL:
+    none), and read the answer's head, waiting as long as it takes (a
+    call may run long before its answer). Caller owns the result
+    (kb_cli_reply_close); NULL with err when the daemon is unreachable. */
+kb_cli_reply_t *kb_cli_reply_open(const kb_cli_daemon_t *daemon, const char *method,
+                                  const char *path, const char *accept, const char *headers,
+                                  const char *body, size_t len, kb_error_t *err);
+
+/*  The answer's status, and the value of its head field name (borrowed;
+    NULL when absent). */
+int kb_cli_reply_status(const kb_cli_reply_t *reply);
+const char *kb_cli_reply_header(const kb_cli_reply_t *reply, const char *name);
+
+/*  The rest of the body appended to out (bounded by out's cap). 0, or -1
+    with err. */
+int kb_cli_reply_body(kb_cli_reply_t *reply, kb_buf_t *out, kb_error_t *err);
+
+/*  The body as Server-Sent Events, on_event called for each (comments
+    skipped) until the body ends (0) or on_event returns 1 (0) or -1. -1
+    with err when reading fails. */
+int kb_cli_reply_events(kb_cli_reply_t *reply, kb_cli_event_fn *on_event, void *arg,
+                        kb_error_t *err);
+
+void kb_cli_reply_close(kb_cli_reply_t **reply_p);
+
 /*  Append text escaped for a URL's path or query: anything but RFC 3986's
     unreserved characters as %XX. */
 void kb_cli_url_escape(kb_buf_t *out, const char *text);

@@ -1,7 +1,7 @@
 /*  kb_cli_mcp_relay.c - `kernelbridge mcp --url URL`: stdio's lines relayed
     to a running daemon's /mcp (Streamable HTTP), each message one POST
-    (HTTP/1.0: the daemon closes after the answer), its answer (JSON, or
-    an SSE stream written out event by event) back on stdout. Requests go
+    (kb_cli_http.c's client), its answer (JSON, or an SSE stream written
+    out event by event) back on stdout. Requests go
     on threads of their own, so that a notifications/cancelled reaches
     the daemon while its call runs. The session id and revision the
     daemon gave at initialize go with every later POST; at the end of
@@ -12,15 +12,11 @@
 #include "server/kb_mcp.h"
 #include "util/kb_alloc.h"
 
-#include <errno.h>
-#include <netdb.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 typedef struct {
     kb_cli_daemon_t daemon;
@@ -35,117 +31,36 @@ typedef struct {
 
 /* ---- One POST ----------------------------------------------------------------- */
 
-static int s_connect(const kb_cli_daemon_t *daemon)
+/*  Send method /mcp with body (may be NULL), the session's headers once
+    it has one (kb_cli_http.c's sender). The answer, its head read; NULL
+    with err. */
+static kb_cli_reply_t *s_request(s_relay_t *r, const char *method, const char *body, size_t len,
+                                 kb_error_t *err)
 {
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *found;
-    if (getaddrinfo(daemon->host, daemon->port, &hints, &found) != 0)
-        return -1;
-    int fd = -1;
-    for (struct addrinfo *a = found; a && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, 0);
-        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-            close(fd);
-            fd = -1;
-        }
-    }
-    freeaddrinfo(found);
-    return fd;
-}
-
-static int s_send_all(int fd, const char *data, size_t len)
-{
-    while (len > 0) {
-        ssize_t n = send(fd, data, len, MSG_NOSIGNAL);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return -1;
-        data += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-/*  Send method /mcp with body (may be NULL). The socket, or -1. */
-static int s_request(s_relay_t *r, const char *method, const char *body, size_t len)
-{
-    kb_buf_t head = KB_BUF_INIT;
+    kb_buf_t headers = KB_BUF_INIT;
     pthread_mutex_lock(&r->lock);
-    kb_buf_printf(&head,
-                  "%s /mcp HTTP/1.0\r\nHost: %s:%s\r\nAccept: application/json, "
-                  "text/event-stream\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n",
-                  method, r->daemon.host, r->daemon.port, len);
     if (r->session[0])
-        kb_buf_printf(&head, "Mcp-Session-Id: %s\r\nMCP-Protocol-Version: %s\r\n", r->session,
+        kb_buf_printf(&headers, "Mcp-Session-Id: %s\r\nMCP-Protocol-Version: %s\r\n", r->session,
                       r->version);
     pthread_mutex_unlock(&r->lock);
-    if (r->token)
-        kb_buf_printf(&head, "Authorization: Bearer %s\r\n", r->token);
-    kb_buf_puts(&head, "\r\n");
-    int fd = kb_buf_status(&head) == KB_BUF_OK ? s_connect(&r->daemon) : -1;
-    if (fd >= 0
-        && (s_send_all(fd, head.data, head.len) < 0 || (body && s_send_all(fd, body, len) < 0))) {
-        close(fd);
-        fd = -1;
-    }
-    kb_buf_free(&head);
-    return fd;
+    kb_cli_reply_t *reply = NULL;
+    if (kb_buf_status(&headers) != KB_BUF_OK)
+        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
+    else
+        reply = kb_cli_reply_open(&r->daemon, method, "/mcp", "application/json, text/event-stream",
+                                  headers.len ? kb_buf_cstr(&headers) : NULL, body, len, err);
+    kb_buf_free(&headers);
+    return reply;
 }
 
-/*  Read the answer's head: its status, Content-Type and Mcp-Session-Id.
-    What came after the head stays in rest. -1 when there is none. */
-static int s_read_head(int fd, kb_buf_t *rest, int *status, char *type, size_t type_size,
-                       char *session, size_t session_size, long long *length)
+/*  Each event's message as a line on stdout (kb_cli_event_fn); the
+    priming event of a stream (an id, no data) is no message. */
+static int s_write_event(const char *event, const char *data, void *arg, kb_error_t *err)
 {
-    char chunk[4096];
-    char *end = NULL;
-    while (!(end = rest->len ? strstr(rest->data, "\r\n\r\n") : NULL)) {
-        ssize_t n = recv(fd, chunk, sizeof chunk, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0 || kb_buf_append(rest, chunk, (size_t)n) != KB_BUF_OK || rest->len > 65536)
-            return -1;
-    }
-    *end = '\0';
-    if (sscanf(rest->data, "HTTP/%*s %d", status) != 1)
-        return -1;
-    for (char *line = strstr(rest->data, "\r\n"); line; line = strstr(line + 2, "\r\n")) {
-        char *value = strchr(line + 2, ':');
-        if (!value)
-            continue;
-        size_t len = strcspn(value + 1 + strspn(value + 1, " "), "\r");
-        const char *v = value + 1 + strspn(value + 1, " ");
-        if (strncasecmp(line + 2, "Content-Type:", 13) == 0)
-            snprintf(type, type_size, "%.*s", (int)len, v);
-        else if (strncasecmp(line + 2, "Mcp-Session-Id:", 15) == 0)
-            snprintf(session, session_size, "%.*s", (int)len, v);
-        else if (strncasecmp(line + 2, "Content-Length:", 15) == 0)
-            *length = strtoll(v, NULL, 10);
-    }
-    size_t head = (size_t)(end - rest->data) + 4;
-    memmove(rest->data, rest->data + head, rest->len - head);
-    kb_buf_truncate(rest, rest->len - head);
+    (void)event, (void)arg, (void)err;
+    if (*data)
+        kb_cli_mcp_write(NULL, json_loads(data, 0, NULL));
     return 0;
-}
-
-/*  Write each complete event's data in buf as a line; keep the rest. */
-static void s_write_events(kb_buf_t *buf)
-{
-    char *end;
-    while (buf->len && (end = strstr(buf->data, "\n\n"))) {
-        *end = '\0';
-        for (char *line = buf->data; line && *line;) {
-            char *next = strchr(line, '\n');
-            if (next)
-                *next++ = '\0';
-            if (strncmp(line, "data: ", 6) == 0)
-                kb_cli_mcp_write(NULL, json_loads(line + 6, 0, NULL));
-            line = next;
-        }
-        size_t used = (size_t)(end - buf->data) + 2;
-        memmove(buf->data, buf->data + used, buf->len - used);
-        kb_buf_truncate(buf, buf->len - used);
-    }
 }
 
 /*  A refusal the daemon answered (400, 401, 404, 413...) as the JSON-RPC
@@ -153,7 +68,7 @@ static void s_write_events(kb_buf_t *buf)
     line that is not JSON, whose JSON-RPC error has a null id). */
 static void s_write_refusal(const json_t *id, int status, const kb_buf_t *body)
 {
-    json_t *answer = json_loads(body->len ? body->data : "", 0, NULL);
+    json_t *answer = json_loadb(body->data ? body->data : "", body->len, 0, NULL);
     json_t *error = json_object_get(answer, "error");
     if (json_is_object(error)) {
         if (id)
@@ -182,42 +97,33 @@ static void s_write_refusal(const json_t *id, int status, const kb_buf_t *body)
     write what comes back. */
 static void s_post(s_relay_t *r, const kb_buf_t *line, const json_t *id)
 {
-    int fd = s_request(r, "POST", line->data, line->len);
+    kb_error_t err = { KB_OK, "" };
+    kb_cli_reply_t *reply = s_request(r, "POST", line->data, line->len, &err);
     kb_buf_t body = KB_BUF_INIT;
-    char type[128] = "", session[KB_MCP_SESSION_ID_MAX + 1] = "";
-    int status = 0;
-    long long length = -1; /* a refusal may come before the daemon read our body: it keeps
-                              the connection, so its length, not the close, ends it */
-    if (fd < 0
-        || s_read_head(fd, &body, &status, type, sizeof type, session, sizeof session, &length)
-               < 0) {
-        fprintf(stderr, "kernelbridge mcp: the daemon at %s did not answer\n", r->daemon.url);
+    if (!reply) {
+        fprintf(stderr, "kernelbridge mcp: the daemon at %s did not answer: %s\n", r->daemon.url,
+                err.message);
         if (id)
             kb_cli_mcp_write(NULL, kb_mcp_error(id, KB_RPC_INTERNAL_ERROR, KB_ERR_UNAVAILABLE, NULL,
                                                 "the daemon did not answer"));
         goto done;
     }
-    bool sse = strncasecmp(type, "text/event-stream", 17) == 0;
-    char chunk[65536];
-    while (length < 0 || (long long)body.len < length) {
-        if (sse)
-            s_write_events(&body);
-        ssize_t n = recv(fd, chunk, sizeof chunk, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0 || kb_buf_append(&body, chunk, (size_t)n) != KB_BUF_OK)
-            break;
+    int status = kb_cli_reply_status(reply);
+    const char *type = kb_cli_reply_header(reply, "Content-Type");
+    const char *session = kb_cli_reply_header(reply, "Mcp-Session-Id");
+    if (type && strncasecmp(type, "text/event-stream", 17) == 0) {
+        kb_cli_reply_events(reply, s_write_event, NULL, &err);
+        goto done;
     }
-    if (sse)
-        s_write_events(&body);
-    else if (status == 200 && body.len)
-        kb_cli_mcp_write(NULL, json_loads(body.data, 0, NULL));
+    kb_cli_reply_body(reply, &body, &err);
+    if (status == 200 && body.len)
+        kb_cli_mcp_write(NULL, json_loads(kb_buf_cstr(&body), 0, NULL));
     else if (status != 202)
         s_write_refusal(id, status, &body);
-    json_t *answer = session[0] && body.len ? json_loads(body.data, 0, NULL) : NULL;
+    json_t *answer = session && body.len ? json_loads(kb_buf_cstr(&body), 0, NULL) : NULL;
     const char *version
         = json_string_value(json_object_get(json_object_get(answer, "result"), "protocolVersion"));
-    if (session[0] && version) {
+    if (session && version) {
         pthread_mutex_lock(&r->lock);
         snprintf(r->session, sizeof r->session, "%s", session);
         snprintf(r->version, sizeof r->version, "%s", version);
@@ -225,8 +131,7 @@ static void s_post(s_relay_t *r, const kb_buf_t *line, const json_t *id)
     }
     json_decref(answer);
 done:
-    if (fd >= 0)
-        close(fd);
+    kb_cli_reply_close(&reply);
     kb_buf_free(&body);
 }
 
@@ -314,6 +219,7 @@ int kb_cli_mcp_relay(const kb_cli_mcp_opts_t *o, kb_cli_mcp_in_t *in)
     r.token = s_token(o->token_file);
     if (o->token_file && !r.token)
         return 2;
+    r.daemon.token = r.token;
     pthread_mutex_init(&r.lock, NULL);
     pthread_mutex_init(&r.calls_lock, NULL);
     pthread_cond_init(&r.calls_done, NULL);
@@ -335,12 +241,8 @@ int kb_cli_mcp_relay(const kb_cli_mcp_opts_t *o, kb_cli_mcp_in_t *in)
             break;
     }
     if (r.session[0]) {
-        int fd = s_request(&r, "DELETE", NULL, 0);
-        char drain[512];
-        while (fd >= 0 && recv(fd, drain, sizeof drain, 0) > 0)
-            ;
-        if (fd >= 0)
-            close(fd);
+        kb_cli_reply_t *reply = s_request(&r, "DELETE", NULL, 0, &err);
+        kb_cli_reply_close(&reply);
     }
     if (out > 0)
         return 0; /* the process ends; threads still out hold r until then */

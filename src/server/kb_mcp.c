@@ -4,6 +4,7 @@
     kb_mcp_tools.c, notifications/cancelled turned into a SIGINT for the
     call's run. Not for transports (kb_mcp_http.c, src/cli/kb_cli_mcp.c). */
 #include "server/kb_mcp.h"
+#include "server/kb_mcp_stream.h"
 #include "server/kb_mcp_tools.h"
 #include "util/kb_alloc.h"
 
@@ -52,6 +53,7 @@ struct kb_mcp {
     pthread_cond_t idle;  /* workers fell to 0 */
     unsigned workers;
     kb_mcp_session_t *sessions[KB_MCP_SESSIONS_MAX];
+    kb_mcp_streams_t *streams; /* the sessions' SSE streams (Streamable HTTP) */
 };
 
 /* ---- Lifecycle of the server --------------------------------------------- */
@@ -74,6 +76,7 @@ kb_mcp_t *kb_mcp_new(kb_service_t *service, const kb_mcp_config_t *config)
              config->server_name ? config->server_name : "kernelbridge");
     pthread_mutex_init(&self->lock, NULL);
     pthread_cond_init(&self->idle, NULL);
+    self->streams = kb_mcp_streams_new();
     return self;
 }
 
@@ -86,6 +89,7 @@ void kb_mcp_destroy(kb_mcp_t **self_p)
     while (self->workers > 0)
         pthread_cond_wait(&self->idle, &self->lock);
     pthread_mutex_unlock(&self->lock);
+    kb_mcp_streams_destroy(&self->streams);
     for (size_t i = 0; i < KB_MCP_SESSIONS_MAX; i++)
         free(self->sessions[i]);
     for (char **o = self->origins; *o; o++)
@@ -256,7 +260,14 @@ int kb_mcp_session_end(kb_mcp_t *self, const char *id)
         }
     }
     pthread_mutex_unlock(&self->lock);
+    if (rc == 0)
+        kb_mcp_streams_forget_session(self->streams, id);
     return rc;
+}
+
+kb_mcp_streams_t *kb_mcp_streams(kb_mcp_t *self)
+{
+    return self->streams;
 }
 
 const char *kb_mcp_session_id(const kb_mcp_session_t *session)

@@ -34,6 +34,7 @@
 #define KB_MCP_SESSION_ID_MAX 64
 
 typedef struct kb_mcp kb_mcp_t;
+typedef struct kb_mcp_streams kb_mcp_streams_t;
 typedef struct kb_mcp_session kb_mcp_session_t;
 
 typedef struct {
@@ -98,6 +99,10 @@ void kb_mcp_session_release(kb_mcp_t *self, kb_mcp_session_t **session_p);
 /*  End the session of id (HTTP DELETE): later requests naming it are
     refused. Its runs go on (their records stay). 0, or -1 when unknown. */
 int kb_mcp_session_end(kb_mcp_t *self, const char *id);
+
+/*  The sessions' resumable SSE streams (kb_mcp_stream.h); borrowed, as
+    long as the server lives. */
+kb_mcp_streams_t *kb_mcp_streams(kb_mcp_t *self);
 
 /*  A session's id and negotiated revision; borrowed, valid while held. */
 const char *kb_mcp_session_id(const kb_mcp_session_t *session);

@@ -8,6 +8,7 @@
     as for every route (Authorization: Bearer). */
 #include "server/kb_http.h"
 #include "server/kb_mcp.h"
+#include "server/kb_mcp_stream.h"
 #include "server/kb_router.h"
 #include "util/kb_alloc.h"
 
@@ -15,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define KB_MCP_SLICE_MS 1000
 
@@ -110,227 +110,204 @@ static bool s_accepts_sse(kb_http_req_t *req)
     return accept && strstr(accept, "text/event-stream");
 }
 
-/* ---- A call answered as an SSE stream ------------------------------------------ */
+/* ---- SSE streams ---------------------------------------------------------------- */
 
-/*  Between the call's worker thread, which queues the messages, and the
-    connection's thread, which writes them as events. */
-typedef struct kb_mcp_outbox {
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    unsigned refs;             /* the worker's and the response's */
-    json_t *queue;             /* messages not written yet */
-    bool done;                 /* the response is in queue (or the worker gave up) */
+/*  A connection reading one stream (kb_mcp_stream.h): the response's
+    callback state, freed when libmicrohttpd is done with the response. */
+typedef struct {
     kb_mcp_t *mcp;             /* borrowed */
-    kb_mcp_session_t *session; /* the worker's reference */
-    json_t *message;           /* the request (the worker's) */
     kb_server_t *server;       /* borrowed */
-    kb_buf_t pending;          /* rendered, not handed to MHD yet */
+    kb_mcp_stream_t *stream;   /* a reference */
+    unsigned ticket;           /* as the stream's reader */
+    kb_mcp_session_t *session; /* a reference: a GET stream ends with it */
+    bool standalone;
+    kb_buf_t pending; /* rendered, not handed to MHD yet */
     size_t sent;
+    unsigned idle_ms;
     bool finished; /* the last event is in pending */
-    bool stream;   /* a GET stream: comments only, until the session ends */
-} kb_mcp_outbox_t;
+} kb_mcp_reader_t;
 
-static void s_outbox_unref(void *cls)
+static void s_reader_free(void *cls)
 {
-    kb_mcp_outbox_t *box = cls;
-    pthread_mutex_lock(&box->lock);
-    bool last = --box->refs == 0;
-    pthread_mutex_unlock(&box->lock);
-    if (!last)
-        return;
-    if (box->stream)
-        kb_mcp_session_release(box->mcp, &box->session);
-    json_decref(box->queue);
-    json_decref(box->message);
-    kb_buf_free(&box->pending);
-    pthread_cond_destroy(&box->cond);
-    pthread_mutex_destroy(&box->lock);
-    free(box);
-}
-
-/*  The worker's messages (kb_mcp_send_fn). */
-static void s_outbox_push(void *arg, json_t *message)
-{
-    kb_mcp_outbox_t *box = arg;
-    pthread_mutex_lock(&box->lock);
-    json_array_append_new(box->queue, message);
-    pthread_cond_signal(&box->cond);
-    pthread_mutex_unlock(&box->lock);
-}
-
-static void *s_worker(void *arg)
-{
-    kb_mcp_outbox_t *box = arg;
-    json_t *response = kb_mcp_handle(box->mcp, &box->session, box->message, s_outbox_push, box);
-    pthread_mutex_lock(&box->lock);
-    if (response)
-        json_array_append_new(box->queue, response);
-    box->done = true;
-    pthread_cond_signal(&box->cond);
-    pthread_mutex_unlock(&box->lock);
-    kb_mcp_t *mcp = box->mcp;
-    kb_mcp_session_release(mcp, &box->session);
-    s_outbox_unref(box);
-    kb_mcp_worker_end(mcp);
-    return NULL;
-}
-
-static void s_deadline(struct timespec *at, unsigned ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, at);
-    at->tv_sec += ms / 1000;
-    at->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (at->tv_nsec >= 1000000000L) {
-        at->tv_sec++;
-        at->tv_nsec -= 1000000000L;
-    }
-}
-
-/*  Render what is queued (lock held) into pending. */
-static void s_render(kb_mcp_outbox_t *box)
-{
-    size_t i;
-    json_t *message;
-    json_array_foreach(box->queue, i, message)
-    {
-        kb_buf_puts(&box->pending, "event: message\ndata: ");
-        kb_buf_append_json(&box->pending, message, JSON_COMPACT);
-        kb_buf_puts(&box->pending, "\n\n");
-    }
-    json_array_clear(box->queue);
+    kb_mcp_reader_t *reader = cls;
+    kb_mcp_streams_t *streams = kb_mcp_streams(reader->mcp);
+    kb_mcp_stream_detach(streams, reader->stream, reader->ticket);
+    kb_mcp_stream_release(streams, &reader->stream);
+    kb_mcp_session_release(reader->mcp, &reader->session);
+    kb_buf_free(&reader->pending);
+    free(reader);
 }
 
 /*  The server drains: a GET stream ends, so that it does not hold the
     drain for its grace period (a call's stream goes on to its result). */
-static bool s_draining(kb_mcp_outbox_t *box)
+static bool s_draining(kb_server_t *server)
 {
-    pthread_mutex_lock(&box->server->lock);
-    bool draining = box->server->draining;
-    pthread_mutex_unlock(&box->server->lock);
+    pthread_mutex_lock(&server->lock);
+    bool draining = server->draining;
+    pthread_mutex_unlock(&server->lock);
     return draining;
 }
 
-/*  Wait for the next messages (a keep-alive comment after each idle
-    period); -1 when the server stops or memory runs out. */
-static int s_fill(kb_mcp_outbox_t *box)
+/*  Wait for the next events (a keep-alive comment after each idle
+    period); -1 when the connection must end in error. */
+static int s_fill(kb_mcp_reader_t *reader)
 {
-    double waited = 0;
-    pthread_mutex_lock(&box->lock);
+    kb_mcp_streams_t *streams = kb_mcp_streams(reader->mcp);
     for (;;) {
-        if (atomic_load(&box->server->stopping))
-            break;
-        if (json_array_size(box->queue) > 0 || box->done) {
-            s_render(box);
-            box->finished = box->done;
+        if (atomic_load(&reader->server->stopping))
+            return -1;
+        if (reader->standalone
+            && (kb_mcp_session_ended(reader->mcp, reader->session) || s_draining(reader->server))) {
+            reader->finished = true;
+            return 0;
+        }
+        kb_mcp_read_t rc = kb_mcp_stream_read(streams, reader->stream, reader->ticket,
+                                              KB_MCP_SLICE_MS, &reader->pending);
+        if (rc == KB_MCP_READ_LOST)
+            return -1;
+        reader->finished = rc == KB_MCP_READ_FINISHED;
+        if (rc != KB_MCP_READ_IDLE) {
+            reader->idle_ms = 0;
             break;
         }
-        if (box->stream && (kb_mcp_session_ended(box->mcp, box->session) || s_draining(box))) {
-            box->finished = true;
+        reader->idle_ms += KB_MCP_SLICE_MS;
+        if (reader->idle_ms >= reader->server->sse_keepalive_ms) {
+            reader->idle_ms = 0;
+            kb_buf_puts(&reader->pending, ": keep-alive\n\n");
             break;
         }
-        if (waited >= box->server->sse_keepalive_ms) {
-            kb_buf_puts(&box->pending, ": keep-alive\n\n");
-            break;
-        }
-        struct timespec at;
-        s_deadline(&at, KB_MCP_SLICE_MS);
-        pthread_cond_timedwait(&box->cond, &box->lock, &at);
-        waited += KB_MCP_SLICE_MS;
     }
-    bool stopping = atomic_load(&box->server->stopping);
-    pthread_mutex_unlock(&box->lock);
-    return stopping || kb_buf_status(&box->pending) != KB_BUF_OK ? -1 : 0;
+    return kb_buf_status(&reader->pending) != KB_BUF_OK ? -1 : 0;
 }
 
 static ssize_t s_read(void *cls, uint64_t pos, char *out, size_t max)
 {
     (void)pos;
-    kb_mcp_outbox_t *box = cls;
-    if (box->sent == box->pending.len) {
-        kb_buf_reset(&box->pending);
-        box->sent = 0;
-        if (box->finished)
+    kb_mcp_reader_t *reader = cls;
+    if (reader->sent == reader->pending.len) {
+        kb_buf_reset(&reader->pending);
+        reader->sent = 0;
+        if (reader->finished)
             return MHD_CONTENT_READER_END_OF_STREAM;
-        if (s_fill(box) < 0)
+        if (s_fill(reader) < 0)
             return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (box->pending.len == 0)
+        if (reader->pending.len == 0)
             return MHD_CONTENT_READER_END_OF_STREAM;
     }
-    size_t n = box->pending.len - box->sent;
+    size_t n = reader->pending.len - reader->sent;
     n = n < max ? n : max;
-    memcpy(out, box->pending.data + box->sent, n);
-    box->sent += n;
+    memcpy(out, reader->pending.data + reader->sent, n);
+    reader->sent += n;
     return (ssize_t)n;
 }
 
-static kb_mcp_outbox_t *s_outbox_new(kb_http_req_t *req, kb_mcp_session_t *session)
+/*  Answer req with stream (a reference, taken) as an SSE response read
+    by this connection; session (a reference, taken) names it. */
+static void s_serve_stream(kb_http_req_t *req, kb_mcp_stream_t *stream, kb_mcp_session_t *session,
+                           bool standalone)
 {
-    kb_mcp_outbox_t *box = kb_xcalloc(1, sizeof *box);
-    pthread_mutex_init(&box->lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&box->cond, &attr);
-    pthread_condattr_destroy(&attr);
-    box->queue = json_array();
-    KB_NOT_NULL(box->queue);
-    box->mcp = req->server->mcp;
-    box->server = req->server;
-    box->session = session;
-    box->pending = (kb_buf_t)KB_BUF_INIT;
+    kb_mcp_t *mcp = req->server->mcp;
+    kb_mcp_reader_t *reader = kb_xcalloc(1, sizeof *reader);
+    reader->mcp = mcp;
+    reader->server = req->server;
+    reader->stream = stream;
+    reader->session = session;
+    reader->standalone = standalone;
+    reader->pending = (kb_buf_t)KB_BUF_INIT;
+    reader->ticket = kb_mcp_stream_attach(kb_mcp_streams(mcp), stream);
     /* A comment first, so that the client has the stream's head at once. */
-    kb_buf_puts(&box->pending, ": kernelbridge\n\n");
-    return box;
-}
-
-/*  Queue the SSE response that box feeds (the response holds one
-    reference). False when it cannot be made. */
-static bool s_queue_stream(kb_http_req_t *req, kb_mcp_outbox_t *box, const char *session_id)
-{
-    struct MHD_Response *response = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024,
-                                                                      s_read, box, s_outbox_unref);
-    if (!response)
-        return false;
+    kb_buf_puts(&reader->pending, ": kernelbridge\n\n");
+    struct MHD_Response *response = MHD_create_response_from_callback(
+        MHD_SIZE_UNKNOWN, 64 * 1024, s_read, reader, s_reader_free);
+    if (!response) {
+        s_reader_free(reader);
+        kb_http_reply_errorf(req, KB_ERR_INTERNAL, "out of memory");
+        return;
+    }
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
     MHD_add_response_header(response, "X-Accel-Buffering", "no");
-    if (session_id)
-        MHD_add_response_header(response, "Mcp-Session-Id", session_id);
+    MHD_add_response_header(response, "Mcp-Session-Id", kb_mcp_session_id(session));
     kb_http_reply_response(req, MHD_HTTP_OK, response);
     MHD_destroy_response(response);
-    return true;
+}
+
+/*  2025-11-25 streams open with an event of an id and no data, which the
+    client may reconnect from; older revisions' clients get none. */
+static bool s_primes(const kb_mcp_session_t *session)
+{
+    return strcmp(kb_mcp_session_version(session), "2025-11-25") >= 0;
+}
+
+/* ---- A call answered as an SSE stream ------------------------------------------ */
+
+/*  A tools/call made on a worker thread, its messages pushed to its
+    stream as they come. */
+typedef struct {
+    kb_mcp_t *mcp;             /* borrowed */
+    kb_mcp_session_t *session; /* a reference */
+    kb_mcp_stream_t *stream;   /* a reference */
+    json_t *message;           /* the request */
+} kb_mcp_call_job_t;
+
+/*  The call's messages (kb_mcp_send_fn). */
+static void s_job_push(void *arg, json_t *message)
+{
+    kb_mcp_call_job_t *job = arg;
+    kb_mcp_stream_push(kb_mcp_streams(job->mcp), job->stream, message);
+}
+
+static void *s_worker(void *arg)
+{
+    kb_mcp_call_job_t *job = arg;
+    kb_mcp_t *mcp = job->mcp;
+    kb_mcp_streams_t *streams = kb_mcp_streams(mcp);
+    json_t *response = kb_mcp_handle(mcp, &job->session, job->message, s_job_push, job);
+    if (response)
+        kb_mcp_stream_push(streams, job->stream, response);
+    kb_mcp_stream_end(streams, job->stream);
+    kb_mcp_stream_release(streams, &job->stream);
+    kb_mcp_session_release(mcp, &job->session);
+    json_decref(job->message);
+    free(job);
+    kb_mcp_worker_end(mcp);
+    return NULL;
 }
 
 /*  A tools/call with progress: a worker thread makes the call while this
-    connection writes its messages. Takes the session's reference and the
-    message's. A client that goes away leaves the run going. */
+    connection writes its stream. Takes the session's reference and the
+    message's. A client that goes away leaves the run going; its messages
+    stay held for a resume (GET with Last-Event-ID). */
 static void s_call_streamed(kb_http_req_t *req, kb_mcp_session_t **session, json_t *message)
 {
     kb_mcp_t *mcp = req->server->mcp;
-    kb_mcp_outbox_t *box = s_outbox_new(req, *session);
+    kb_mcp_streams_t *streams = kb_mcp_streams(mcp);
+    /* the reader's own reference to the session */
+    kb_mcp_session_t *reading = kb_mcp_session_find(mcp, kb_mcp_session_id(*session));
+    if (!reading) {
+        json_decref(message);
+        s_refuse(req, MHD_HTTP_NOT_FOUND, KB_ERR_SESSION_NOT_FOUND,
+                 "Session not found: it ended or never was; initialize a new one");
+        return;
+    }
+    kb_mcp_stream_t *stream
+        = kb_mcp_streams_open(streams, kb_mcp_session_id(*session), false, s_primes(*session));
+    kb_mcp_call_job_t *job = kb_xcalloc(1, sizeof *job);
+    *job = (kb_mcp_call_job_t){ .mcp = mcp,
+                                .session = *session,
+                                .stream = kb_mcp_stream_hold(streams, stream),
+                                .message = message };
     *session = NULL;
-    box->message = message;
-    box->refs = 2;
     kb_mcp_worker_begin(mcp);
     pthread_t thread;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    bool started = pthread_create(&thread, &attr, s_worker, box) == 0;
+    bool started = pthread_create(&thread, &attr, s_worker, job) == 0;
     pthread_attr_destroy(&attr);
-    if (!started) {
-        /* no thread: the call is made here, its messages all at the end */
-        box->refs = 1;
-        json_t *response = kb_mcp_handle(mcp, &box->session, message, s_outbox_push, box);
-        s_outbox_push(box, response);
-        box->done = true;
-        kb_mcp_session_release(mcp, &box->session);
-        kb_mcp_worker_end(mcp);
-    }
-    if (!s_queue_stream(req, box, NULL)) {
-        s_outbox_unref(box);
-        kb_http_reply_errorf(req, KB_ERR_INTERNAL, "out of memory");
-    }
+    if (!started)
+        s_worker(job); /* no thread: the call is made here, its messages all at the end */
+    s_serve_stream(req, stream, reading, false);
 }
 
 /* ---- Routes ------------------------------------------------------------------- */
@@ -375,27 +352,48 @@ done:
     json_decref(message);
 }
 
-/*  GET: the session's stream of server messages. The server sends none
-    unasked (no list changes, no requests of its own), so the stream
-    carries keep-alive comments until the session ends; a Last-Event-ID
-    has nothing to resume. */
+/*  GET: a new stream of server messages for the session, or, with
+    Last-Event-ID, the stream that id is in, from the event after it (a
+    call's stream goes on to its response). The server sends no message
+    unasked (no list changes, no requests of its own), so a new stream
+    carries keep-alive comments until the session ends. */
 static void route_mcp_get(kb_http_req_t *req)
 {
+    kb_mcp_t *mcp = req->server->mcp;
+    kb_mcp_streams_t *streams = kb_mcp_streams(mcp);
     kb_mcp_session_t *session = NULL;
     if (s_gate(req, true, &session) < 0)
         return;
     if (!s_accepts_sse(req)) {
-        kb_mcp_session_release(req->server->mcp, &session);
+        kb_mcp_session_release(mcp, &session);
         s_refuse(req, MHD_HTTP_NOT_ACCEPTABLE, KB_ERR_BAD_REQUEST,
                  "Not Acceptable: GET /mcp is an event stream (Accept: text/event-stream)");
         return;
     }
-    kb_mcp_outbox_t *box = s_outbox_new(req, session);
-    box->stream = true;
-    box->refs = 1;
-    if (!s_queue_stream(req, box, kb_mcp_session_id(session))) {
-        s_outbox_unref(box);
-        kb_http_reply_errorf(req, KB_ERR_INTERNAL, "out of memory");
+    const char *last = s_header(req, "Last-Event-ID");
+    if (!last) {
+        kb_mcp_stream_t *stream
+            = kb_mcp_streams_open(streams, kb_mcp_session_id(session), true, s_primes(session));
+        s_serve_stream(req, stream, session, true);
+        return;
+    }
+    kb_mcp_stream_t *stream = NULL;
+    switch (kb_mcp_streams_resume(streams, kb_mcp_session_id(session), last, &stream)) {
+        case KB_MCP_RESUME_OK:
+            s_serve_stream(req, stream, session, kb_mcp_stream_standalone(stream));
+            return;
+        case KB_MCP_RESUME_UNKNOWN:
+            kb_mcp_session_release(mcp, &session);
+            s_refuse(req, MHD_HTTP_BAD_REQUEST, KB_ERR_BAD_REQUEST,
+                     "Bad Request: Last-Event-ID is no event id this server gave the session");
+            return;
+        case KB_MCP_RESUME_GONE:
+            kb_mcp_session_release(mcp, &session);
+            s_refuse(req, MHD_HTTP_GONE, KB_ERR_LIMIT_EXCEEDED,
+                     "Gone: the events after this Last-Event-ID are no longer held (a stream "
+                     "keeps its last 256 events, 1 MiB, for 5 minutes after it ends); a run's "
+                     "output stays in its record: get_process_logs");
+            return;
     }
 }
 

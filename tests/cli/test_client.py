@@ -3,48 +3,29 @@
 and token, and what they say when the daemon refuses or is not there."""
 import json
 import os
-import pathlib
 import socket
 import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-BINARY = os.environ.get("KB_BINARY", str(ROOT / "build" / "kernelbridge"))
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from conftest import Daemon, wait_until  # noqa: E402  (the integration tests' daemon)
+from clilib import BINARY, at, kb, start_daemon, wait_until, write_token_file
 
 TOKEN = "cli-s3cret"
-
-
-def kb(*args, env=None, timeout=60):
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-    environ.update(env or {})
-    return subprocess.run([BINARY, *args], capture_output=True, text=True, timeout=timeout,
-                          env=environ)
 
 
 @pytest.fixture(scope="module")
 def daemon():
     # as docs/getting-started.md starts it, with a token: no JUPYTER_PATH
-    d = Daemon(env={"JUPYTER_PATH": ""}, token=TOKEN)
+    d = start_daemon(TOKEN)
     yield d
     d.close()
 
 
 @pytest.fixture(scope="module")
 def token_file(daemon):
-    path = daemon.dir / "client-token"
-    path.write_text(TOKEN + "\n")
-    return str(path)
-
-
-def at(daemon, token_file, *args, **kw):
-    """A command run against daemon, given its URL and token file."""
-    return kb(*args, "--url", daemon.url, "--token-file", token_file, **kw)
+    return write_token_file(daemon, TOKEN)
 
 
 def test_help_and_usage():

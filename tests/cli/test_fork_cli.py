@@ -3,31 +3,21 @@
 they print, that the daemon did what they say, and what they say when the
 daemon refuses."""
 import json
-import os
-import pathlib
-import subprocess
-import sys
+from functools import partial
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-BINARY = os.environ.get("KB_BINARY", str(ROOT / "build" / "kernelbridge"))
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from conftest import Daemon  # noqa: E402  (the integration tests' daemon)
+import clilib
+from clilib import start_daemon, write_token_file
 
 TOKEN = "fork-cli-s3cret"
-
-
-def kb(*args, env=None, timeout=120):
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("KB_")}
-    environ.update(env or {})
-    return subprocess.run([BINARY, *args], capture_output=True, text=True, timeout=timeout,
-                          env=environ)
+kb = partial(clilib.kb, timeout=120)
+at = partial(clilib.at, timeout=120)
 
 
 @pytest.fixture(scope="module")
 def daemon():
-    d = Daemon(("--max-checkpoints", "2"), env={"JUPYTER_PATH": ""}, token=TOKEN)
+    d = start_daemon(TOKEN, "--max-checkpoints", "2")
     try:
         yield d
     finally:
@@ -36,14 +26,7 @@ def daemon():
 
 @pytest.fixture(scope="module")
 def token_file(daemon):
-    path = daemon.dir / "client-token"
-    path.write_text(TOKEN + "\n")
-    return str(path)
-
-
-def at(daemon, token_file, *args, **kw):
-    """A command run against daemon, given its URL and token file."""
-    return kb(*args, "--url", daemon.url, "--token-file", token_file, **kw)
+    return write_token_file(daemon, TOKEN)
 
 
 def text(daemon, code, context_id):

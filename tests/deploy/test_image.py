@@ -160,6 +160,19 @@ def test_a_daemon_killed_inside_the_container_loses_no_context(image, containers
     assert not any(pathlib.Path(f"/proc/{on_host[pid]}").exists() for pid in kernels)
 
 
+def kb1_unavailable(kb, dead, live, values):
+    """kb-1 down: its context's run is SandboxUnavailable at once, kb-0's
+    contexts go on, and a new context goes to kb-0 (returned)."""
+    t0 = time.monotonic()
+    with pytest.raises(kernelbridge.SandboxUnavailable) as info:
+        dead[0].run("w")
+    assert info.value.sandbox_id == "kb-1" and time.monotonic() - t0 < 2.0
+    assert [x.run("w").text for x in live] == [values[x.context_id] for x in live]
+    extra = kb.create_context(language="python")
+    assert extra.sandbox_id == "kb-0"
+    return extra
+
+
 def test_the_sdk_routes_over_two_containers(image, containers, tmp_path):
     token = "kbimg-" + uuid.uuid4().hex
     fleet = {sid: start(containers, image, tmp_path, sid, token) for sid in ("kb-0", "kb-1")}
@@ -187,13 +200,7 @@ def test_the_sdk_routes_over_two_containers(image, containers, tmp_path):
             os.kill(daemon_pid(fleet["kb-1"]), signal.SIGKILL)
             while get(fleet["kb-1"].url + "/health", timeout=0.5)[0] == 200:
                 time.sleep(0.02)
-            t0 = time.monotonic()
-            with pytest.raises(kernelbridge.SandboxUnavailable) as info:
-                dead[0].run("w")
-            assert info.value.sandbox_id == "kb-1" and time.monotonic() - t0 < 2.0
-            assert [x.run("w").text for x in live] == [values[x.context_id] for x in live]
-            extra = kb.create_context(language="python")
-            assert extra.sandbox_id == "kb-0"
+            extra = kb1_unavailable(kb, dead, live, values)
             kb.delete_context(extra.context_id, sandbox_id="kb-0")
         finally:
             os.kill(supervisor, signal.SIGCONT)
@@ -203,13 +210,7 @@ def test_the_sdk_routes_over_two_containers(image, containers, tmp_path):
         # kb-1's container gone: SandboxUnavailable at once, kb-0 goes on, new contexts go there
         podman("kill", fleet["kb-1"].name)
         podman("wait", fleet["kb-1"].name, check=False)
-        t0 = time.monotonic()
-        with pytest.raises(kernelbridge.SandboxUnavailable) as info:
-            dead[0].run("w")
-        assert info.value.sandbox_id == "kb-1" and time.monotonic() - t0 < 2.0
-        assert [x.run("w").text for x in live] == [values[x.context_id] for x in live]
-        extra = kb.create_context(language="python")
-        assert extra.sandbox_id == "kb-0"
+        kb1_unavailable(kb, dead, live, values)
         # the container started again (a pod replacement): records kept, contexts not
         podman("start", fleet["kb-1"].name)
         hostport = podman("port", fleet["kb-1"].name).stdout.strip().splitlines()[0]

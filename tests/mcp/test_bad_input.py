@@ -1,4 +1,4 @@
-"""/mcp through raw HTTP (SPEC section 14, issue 34's point 5): malformed
+"""/mcp through raw HTTP (SPEC section 14): malformed
 JSON, invalid requests and batches, unknown methods and tools, wrong
 arguments, calls before initialize, unknown or ended sessions, a wrong
 protocol version, an oversized body, a foreign Origin, no token. Each
@@ -85,6 +85,7 @@ def test_unknown_tool_and_wrong_arguments_name_the_field(mcp_daemon, session):
     # nothing half-made
     listed = mcp_daemon.call(session, "list_contexts", {"all": True})["result"]
     assert listed["structuredContent"]["contexts"] == []
+    assert mcp_daemon.request("GET", path="/processes").json["processes"] == []
 
 
 def test_calls_before_initialize_and_unknown_sessions(mcp_daemon):
@@ -184,8 +185,7 @@ def test_get_stream_lasts_until_the_session_ends(mcp_daemon):
 
     def read():
         got["reply"] = mcp_daemon.request("GET", headers={"Mcp-Session-Id": sid,
-                                                      "Accept": "text/event-stream",
-                                                      "Last-Event-ID": "3"}, timeout=30)
+                                                      "Accept": "text/event-stream"}, timeout=30)
 
     reader = threading.Thread(target=read)
     reader.start()

@@ -5,6 +5,7 @@ which gives the whole logs page by page; and a progress stream over SSE."""
 
 import json
 import socket
+import time
 
 import pytest
 
@@ -98,8 +99,9 @@ def test_progress_comes_as_an_sse_stream(small):
                                              "time.sleep(0.5)\nprint('b')"}}}
     r = d.post(body, session=sid)
     assert r.status == 200 and r.headers["content-type"] == "text/event-stream", r
-    events = [json.loads(line[6:]) for line in r.body.decode().splitlines()
-              if line.startswith("data: ")]
+    data = [line[6:] for line in r.body.decode().splitlines() if line.startswith("data: ")]
+    assert data[0] == ""  # 2025-11-25: the priming event (an id, no data) comes first
+    events = [json.loads(d) for d in data[1:]]
     progress = [e["params"] for e in events if e.get("method") == "notifications/progress"]
     assert [p["progressToken"] for p in progress] == ["p1"] * len(progress)
     assert "".join(p["message"] for p in progress) == "a\nb\n"
@@ -108,6 +110,25 @@ def test_progress_comes_as_an_sse_stream(small):
     r = d.post(body, session=sid, headers={"Accept": "application/json"})
     assert r.status == 200 and r.headers["content-type"] == "application/json", r
     assert r.json["result"]["structuredContent"]["logs"]["stdout"] == "a\nb\n"
+
+
+def test_progress_is_rate_limited(small):
+    d, sid = small
+    code = "import time\nfor i in range(300):\n    print(i, flush=True)\n    time.sleep(0.005)"
+    body = {"jsonrpc": "2.0", "id": 10, "method": "tools/call",
+            "params": {"name": "run_code", "_meta": {"progressToken": "r"},
+                       "arguments": {"code": code}}}
+    started = time.monotonic()
+    r = d.post(body, session=sid)
+    took = time.monotonic() - started
+    events = [json.loads(line[6:]) for line in r.body.decode().splitlines()
+              if line.startswith("data: ") and len(line) > 6]
+    progress = [e["params"] for e in events if e.get("method") == "notifications/progress"]
+    # 300 flushed prints, each in its own output message: all of them said,
+    # in at most one notification each 100 ms (and a last one at the end)
+    assert "".join(p["message"] for p in progress) == "".join("%d\n" % i for i in range(300))
+    assert 2 <= len(progress) <= took / 0.1 + 1, (len(progress), took)
+    assert events[-1]["id"] == 10
 
 
 def test_a_client_that_goes_away_leaves_the_run_going(small):
