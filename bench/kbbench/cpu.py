@@ -47,6 +47,7 @@ TOP = 20  # functions listed per kernelspec
 # connection's thread of libmicrohttpd runs the daemon's routes.
 ENTRIES = {"s_writer": "kb-persist", "s_watchdog": "kb-watchdog"}
 ZMQ_THREADS = ("ZMQbg/Reaper", "ZMQbg/IO/0")
+IDLE_IR = 100  # fewer instructions in the window: a thread that slept through it
 
 def valgrind_wrapper(binary: str, tmp: str) -> tuple[str, str]:
     """A script that runs the binary under callgrind, dumps going to a dir of
@@ -123,7 +124,7 @@ def thread_names(dumps: list[dict[str, Any]]) -> list[str]:
         elif "main" in d["fns"] and not lib:
             name = "main"
         else:
-            name = f"thread {i + 1} (idle)" if d["total"] < 100 else f"thread {i + 1}"
+            name = f"thread {i + 1} (idle)" if d["total"] < IDLE_IR else f"thread {i + 1}"
         names.append(name)
     return names
 
@@ -188,8 +189,7 @@ def summarise(dumps: list[dict[str, Any]], n: int, wall: float) -> dict[str, Any
         "wall_per_run_s": wall / n,
         "instructions_per_run": total / n,
         "by_thread": {t: v / n for t, v in by_thread.most_common()},
-        "top_functions": [[f, v / n, v / total if total else 0]
-                          for f, v in functions.most_common(TOP)],
+        "top_functions": {f: v / n for f, v in functions.most_common(TOP)},
     }
 
 
@@ -257,7 +257,9 @@ def tables(details: dict[str, Any]) -> list[str]:
             lines += ["", f"### {k}: top functions by own instructions per run (callgrind, "
                       f"{C['n']} runs)", "", "| function [object] | instructions per run | share |",
                       "|---|---:|---:|"]
-            lines += [f"| `{f}` | {v:,.0f} | {100 * s:.1f}% |" for f, v, s in C["top_functions"]]
+            total = C["instructions_per_run"] or 1
+            lines += [f"| `{f}` | {v:,.0f} | {100 * v / total:.1f}% |"
+                      for f, v in C["top_functions"].items()]
         if S:
             lines += ["", f"{k}: bridge overhead p50 {S['overhead_us']:,.0f} µs (POST /run p50 "
                       f"{S['run_p50_us']:,.0f} µs, floor {S['floor_p50_us']:,.0f} µs), run "
