@@ -39,6 +39,7 @@ COMMANDS = {  # concept: (command, its --quick flags)
     "fleet": ("fleet.py", ["--contexts", "30", "--dead-calls", "3"]),
     "fork": ("fork.py", ["-n", "5", "--sizes", "10,500"]),
     "mcp": ("mcp.py", ["-n", "100", "--stdio-rounds", "2"]),
+    "cpu": ("cpu.py", ["-n", "100", "--callgrind-n", "30"]),
 }
 
 

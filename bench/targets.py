@@ -186,5 +186,12 @@ FORK = (
            "<=", 16, "MiB"),
 )
 
+CPU = _per_kernel("cpu", ("xpython", "python3"), (
+    ("cpu_per_run_us", "daemon CPU per `1+1` run, all threads (schedstat)", "7", "<=",
+     250, "µs"),
+    ("overhead_us", "bridge overhead p50, back to back on the daemon's own kernel (paired)",
+     "7", "<=", 150, "µs"),
+))
+
 TARGETS = (LATENCY + OVERHEAD + POOL + OUTPUT + SCALE + E2B + JUPYTER + DURABILITY + LIMITS + EDGES
-           + BASH + DISPLAY + FLEET + REGRESS + FORK + MCP)
+           + BASH + DISPLAY + FLEET + REGRESS + FORK + MCP + CPU)

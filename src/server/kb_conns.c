@@ -217,6 +217,7 @@ static int64_t s_expire(kb_conns_t *self, int64_t now)
 static void *s_watchdog(void *arg)
 {
     kb_conns_t *self = arg;
+    pthread_setname_np(pthread_self(), "kb-watchdog");
     pthread_mutex_lock(&self->lock);
     while (!self->stop) {
         int64_t wait_ms = s_expire(self, s_now_ms());

@@ -97,7 +97,8 @@ void kb_msg_destroy(kb_msg_t **self_p)
     The codec object */
 
 struct kb_wire {
-    EVP_MAC_CTX *mac;   /* keyed HMAC, copied for each message; NULL unsigned */
+    EVP_MAC_CTX *mac;   /* keyed HMAC; NULL unsigned */
+    EVP_MAC_CTX *work;  /* a copy of mac, re-initialised (same key) for each message */
     size_t digest_size; /* bytes of the HMAC */
     char *scheme;
     char *session;
@@ -235,6 +236,7 @@ void kb_wire_destroy(kb_wire_t **self_p)
     if (!self)
         return;
     EVP_MAC_CTX_free(self->mac);
+    EVP_MAC_CTX_free(self->work);
     kb_replay_free(&self->replay);
     free(self->scheme);
     free(self->session);
@@ -304,13 +306,15 @@ const char *kb_wire_status_str(kb_wire_status_t status)
     HMAC */
 
 /*  HMAC of the four signed frames (header, parent, metadata, content) into
-    digest, which holds digest_size bytes. */
+    digest, which holds digest_size bytes. One working context, keyed once:
+    EVP_MAC_init without a key starts a new HMAC with the same key (no
+    copy of the context, no allocation per message). */
 static int sign_parts(kb_wire_t *self, const kb_frame_t parts[4], unsigned char *digest)
 {
-    EVP_MAC_CTX *ctx = EVP_MAC_CTX_dup(self->mac);
-    if (!ctx)
+    if (!self->work && !(self->work = EVP_MAC_CTX_dup(self->mac)))
         return -1;
-    int rc = 0;
+    EVP_MAC_CTX *ctx = self->work;
+    int rc = EVP_MAC_init(ctx, NULL, 0, NULL) == 1 ? 0 : -1;
     for (int i = 0; i < 4 && rc == 0; i++)
         if (parts[i].size > 0 && EVP_MAC_update(ctx, parts[i].data, parts[i].size) != 1)
             rc = -1;
@@ -319,7 +323,6 @@ static int sign_parts(kb_wire_t *self, const kb_frame_t parts[4], unsigned char 
         && (EVP_MAC_final(ctx, digest, &out_len, EVP_MAX_MD_SIZE) != 1
             || out_len != self->digest_size))
         rc = -1;
-    EVP_MAC_CTX_free(ctx);
     if (rc != 0)
         ERR_clear_error();
     return rc;

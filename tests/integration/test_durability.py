@@ -464,3 +464,39 @@ def test_forks_and_checkpoints_survive_a_crash(state_dir):
     finally:
         d.close()
     assert wait_until(lambda: sockets() == [], 15), sockets()
+
+
+def _running_in_db(state_dir, process_id):
+    db = sqlite3.connect("file:%s?mode=ro" % (state_dir / "state.db"), uri=True, timeout=5)
+    try:
+        row = db.execute("SELECT running FROM records WHERE id = ?", (process_id,)).fetchone()
+    finally:
+        db.close()
+    return None if row is None else row[0]
+
+
+def test_a_short_run_is_one_batch_and_a_long_one_is_written_while_it_runs(state_dir):
+    """A run's first row waits (at most KB_PERSIST_HOLD_MS, 20 ms) to go
+    with its end: fewer than two batches per short run; a longer run's
+    record is in state.db while it runs, and ended once it has."""
+    d = start(state_dir)
+    try:
+        ctx = d.ok("POST", "/contexts", {"language": "python"}, status=201)
+        cid = ctx["context_id"]
+        assert d.run("1+1", context_id=cid)["error"] is None
+        n = 20
+        before = d.ok("GET", "/health")["state"]["batches"]
+        for _ in range(n):
+            assert d.run("1+1", context_id=cid)["results"][0]["text"] == "2"
+        batches = d.ok("GET", "/health")["state"]["batches"] - before
+        assert 1 <= batches < 2 * n, batches  # two per run before runs were held
+        stream = d.run_stream("import time\ntime.sleep(1.5)", context_id=cid)
+        events = stream.events()
+        process_id = next(events).data["process_id"]
+        time.sleep(0.5)
+        assert _running_in_db(state_dir, process_id) == 1
+        for _ in events:
+            pass
+        assert wait_until(lambda: _running_in_db(state_dir, process_id) == 0, 5)
+    finally:
+        d.close()

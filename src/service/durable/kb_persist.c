@@ -43,6 +43,10 @@ struct kb_persist {
     kb_loop_t *loop;
     bool scheduled;  /* the end-of-turn call is deferred */
     bool collecting; /* the collectors run: what they queue goes in this batch */
+    bool held;       /* the collector running called kb_persist_hold */
+    bool urgent;     /* something queued was not held: hand over at the turn's end */
+    size_t queued;   /* ops queued so far (to see which collector queued) */
+    kb_timer_t hold; /* the end of a hold: the turns held go to the writer */
     struct {
         kb_persist_collect_fn *fn;
         void *arg;
@@ -148,6 +152,9 @@ static void s_queue(kb_persist_t *self, kb_op_t *op, bool copied)
         return;
     }
     s_batch_add(&self->turn, op);
+    self->queued++;
+    if (!self->collecting)
+        self->urgent = true; /* queued by the service itself: at once */
 }
 
 /*  Both NULL or both set: a string was copied if it was given. */
@@ -380,23 +387,48 @@ static void s_hand_over(kb_persist_t *self)
     pthread_cond_signal(&self->wake);
     pthread_mutex_unlock(&self->lock);
     self->turn.head = self->turn.tail = NULL;
+    self->urgent = false;
 }
 
 static void s_collect(kb_persist_t *self)
 {
     self->collecting = true;
-    for (int i = 0; i < self->ncollectors; i++)
+    for (int i = 0; i < self->ncollectors; i++) {
+        size_t before = self->queued;
+        self->held = false;
         self->collectors[i].fn(self, self->collectors[i].arg);
+        if (self->queued != before && !self->held)
+            self->urgent = true;
+    }
     self->collecting = false;
 }
 
-/*  The end of a touched turn: collect, then hand over. */
+static void s_hold_over(kb_timer_t *timer, void *arg)
+{
+    (void)timer;
+    s_hand_over(arg);
+}
+
+/*  The end of a touched turn: collect, then hand over, unless all that
+    is queued was held (and the hold is not over). */
 static void s_end_of_turn(void *arg)
 {
     kb_persist_t *self = arg;
     s_collect(self);
     self->scheduled = false;
+    if (!self->urgent && self->turn.head) {
+        if (!kb_timer_active(&self->hold))
+            kb_timer_start(self->loop, &self->hold, KB_PERSIST_HOLD_MS, 0, s_hold_over, self);
+        return;
+    }
+    kb_timer_stop(&self->hold);
     s_hand_over(self);
+}
+
+void kb_persist_hold(kb_persist_t *self)
+{
+    if (self->collecting)
+        self->held = true;
 }
 
 void kb_persist_touch(kb_persist_t *self)
@@ -418,6 +450,7 @@ void kb_persist_add_collector(kb_persist_t *self, kb_persist_collect_fn *fn, voi
 void kb_persist_sync(kb_persist_t *self)
 {
     s_collect(self);
+    kb_timer_stop(&self->hold);
     s_hand_over(self);
     pthread_mutex_lock(&self->lock);
     while (self->written < self->handed)
@@ -446,6 +479,7 @@ kb_persist_t *kb_persist_new(kb_db_t *db, kb_loop_t *loop)
     }
     self->db = db;
     self->loop = loop;
+    kb_timer_init(&self->hold);
     pthread_mutex_init(&self->lock, NULL);
     pthread_cond_init(&self->wake, NULL);
     pthread_cond_init(&self->done, NULL);
@@ -466,6 +500,7 @@ void kb_persist_destroy(kb_persist_t **self_p)
         return;
     kb_persist_t *self = *self_p;
     *self_p = NULL;
+    kb_timer_stop(&self->hold);
     s_hand_over(self);
     pthread_mutex_lock(&self->lock);
     self->stopping = true;

@@ -1,7 +1,10 @@
 /*  kb_persist.h - what the engine keeps in the state dir's database, and
     when: rows of contexts and kernels, process records and their log
     frames, written by a thread of their own in one transaction per loop
-    turn at most.
+    turn at most, and one per run for short runs: a turn whose only news
+    is a run in flight (its record's first row, its output so far) may be
+    held, and goes with the turn that ends the run, or after
+    KB_PERSIST_HOLD_MS.
 
     The engine thread queues writes (copies of the rows; for log frames, a
     reference to the record's output and a range of cursors, read by the
@@ -41,6 +44,17 @@ void kb_persist_add_collector(kb_persist_t *self, kb_persist_collect_fn *fn, voi
 
 /*  Something changed: run the collectors at the end of this turn. */
 void kb_persist_touch(kb_persist_t *self);
+
+/*  A turn's batch is held at most this long (kb_persist_hold). */
+#define KB_PERSIST_HOLD_MS 20
+
+/*  From a collector: nothing in this turn's batch must reach the disk at
+    once (the start and the output so far of runs still in flight): the
+    batch waits for the next turn that is not held, at most
+    KB_PERSIST_HOLD_MS, so that a short run's start and end are one
+    transaction. A turn in which any collector does not call it hands
+    everything queued over. */
+void kb_persist_hold(kb_persist_t *self);
 
 /*  Queue writes for this turn's batch (rows copied). */
 void kb_persist_meta(kb_persist_t *self, const char *key, const char *value);

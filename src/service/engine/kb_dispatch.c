@@ -460,13 +460,14 @@ static void s_handle_run(kb_engine_t *self, kb_call_t *call)
                                              .why = "its rollback checkpoint could not be asked" });
         return;
     }
-    /*  Answered once the code is with the kernel (or at once, queued
-        behind another run on a ready context). */
+    /*  Answered once the code is with the kernel, or at the run's end
+        when the caller waits for that (kb_run_hold_call), or at once,
+        queued behind another run on a ready context. */
     kb_run_hold_call(run, call);
     bool ready = kb_context_ready(ctx);
     kb_context_enqueue(ctx, run); /* the code goes to the kernel first, */
     if (ready)
-        kb_run_answer_call(run); /* then the caller wakes */
+        kb_run_answer_queued_call(run); /* then the caller wakes */
 }
 
 static void s_handle_signal(kb_engine_t *self, kb_call_t *call)

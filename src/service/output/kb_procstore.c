@@ -144,8 +144,10 @@ static void s_collect(kb_persist_t *persist, void *arg)
 {
     kb_procstore_t *self = arg;
     kb_proc_t *proc;
+    bool in_flight = true; /* every record of this turn is a run still running */
     while ((proc = zlistx_detach(self->dirty, NULL))) {
         proc->dirty = false;
+        in_flight = in_flight && proc->running;
         if (proc->row_dirty || !proc->stored)
             s_put_row(self, proc);
         proc->row_dirty = false;
@@ -153,6 +155,8 @@ static void s_collect(kb_persist_t *persist, void *arg)
         kb_persist_frames(persist, proc->id, proc->log, proc->stored_until, next);
         proc->stored_until = next;
     }
+    if (in_flight) /* its end comes soon for a short run: one transaction for both */
+        kb_persist_hold(persist);
 }
 
 void kb_procstore_set_persist(kb_procstore_t *self, kb_persist_t *persist)

@@ -117,6 +117,11 @@ void kb_stream_keep_final_only(kb_stream_t *self)
     self->final_only = true;
 }
 
+bool kb_stream_final_only(const kb_stream_t *self)
+{
+    return self->final_only;
+}
+
 /*  Queue node (taking it over); false when it was dropped. */
 static bool s_enqueue(kb_stream_t *self, kb_event_node_t *node)
 {

@@ -16,6 +16,10 @@ kb_stream_t *kb_stream_new(void);
     result alone wakes once. Call before the stream is shared. */
 void kb_stream_keep_final_only(kb_stream_t *self);
 
+/*  Whether only RESULT and END are queued (its reader waits for the end).
+    Fixed before the stream is shared: any thread. */
+bool kb_stream_final_only(const kb_stream_t *self);
+
 /*  Take one more reference (the engine's). Returns self. */
 kb_stream_t *kb_stream_ref(kb_stream_t *self);
 

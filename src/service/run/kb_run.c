@@ -82,6 +82,12 @@ void kb_run_answer_call(kb_run_t *self)
     }
 }
 
+void kb_run_answer_queued_call(kb_run_t *self)
+{
+    if (self->state == KB_RUN_QUEUED)
+        kb_run_answer_call(self);
+}
+
 /*  The loop's monotonic clock, in seconds. */
 static double s_now(const kb_run_t *self)
 {
@@ -607,7 +613,8 @@ static void s_start(kb_run_t *self, kb_kernel_t *kernel)
         s_send_apply(self);
     else
         s_send_main(self);
-    kb_run_answer_call(self); /* after the send: the kernel starts meanwhile */
+    if (!(self->stream && kb_stream_final_only(self->stream)))
+        kb_run_answer_call(self); /* after the send: the kernel starts meanwhile */
 }
 
 /*  The END rows of the transition table: the run ends as it is, in

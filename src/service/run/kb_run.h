@@ -78,9 +78,15 @@ void kb_run_set_owner(kb_run_t *self, kb_run_ended_fn *ended, void *arg);
 void kb_run_set_meter(kb_run_t *self, kb_run_meter_fn *meter);
 
 /*  The call that waits until the run is sent to a kernel (or has ended):
-    answered then; failed instead when the kernel could not start. */
+    answered then; failed instead when the kernel could not start. A run
+    whose stream keeps only its end (kb_stream_keep_final_only: the caller
+    waits for the result anyway) answers it at its end instead, after the
+    RESULT is queued: its caller wakes once, not twice.
+    kb_run_answer_queued_call answers it now if the run is still queued
+    (waiting behind another run, or for its kernel). */
 void kb_run_hold_call(kb_run_t *self, kb_call_t *call);
 void kb_run_answer_call(kb_run_t *self);
+void kb_run_answer_queued_call(kb_run_t *self);
 
 /*  Apply one event. Events that mean nothing in the current state change
     nothing. */
