@@ -177,8 +177,23 @@ static void s_drop(kb_proctree_t *self, size_t i)
     self->members.len--;
 }
 
+void kb_procscan_disown(kb_procscan_t *self, pid_t pid)
+{
+    for (size_t t = 0; t < self->trees.len; t++) {
+        kb_proctree_t *tree = *(kb_proctree_t **)kb_vec_at(&self->trees, t);
+        if (tree->root == pid)
+            continue;
+        for (size_t i = 0; i < tree->members.len; i++)
+            if (s_member(tree, i)->pid == pid) {
+                s_drop(tree, i);
+                break;
+            }
+    }
+}
+
 kb_proctree_t *kb_proctree_new(kb_procscan_t *scan, pid_t root)
 {
+    kb_procscan_disown(scan, root);
     kb_proctree_t *self = calloc(1, sizeof *self);
     if (!self)
         return NULL;

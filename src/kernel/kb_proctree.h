@@ -52,6 +52,13 @@ int kb_procscan_update(kb_procscan_t *self);
     its members (a re-adopted kernel may have children already). NULL
     without memory. */
 kb_proctree_t *kb_proctree_new(kb_procscan_t *scan, pid_t root);
+
+/*  pid is no member of any tree but its own (if it is a root): a fork of a
+    kernel, or a checkpoint, found in its parent kernel's tree while it was
+    being made (then a descendant), leaves it. Its own descendants, found
+    from now on, join only the trees it is in. kb_proctree_new does it for
+    its root. */
+void kb_procscan_disown(kb_procscan_t *self, pid_t pid);
 void kb_proctree_destroy(kb_proctree_t **self_p);
 
 pid_t kb_proctree_root(const kb_proctree_t *self);

@@ -192,25 +192,33 @@ def test_kernel_gone_while_down_and_pid_reused(state_dir):
         reused = d.ok("POST", "/contexts", {"language": "python"}, status=201)
     finally:
         crash(d)
-    kill_group(dead["pid"])
-    assert wait_until(lambda: not pid_alive(dead["pid"]), 10)
-    # the other row now names a process that is not the kernel it started
-    # (a reused pid): it must be neither adopted nor signalled
-    db = sqlite3.connect(str(state_dir / "state.db"))
-    with db:
-        assert db.execute("UPDATE contexts SET pid_start = pid_start + 12345 WHERE id = ?",
-                          (reused["context_id"],)).rowcount == 1
-    db.close()
-    d = start(state_dir)
+    for ctx in (dead, reused):
+        kill_group(ctx["pid"])
+        assert wait_until(lambda: not pid_alive(ctx["pid"]), 10)
+    # the other row's pid is now another process's, one that is no kernel
+    # (a reused pid: same number, another start time): it must be neither
+    # adopted nor signalled
+    other_process = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
-        gone = error_of(d.get("/contexts/%s" % dead["context_id"]), 404, "SESSION_NOT_FOUND")
-        assert "did not come back" in gone["message"], gone
-        other = error_of(d.get("/contexts/%s" % reused["context_id"]), 404, "SESSION_NOT_FOUND")
-        assert "another process" in other["message"], other
-        assert pid_alive(reused["pid"]), "a pid that is not our kernel any more is not killed"
+        db = sqlite3.connect(str(state_dir / "state.db"))
+        with db:
+            assert db.execute("UPDATE contexts SET pid = ? WHERE id = ?",
+                              (other_process.pid, reused["context_id"])).rowcount == 1
+        db.close()
+        d = start(state_dir)
+        try:
+            gone = error_of(d.get("/contexts/%s" % dead["context_id"]), 404, "SESSION_NOT_FOUND")
+            assert "did not come back" in gone["message"], gone
+            other = error_of(d.get("/contexts/%s" % reused["context_id"]), 404,
+                             "SESSION_NOT_FOUND")
+            assert "another process" in other["message"], other
+            assert other_process.poll() is None, "a pid that is not our kernel any more is killed"
+        finally:
+            d.close()
+        assert other_process.poll() is None
     finally:
-        d.close()
-        kill_group(reused["pid"])
+        other_process.kill()
+        other_process.wait()
 
 
 def refused(state_dir, *args):

@@ -10,6 +10,7 @@
 #include "service/jupyter/kb_hub.h"
 #include "service/engine/kb_dispatch.h"
 #include "service/engine/kb_engine.h"
+#include "service/engine/kb_engine_orphans.h"
 #include "service/engine/kb_request.h"
 #include "wire/kb_wsmsg.h"
 
@@ -171,6 +172,7 @@ kb_service_t *kb_service_new(const kb_service_config_t *config, kb_error_t *err)
     self->engine = kb_engine_new(config, err);
     if (!self->engine)
         goto fail;
+    kb_engine_end_orphans(self->engine); /* before anything is served */
     self->sandbox_id = strdup(self->engine->sandbox_id);
     if (!self->sandbox_id) {
         kb_error_set(err, KB_ERR_INTERNAL, "out of memory");

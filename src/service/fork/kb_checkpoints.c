@@ -288,6 +288,14 @@ bool kb_checkpoints_alive(const kb_checkpoints_t *self, const char *context_id, 
     return item && kb_proc_start_time(item->pid) == item->pid_start;
 }
 
+bool kb_checkpoints_owns(const kb_checkpoints_t *self, pid_t pid, const char *path)
+{
+    for (kb_checkpoint_t *cp = zlistx_first(self->items); cp; cp = zlistx_next(self->items))
+        if ((pid > 0 && cp->pid == pid) || (path && strcmp(cp->path, path) == 0))
+            return true;
+    return false;
+}
+
 long long kb_checkpoints_execution_count(const kb_checkpoints_t *self, const char *id)
 {
     kb_checkpoint_t *item = s_find(self, NULL, id);

@@ -72,6 +72,10 @@ json_t *kb_checkpoints_list(const kb_checkpoints_t *self, const char *context_id
 /*  Whether context_id has checkpoint id and its process is still there. */
 bool kb_checkpoints_alive(const kb_checkpoints_t *self, const char *context_id, const char *id);
 
+/*  Whether a checkpoint's process is pid (pid > 0), or its socket is path
+    (path not NULL). */
+bool kb_checkpoints_owns(const kb_checkpoints_t *self, pid_t pid, const char *path);
+
 /*  Its execution count (-1 when there is no such checkpoint). */
 long long kb_checkpoints_execution_count(const kb_checkpoints_t *self, const char *id);
 

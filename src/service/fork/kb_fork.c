@@ -539,6 +539,8 @@ static bool s_cp_message(void *arg, kb_channel_t channel, const kb_msg_t *msg)
     kb_error_t err;
     pid_t pid = kb_fork_reply_pid(msg, &err);
     const char *ctx_id = kb_context_id(job->ctx);
+    if (pid > 0)
+        kb_limits_disown(job->engine->limits, pid); /* not the parent's to count */
     if (pid <= 0) {
         unlink(job->path);
         kb_call_fail(job->call, err.code, "%s", err.message);

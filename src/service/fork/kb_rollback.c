@@ -136,6 +136,8 @@ static bool s_rb_message(void *arg, kb_channel_t channel, const kb_msg_t *msg)
         return false;
     kb_error_t err;
     pid_t pid = kb_fork_reply_pid(msg, &err);
+    if (pid > 0)
+        kb_limits_disown(rb->engine->limits, pid); /* not the context's to count */
     if (pid <= 0
         || kb_checkpoints_add(rb->engine->checkpoints, rb->id, rb->ctx_id, rb->path, pid,
                               rb->execution_count, &err)

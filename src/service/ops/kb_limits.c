@@ -320,6 +320,11 @@ const char *kb_limits_mode(const kb_limits_t *self, const char **why)
     return self->cgroups ? "cgroup" : "sampler";
 }
 
+void kb_limits_disown(kb_limits_t *self, pid_t pid)
+{
+    kb_procscan_disown(self->scan, pid);
+}
+
 void kb_limits_destroy(kb_limits_t **self_p)
 {
     if (!self_p || !*self_p)

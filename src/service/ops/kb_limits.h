@@ -78,6 +78,10 @@ kb_watch_t *kb_watch_new(kb_limits_t *limits, pid_t pid, long long memory_limit,
                          long long pids_limit, bool rlimit, kb_watch_fn *fn, void *arg);
 void kb_watch_destroy(kb_watch_t **self_p);
 
+/*  pid (a checkpoint's frozen process) is counted in no watch's tree: it
+    leaves its parent kernel's, where it was found while being made. */
+void kb_limits_disown(kb_limits_t *self, pid_t pid);
+
 /*  Stop enforcing the limits (paused) for a while, or enforce them again:
     while the kernel forks, its tree holds the new process for a moment,
     whose pages are counted twice (RSS) and which must not be killed.

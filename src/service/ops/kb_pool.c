@@ -136,6 +136,16 @@ size_t kb_pool_starting(kb_pool_t *self)
     return count;
 }
 
+bool kb_pool_owns(kb_pool_t *self, pid_t pid)
+{
+    if (!self->pooled)
+        return false;
+    for (kb_pooled_t *p = zlistx_first(self->pooled); p; p = zlistx_next(self->pooled))
+        if (p->kernel && kb_kernel_pid(p->kernel) == pid)
+            return true;
+    return false;
+}
+
 size_t kb_pool_size(kb_pool_t *self)
 {
     return self->pooled ? zlistx_size(self->pooled) : 0;

@@ -44,6 +44,9 @@ bool kb_pool_adopt(kb_pool_t *self, kb_kernel_t *kernel);
 /*  Kernels in the pool not ready yet (starting, or being adopted). */
 size_t kb_pool_starting(kb_pool_t *self);
 
+/*  Whether a kernel in the pool (ready or starting) has process pid. */
+bool kb_pool_owns(kb_pool_t *self, pid_t pid);
+
 /*  Kernels in the pool, ready or starting. */
 size_t kb_pool_size(kb_pool_t *self);
 
