@@ -117,7 +117,7 @@ fi
 step "Python tests (pytest: daemon integration and SDK)"
 export KB_BINARY="$root/build/kernelbridge"
 suites=()
-for dir in tests/structure tests/cli tests/integration tests/fork tests/extension tests/mcp sdk/python/tests; do
+for dir in tests/structure tests/cli tests/integration tests/fork tests/extension tests/mcp tests/openapi sdk/python/tests; do
   ls "$dir"/test_*.py >/dev/null 2>&1 && suites+=("$dir")
 done
 if [ "${#suites[@]}" -gt 0 ]; then
