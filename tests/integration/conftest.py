@@ -107,7 +107,7 @@ class OpenApi:
         if operation is None:
             if template is None and urlsplit(path).path.startswith(("/api/", "/console", "/mcp")):
                 return  # other contracts (or no route: the table's own 404)
-            if status >= 400 and media == "application/json":
+            if status >= 400 and media == "application/json" and method != "HEAD":
                 self._fit(self.error_schema(), json.loads(body), what)
             return
         if template == "/mcp":
