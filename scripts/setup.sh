@@ -76,6 +76,10 @@ if command -v npm >/dev/null 2>&1; then
   # kubernetes-models (Kubernetes' OpenAPI schemas as validators) and yaml,
   # which tests/deploy checks deploy/k8s with (pinned in its package-lock.json)
   npm ci --prefix "$(cd "$(dirname "$0")/.." && pwd)/tests/deploy" --no-audit --no-fund
+  # @redocly/cli, openapi-typescript and typescript, which tests/openapi
+  # lints api/openapi.yaml and builds a typed client from it with (pinned in
+  # its package-lock.json)
+  npm ci --prefix "$(cd "$(dirname "$0")/.." && pwd)/tests/openapi" --no-audit --no-fund
 else
   echo "setup.sh: npm not found: install Node 20 to run tests/e2b-js" >&2
 fi

@@ -84,6 +84,13 @@ else
   echo "tests/jupyterlab-js/node_modules is missing: run scripts/setup.sh"; failed=1
 fi
 
+step "api/openapi.yaml: Redocly lint, generated types, a typed client against the daemon (tests/openapi)"
+if [ -x tests/openapi/node_modules/.bin/redocly ]; then
+  KB_BINARY="$root/build/kernelbridge" timeout 600 sh tests/openapi/check.sh || failed=1
+else
+  echo "tests/openapi/node_modules is missing: run scripts/setup.sh"; failed=1
+fi
+
 step "MCP's TypeScript SDK against /mcp and kernelbridge mcp (tests/mcp-js)"
 if [ -d tests/mcp-js/node_modules/@modelcontextprotocol/sdk ]; then
   KB_BINARY="$root/build/kernelbridge" timeout 600 node --test --test-force-exit tests/mcp-js/test_*.mjs \
@@ -119,7 +126,7 @@ export KB_BINARY="$root/build/kernelbridge"
 # the browser tests renew the docs' screenshots of the console and the notebook
 export KB_SCREENSHOT_DIR="$root/docs/images"
 suites=()
-for dir in tests/structure tests/docs tests/cli tests/integration tests/fork tests/extension tests/mcp sdk/python/tests; do
+for dir in tests/structure tests/docs tests/cli tests/integration tests/fork tests/extension tests/mcp tests/openapi sdk/python/tests; do
   ls "$dir"/test_*.py >/dev/null 2>&1 && suites+=("$dir")
 done
 if [ "${#suites[@]}" -gt 0 ]; then

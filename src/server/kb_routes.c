@@ -5,6 +5,7 @@
     state between requests. */
 #include "server/kb_http.h"
 #include "server/kb_metrics_http.h"
+#include "server/kb_openapi.h"
 #include "server/kb_router.h"
 #include "service/engine/kb_request.h"
 
@@ -145,6 +146,24 @@ static void route_health(kb_http_req_t *req)
     if (health)
         json_object_set_new(health, "connections", s_connections(req->server));
     reply_object(req, MHD_HTTP_OK, health, &err);
+}
+
+/*  The OpenAPI document, compiled in (kb_openapi.h); open, like /health:
+    it describes the API and holds no secret. */
+static void route_openapi(kb_http_req_t *req)
+{
+    struct MHD_Response *response = MHD_create_response_from_buffer(
+        kb_openapi_json_len, (void *)kb_openapi_json, MHD_RESPMEM_PERSISTENT);
+    if (!response
+        || MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json")
+               != MHD_YES) {
+        if (response)
+            MHD_destroy_response(response);
+        kb_http_reply_errorf(req, KB_ERR_INTERNAL, "cannot build the OpenAPI document's response");
+        return;
+    }
+    kb_http_reply_response(req, MHD_HTTP_OK, response);
+    MHD_destroy_response(response);
 }
 
 static void route_kernelspecs(kb_http_req_t *req)
@@ -449,6 +468,7 @@ static void route_process_signal(kb_http_req_t *req)
 
 static const kb_route_t s_routes[] = {
     { "GET", "/health", route_health, KB_ROUTE_OPEN | KB_ROUTE_RESERVE },
+    { "GET", "/openapi.json", route_openapi, KB_ROUTE_OPEN },
     { "GET", "/kernelspecs", route_kernelspecs, KB_ROUTE_TOKEN },
     { "GET", "/metrics", kb_metrics_route, KB_ROUTE_TOKEN | KB_ROUTE_RESERVE },
     { "GET", "/contexts", route_contexts_list, KB_ROUTE_TOKEN },

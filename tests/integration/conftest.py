@@ -6,12 +6,18 @@ The binary is $KB_BINARY, else <repo>/build/kernelbridge. Each daemon listens on
 listens. Its stdout and stderr go to files, so the request log never fills a
 pipe. Only the standard library is used: http.client, socket, threading.
 
+Every response of the native API these suites receive through Daemon (its
+JSON bodies and the events of its streams) is checked against the OpenAPI
+document, api/openapi.yaml, by OPENAPI.check: a body the document does not
+describe fails the test that received it.
+
 Run: pytest-3 tests/integration   (KB_BINARY=/path/to/kernelbridge to pick one)
 """
 
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -19,8 +25,11 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import jsonschema
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 BINARY = os.environ.get("KB_BINARY", str(REPO / "build" / "kernelbridge"))
@@ -33,6 +42,121 @@ STOP_TIMEOUT = 30.0  # SIGTERM to exit
 
 class HttpError(AssertionError):
     pass
+
+
+class OpenApi:
+    """The native API's OpenAPI document (api/openapi.yaml) as a checker of
+    real responses: the body of each response must fit the document's
+    schema for its path, method, status and media type (an undocumented
+    status falls to the operation's `default`), and each event of a stream
+    the schema its `x-events` names. Paths the document leaves to other
+    contracts (Jupyter's /api/..., the console) are not checked, except
+    that the native listener's own errors must be the Error body."""
+
+    def __init__(self, path):
+        with open(path, encoding="utf-8") as f:
+            self.doc = yaml.safe_load(f)
+        self.routes = []
+        for template, item in self.doc["paths"].items():
+            pattern = re.sub(r"\\\{[^}]+\\\}", "[^/]+", re.escape(template))
+            self.routes.append((re.compile("^%s$" % pattern), template, item))
+        self._validators = {}
+
+    def _validator(self, schema):
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._validators:
+            # refs are "#/components/...": resolved against a root that has them
+            root = dict(schema, components=self.doc["components"])
+            cls = jsonschema.Draft202012Validator
+            cls.check_schema(root)
+            self._validators[key] = cls(root, format_checker=cls.FORMAT_CHECKER)
+        return self._validators[key]
+
+    def _fit(self, schema, value, what):
+        errors = sorted(self._validator(schema).iter_errors(value), key=lambda e: list(e.path))
+        if errors:
+            raise AssertionError("%s does not fit api/openapi.yaml: %s at %s\n%s" % (
+                what, errors[0].message, "/".join(map(str, errors[0].absolute_path)) or "(root)",
+                json.dumps(value)[:2000]))
+
+    def operation(self, method, path):
+        """(template, operation or None) of a path, or (None, None)."""
+        path = urlsplit(path).path
+        for regex, template, item in self.routes:
+            if regex.match(path):
+                return template, item.get(method.lower())
+        return None, None
+
+    def response(self, operation, status):
+        responses = operation["responses"]
+        found = responses.get(str(status)) or responses.get("default")
+        assert found is not None, "status %d is not in api/openapi.yaml" % status
+        ref = found.get("$ref")
+        if ref:
+            found = self.doc["components"]["responses"][ref.rsplit("/", 1)[1]]
+        return found
+
+    def error_schema(self):
+        return {"$ref": "#/components/schemas/Error"}
+
+    def check(self, method, path, status, content_type, body):
+        """Assert that a whole response of the native listener fits."""
+        what = "%s %s -> %d" % (method, path, status)
+        template, operation = self.operation(method, path)
+        media = (content_type or "").split(";")[0].strip().lower()
+        if operation is None:
+            bare = urlsplit(path).path
+            if template is None and (bare == "/api" or bare.startswith(OTHER_CONTRACTS)):
+                return  # Jupyter's API, the console, MCP: their own contracts
+            if status >= 400 and media == "application/json" and method != "HEAD":
+                self._fit(self.error_schema(), json.loads(body), what)
+            return
+        if template == "/mcp":
+            return  # MCP's own JSON-RPC messages
+        content = self.response(operation, status).get("content")
+        if not content:
+            assert not body, "%s: api/openapi.yaml says no body, got %r" % (what, body[:200])
+            return
+        if method == "HEAD":
+            return
+        assert media in content, "%s: %s is not in api/openapi.yaml (%s)" % (
+            what, media or "no Content-Type", ", ".join(content))
+        if media == "application/json":
+            self._fit(content[media]["schema"], json.loads(body), what)
+        elif media == "text/event-stream":
+            for event, data in parse_sse(body.decode()):
+                self.check_event(method, path, event, data)
+
+    def check_event(self, method, path, event, data):
+        """Assert that one event of a stream fits its x-events schema."""
+        _, operation = self.operation(method, path)
+        if operation is None:
+            return
+        content = self.response(operation, 200).get("content", {})
+        events = content.get("text/event-stream", {}).get("x-events")
+        if not events:
+            return
+        assert event in events, "%s %s: event %r is not in api/openapi.yaml" % (method, path, event)
+        self._fit(events[event], json.loads(data), "%s %s event %s" % (method, path, event))
+
+
+# The paths of the native listener that other tables claim (kb_jupyter.c,
+# kb_console.c, kb_mcp_http.c): their answers follow other contracts.
+OTHER_CONTRACTS = ("/api/", "/kernelspecs/", "/console", "/mcp")
+OPENAPI = OpenApi(REPO / "api" / "openapi.yaml")
+
+
+def parse_sse(text):
+    """(event, data) of each event of a whole Server-Sent Events body."""
+    for block in re.split(r"\r?\n\r?\n", text):
+        event, data = "message", []
+        for line in block.splitlines():
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].lstrip(" "))
+        if data:
+            yield event, "\n".join(data)
 
 
 class Response:
@@ -53,6 +177,25 @@ class Response:
 
     def __repr__(self):
         return "<Response %d %r>" % (self.status, self.body[:300])
+
+
+class _Replay:
+    """A response whose body was already read, read again line by line
+    (SseStream's reader); the rest (status, headers) is the response's."""
+
+    def __init__(self, response, body):
+        self.original = response
+        self.lines = body.splitlines(keepends=True)
+
+    def __getattr__(self, name):
+        return getattr(self.original, name)
+
+    def readline(self):
+        return self.lines.pop(0) if self.lines else b""
+
+    def read(self):
+        rest, self.lines = b"".join(self.lines), []
+        return rest
 
 
 def encode(body):
@@ -82,12 +225,14 @@ class SseEvent:
 
 
 class SseStream:
-    """A Server-Sent Events response read event by event, with arrival times."""
+    """A Server-Sent Events response read event by event, with arrival times;
+    check(event, data), when given, is called on each event (OPENAPI's)."""
 
-    def __init__(self, conn, response):
+    def __init__(self, conn, response, check=None):
         self.conn = conn
         self.response = response
         self.status = response.status
+        self.check = check
 
     def events(self, include_comments=False):
         event, data, ident = None, [], None
@@ -99,6 +244,8 @@ class SseStream:
             line = line.decode().rstrip("\r\n")
             if line == "":
                 if event is not None or data:
+                    if self.check and data:
+                        self.check(event or "message", "\n".join(data))
                     yield SseEvent(event or "message", "\n".join(data), now, id=ident)
                 event, data, ident = None, [], None
             elif line.startswith(":"):
@@ -185,7 +332,11 @@ class Daemon:
         try:
             conn.request(method, path, encode(body), self._headers(headers, token))
             r = conn.getresponse()
-            return Response(r.status, r.getheaders(), r.read())
+            response = Response(r.status, r.getheaders(), r.read())
+            if conn.port == self.port:
+                OPENAPI.check(method, path, response.status, response.header("Content-Type"),
+                              response.body)
+            return response
         finally:
             if own:
                 conn.close()
@@ -215,7 +366,15 @@ class Daemon:
         h = self._headers(headers, None)
         h["Accept"] = "text/event-stream"
         conn.request(method, path, encode(body), h)
-        return SseStream(conn, conn.getresponse())
+        response = conn.getresponse()
+        media = (response.getheader("Content-Type") or "").split(";")[0].strip()
+        if media != "text/event-stream":  # an error before the stream, or JSON
+            stream = SseStream(conn, response)
+            body = response.read()
+            OPENAPI.check(method, path, response.status, response.getheader("Content-Type"), body)
+            stream.response = _Replay(response, body)
+            return stream
+        return SseStream(conn, response, lambda event, data: OPENAPI.check_event(method, path, event, data))
 
     def run_stream(self, code, **fields):
         return self.stream("POST", "/run", dict(code=code, **fields))

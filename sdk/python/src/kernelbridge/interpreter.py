@@ -333,9 +333,11 @@ class AsyncInterpreterService:
 
         Without ``context`` the code runs in the default context of
         ``language``; ``isolated=True`` runs it in a fresh kernel destroyed
-        afterwards, with ``memory_limit`` and ``pids_limit`` if given. A rehydrated kind='code' process handle can still replay
-        logs and wait/kill, but it does not reconstruct this decomposed result
-        on another worker. A vanished explicit context surfaces the daemon's
+        afterwards, with ``memory_limit`` and ``pids_limit`` if given.
+
+        A rehydrated kind='code' process handle can still replay logs and
+        wait/kill, but it does not reconstruct this decomposed result on
+        another worker. A vanished explicit context surfaces the daemon's
         typed SESSION_NOT_FOUND error; callers decide whether to recreate the
         context and what to rerun. timeout is the caller wait budget in
         seconds; 0 waits unbounded.

@@ -298,6 +298,42 @@ class CodeInterpreter(Blocking[AsyncCodeInterpreter]):
 class InterpreterService(Blocking[AsyncInterpreterService]):
     """Synchronous InterpreterService.
 
+    Handles code execution in interpreter contexts of a kernelbridge
+    daemon: each context is one Jupyter kernel, so the variables, imports
+    and functions one run defines are there for the next run on the same
+    context. Runs without a context use the default context of their
+    language (``default-<language>``); ``isolated=True`` runs in a fresh
+    kernel destroyed afterwards.
+
+    Arguments:
+        base_url: the daemon's URL, e.g. ``http://127.0.0.1:8888``; with
+            ``sandboxes``, a template holding ``{sandbox_id}``.
+        token: the daemon's token, sent as ``Authorization: Bearer``.
+        sandboxes: ``{sandbox_id: url, ...}`` (or the sandbox ids of a
+            ``base_url`` template), to route each context to the daemon of
+            its sandbox.
+        connect_timeout: seconds a daemon may take to accept a connection
+            before SandboxUnavailable.
+        impl, bridge: an AsyncInterpreterService to wrap (instead of the
+            keyword arguments) and the event loop thread to run it on.
+
+    Every method returns the models of the daemon's JSON (InterpreterResult,
+    InterpreterContext, Checkpoint, ProcessRecord...), whose fields are
+    those of the native API's OpenAPI document (``GET /openapi.json``), and
+    raises the typed KernelBridgeError subclass of the daemon's error code
+    (SessionNotFoundError for an unknown or vanished context,
+    LanguageNotSupportedError, ContextExistsError, ...).
+
+    Examples:
+        with InterpreterService(base_url="http://127.0.0.1:8888") as svc:
+            ctx = svc.create_context(language="python")
+            svc.run("x = 41", context=ctx)
+            result = svc.run("x + 1", context=ctx)
+            print(result.text)                 # 42
+            failed = svc.run("1/0", context=ctx)
+            print(failed.error.name)           # ZeroDivisionError
+            svc.delete_context(ctx)
+
     Safe to share between threads: its calls run on one private event loop
     thread (SyncBridge) and go out in parallel over its connection pool;
     callbacks run in the calling thread. ``close()`` (or a ``with`` block)
@@ -518,9 +554,11 @@ class InterpreterService(Blocking[AsyncInterpreterService]):
 
         Without ``context`` the code runs in the default context of
         ``language``; ``isolated=True`` runs it in a fresh kernel destroyed
-        afterwards, with ``memory_limit`` and ``pids_limit`` if given. A rehydrated kind='code' process handle can still replay
-        logs and wait/kill, but it does not reconstruct this decomposed result
-        on another worker. A vanished explicit context surfaces the daemon's
+        afterwards, with ``memory_limit`` and ``pids_limit`` if given.
+
+        A rehydrated kind='code' process handle can still replay logs and
+        wait/kill, but it does not reconstruct this decomposed result on
+        another worker. A vanished explicit context surfaces the daemon's
         typed SESSION_NOT_FOUND error; callers decide whether to recreate the
         context and what to rerun. timeout is the caller wait budget in
         seconds; 0 waits unbounded.

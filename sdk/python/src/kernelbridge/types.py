@@ -390,6 +390,7 @@ class ProcessRecord:
     reason: Optional[WaitReason] = None
     raw_reason: Optional[str] = None
     resources: Optional[RunResources] = None
+    rolled_back: bool = False
 
     @property
     def running(self) -> bool:
@@ -410,6 +411,7 @@ class ProcessRecord:
             reason=WaitReason.parse(obj.get("reason")),
             raw_reason=_opt_str(obj.get("raw_reason")),
             resources=RunResources.from_json(obj.get("resources")),
+            rolled_back=obj.get("rolled_back") is True,
         )
 
 
