@@ -615,7 +615,7 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
     self->started_at = kb_now();
     if (kb_limits_validate(config->memory_limit, config->pids_limit, err) != 0)
         goto fail; /* BAD_REQUEST: a refused configuration */
-    self->limits = kb_limits_new(self->loop, self->config.interrupt_grace);
+    self->limits = kb_limits_new(self->loop, self->config.interrupt_grace, self->config.hog_after);
     if (!self->limits) {
         kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         goto fail;
