@@ -186,5 +186,12 @@ FORK = (
            "<=", 16, "MiB"),
 )
 
+HOGS = (
+    Target("hogs", "after.ratio", "`1+1` on an idle context while 2 x cores contexts spin, "
+           "long runs lowered (--hog-after 1): p50 ÷ quiet p50", "7", "<=", 1.5, "x"),
+    Target("hogs", "after.health_p99_ms", "GET /health p99 while 2 x cores contexts spin",
+           "7", "<=", 50, "ms"),
+)
+
 TARGETS = (LATENCY + OVERHEAD + POOL + OUTPUT + SCALE + E2B + JUPYTER + DURABILITY + LIMITS + EDGES
-           + BASH + DISPLAY + FLEET + REGRESS + FORK + MCP)
+           + BASH + DISPLAY + FLEET + REGRESS + FORK + MCP + HOGS)
