@@ -432,6 +432,18 @@ void kb_kernel_take_files(kb_kernel_t *self, const kb_adopt_opts_t *opts)
     }
 }
 
+int kb_kernel_reconnect_iopub(kb_kernel_t *self)
+{
+    char *endpoint = s_endpoint(self->info, "iopub_port");
+    if (!endpoint)
+        return -1;
+    void *socket = zsock_resolve(self->iopub);
+    zmq_disconnect(socket, endpoint); /* ENOENT when ZeroMQ forgot it already */
+    int rc = zmq_connect(socket, endpoint);
+    zstr_free(&endpoint);
+    return rc;
+}
+
 /*  Connect shell and iopub to the endpoints of self->info (ZeroMQ queues
     what is sent until the kernel binds) and watch them. 0, or -1 with err. */
 int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err)
@@ -448,9 +460,12 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err)
     strcpy(self->routing_id, "kb-");
     for (size_t i = 0; i < sizeof raw; i++)
         snprintf(self->routing_id + 3 + 2 * i, 3, "%02x", raw[i]);
+    int64_t max_message = self->max_message ? (int64_t)self->max_message : -1;
     self->shell = zsock_new(ZMQ_DEALER);
-    if (self->shell)
+    if (self->shell) {
         zsock_set_identity(self->shell, self->routing_id);
+        zsock_set_maxmsgsize(self->shell, max_message);
+    }
     self->shell = kb_kernel_connect_endpoint(self->shell, endpoint);
     zstr_free(&endpoint);
     self->control_endpoint = s_endpoint(self->info, "control_port");
@@ -461,6 +476,7 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err)
     if (self->iopub) {
         zsock_set_subscribe(self->iopub, "");
         zsock_set_rcvhwm(self->iopub, 100000);
+        zsock_set_maxmsgsize(self->iopub, max_message);
     }
     self->iopub = kb_kernel_connect_endpoint(self->iopub, endpoint);
     zstr_free(&endpoint);
@@ -468,6 +484,9 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err)
         kb_error_set(err, KB_ERR_INTERNAL, "cannot connect sockets: %s", zmq_strerror(zmq_errno()));
         return -1;
     }
+    if (self->max_message && kb_kernel_watch_iopub(self) != 0)
+        zsys_warning("kernel: cannot watch the iopub socket's connection: %s",
+                     zmq_strerror(zmq_errno()));
     if (kb_io_start_zmq(self->loop, &self->shell_io, zsock_resolve(self->shell), kb_kernel_on_shell,
                         self)
             != 0
@@ -529,6 +548,7 @@ kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,
     if (!self)
         return NULL;
     self->remove_files = true;
+    self->max_message = opts->max_message;
     if (opts->users) {
         if (kb_kernel_users_take(opts->users, &self->cred, err) != 0)
             goto fail;

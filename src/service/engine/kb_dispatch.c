@@ -124,7 +124,9 @@ static kb_context_t *s_context_attach(kb_engine_t *self, const char *id,
         kb_kernelspec_destroy(&spec);
         return NULL;
     }
-    kb_adopt_opts_t adopt = { .connection = opts->connection_info, .timeout = KB_ATTACH_TIMEOUT };
+    kb_adopt_opts_t adopt = { .connection = opts->connection_info,
+                              .timeout = KB_ATTACH_TIMEOUT,
+                              .max_message = self->config.max_message_bytes };
     static const kb_kernel_callbacks_t none = { 0 };
     kb_error_t problem;
     kb_kernel_t *kernel = kb_kernel_adopt(self->loop, spec, &adopt, &none, NULL, &problem);

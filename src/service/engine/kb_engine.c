@@ -132,6 +132,7 @@ void kb_engine_kernel_opts(kb_engine_t *self, const kb_kernelspec_t *spec, kb_ke
         .ipc_dir = self->ipc_dir,
         .serial = ++self->kernel_serial,
         .transport = quirks.transport ? quirks.transport : self->config.transport,
+        .max_message = self->config.max_message_bytes,
     };
 }
 
@@ -554,6 +555,7 @@ static int s_restore(kb_engine_t *self, kb_error_t *err)
                              .metrics = self->metrics,
                              .users = self->users,
                              .work_root = self->work_root,
+                             .max_message = self->config.max_message_bytes,
                              .sandbox_id = self->sandbox_id,
                              .no_adopt = self->config.no_adopt };
     kb_restore_found_t found = { 0 };

@@ -30,12 +30,14 @@ static void s_on_ready(kb_kernel_t *kernel, void *arg);
 static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg);
 static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg);
 static void s_on_exited(kb_kernel_t *kernel, void *arg);
+static void s_on_iopub_dropped(kb_kernel_t *kernel, void *arg);
 
 static const kb_kernel_callbacks_t s_kernel_callbacks = {
     .ready = s_on_ready,
     .start_failed = s_on_start_failed,
     .message = s_on_message,
     .exited = s_on_exited,
+    .iopub_dropped = s_on_iopub_dropped,
 };
 
 /*  Where a kernel starts (kb_launch: in cwd, relative to the daemon's
@@ -216,6 +218,30 @@ void kb_context_on_settled(kb_context_t *self, kb_context_settled_fn *fn, void *
 }
 
 /* ---- limits ---------------------------------------------------------------------- */
+
+/*  The kernel's iopub connection dropped: ZeroMQ refused a message over
+    the max message size (never held whole). The running run ends with
+    MessageTooLarge; a websocket client's cell only gets the log line. */
+static void s_on_iopub_dropped(kb_kernel_t *kernel, void *arg)
+{
+    kb_context_t *self = arg;
+    char note[240], value[240];
+    unsigned long long max = (unsigned long long)kb_kernel_max_message(kernel);
+    snprintf(note, sizeof note,
+             "a message of the kernel over the max message size of %llu bytes was refused "
+             "(--max-message-size); its output, and what the kernel published until its "
+             "connection was made again, are lost",
+             max);
+    snprintf(value, sizeof value,
+             "the kernel sent a message over the max message size of %llu bytes; it was refused "
+             "and its output is lost",
+             max);
+    zsys_warning("context %s: %s", self->id, note);
+    kb_run_event_t run_event
+        = { .type = KB_RUN_EV_LIMIT, .limit = KB_RUN_LIMIT_MESSAGE, .note = note, .text = value };
+    if (self->running)
+        kb_run_apply(self->running, &run_event);
+}
 
 static void s_on_limit(kb_watch_t *watch, kb_watch_event_t event, const kb_watch_info_t *info,
                        void *arg)

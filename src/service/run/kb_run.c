@@ -583,6 +583,15 @@ static void s_limit(kb_run_t *self, const kb_run_event_t *event)
     if (event->note)
         s_system(self, event->note);
     kb_run_limit_t limit = event->limit;
+    if (limit == KB_RUN_LIMIT_MESSAGE) {
+        /*  What was refused is not kept, and what came after it until
+            ZeroMQ connected again is lost: the run says so and ends as the
+            kernel's reply (and the completion grace) allow. */
+        kb_execution_t *exec = s_main_exec(self);
+        kb_execution_dropped(exec);
+        kb_execution_set_error(exec, "MessageTooLarge", event->text ? event->text : "", false);
+        return;
+    }
     self->over_memory = limit == KB_RUN_LIMIT_MEMORY || limit == KB_RUN_LIMIT_MEMORY_KILL;
     if (limit == KB_RUN_LIMIT_UNDER) {
         if (self->state == KB_RUN_HOLDING)
