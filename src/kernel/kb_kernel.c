@@ -380,6 +380,7 @@ kb_kernel_t *kb_kernel_blank(kb_loop_t *loop, const kb_kernelspec_t *spec,
     and files. 0, or -1 with err. */
 int kb_kernel_take_record(kb_kernel_t *self, const kb_adopt_opts_t *opts, kb_error_t *err)
 {
+    self->max_message = opts->max_message;
     self->adopted = true;
     self->pid = opts->pid;
     if (opts->pid > 0) {

@@ -47,7 +47,6 @@ kb_kernel_t *kb_kernel_adopt(kb_loop_t *loop, const kb_kernelspec_t *spec,
     kb_kernel_t *self = kb_kernel_blank(loop, spec, callbacks, arg, err);
     if (!self)
         return NULL;
-    self->max_message = opts->max_message;
     if (kb_kernel_take_record(self, opts, err) != 0)
         goto fail;
     if (kb_connection_key(&self->conn, self->info, err) != 0)
