@@ -211,7 +211,7 @@ def _single_figures(R: dict[str, Any], out: Figures) -> None:
         if shape == "one-message":  # over --max-message-size (128 MiB): refused, never held
             out[f"single.{shape}.refused"] = figure(
                 f"one {BIG_MIB} MiB message: refused (MessageTooLarge, truncated)",
-                all(r.get("truncated") is True and r.get("error") == "MessageTooLarge"
+                all(r.get("truncated") is True and r.get("error_name") == "MessageTooLarge"
                     for r in runs), "bool")
             continue
         out[f"single.{shape}.truncated_at_cap"] = figure(

@@ -433,18 +433,6 @@ void kb_kernel_take_files(kb_kernel_t *self, const kb_adopt_opts_t *opts)
     }
 }
 
-int kb_kernel_reconnect_iopub(kb_kernel_t *self)
-{
-    char *endpoint = s_endpoint(self->info, "iopub_port");
-    if (!endpoint)
-        return -1;
-    void *socket = zsock_resolve(self->iopub);
-    zmq_disconnect(socket, endpoint); /* ENOENT when ZeroMQ forgot it already */
-    int rc = zmq_connect(socket, endpoint);
-    zstr_free(&endpoint);
-    return rc;
-}
-
 /*  Connect shell and iopub to the endpoints of self->info (ZeroMQ queues
     what is sent until the kernel binds) and watch them. 0, or -1 with err. */
 int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err)
@@ -472,7 +460,7 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err)
     self->control_endpoint = s_endpoint(self->info, "control_port");
     self->stdin_endpoint = s_endpoint(self->info, "stdin_port");
     self->hb_endpoint = s_endpoint(self->info, "hb_port");
-    endpoint = s_endpoint(self->info, "iopub_port");
+    endpoint = self->iopub_endpoint = s_endpoint(self->info, "iopub_port");
     self->iopub = zsock_new(ZMQ_SUB);
     if (self->iopub) {
         zsock_set_subscribe(self->iopub, "");
@@ -480,7 +468,6 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err)
         zsock_set_maxmsgsize(self->iopub, max_message);
     }
     self->iopub = kb_kernel_connect_endpoint(self->iopub, endpoint);
-    zstr_free(&endpoint);
     if (!self->shell || !self->iopub) {
         kb_error_set(err, KB_ERR_INTERNAL, "cannot connect sockets: %s", zmq_strerror(zmq_errno()));
         return -1;
@@ -628,6 +615,7 @@ static void s_free(kb_kernel_t *self, bool remove_files)
     kb_kernelspec_destroy(&self->spec);
     json_decref(self->info);
     free(self->control_endpoint);
+    free(self->iopub_endpoint);
     free(self->stdin_endpoint);
     free(self->hb_endpoint);
     free(self);

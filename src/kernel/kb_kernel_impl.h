@@ -56,6 +56,7 @@ struct kb_kernel {
     kb_connection_t conn;
     json_t *info;           /* the connection file's JSON, key included */
     char *control_endpoint; /* connected on first use */
+    char *iopub_endpoint;   /* connected again after a protocol error */
     char *stdin_endpoint;   /* idem */
     char *hb_endpoint;
     zsock_t *shell;

@@ -157,6 +157,13 @@ static void s_on_iopub_monitor(kb_io_t *io, void *arg)
     (void)io;
 }
 
+int kb_kernel_reconnect_iopub(kb_kernel_t *self)
+{
+    void *socket = zsock_resolve(self->iopub);
+    zmq_disconnect(socket, self->iopub_endpoint); /* ENOENT when ZeroMQ forgot it already */
+    return zmq_connect(socket, self->iopub_endpoint);
+}
+
 int kb_kernel_watch_iopub(kb_kernel_t *self)
 {
     char endpoint[64]; /* unique while the kernel lives */

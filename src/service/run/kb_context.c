@@ -30,7 +30,14 @@ static void s_on_ready(kb_kernel_t *kernel, void *arg);
 static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg);
 static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg);
 static void s_on_exited(kb_kernel_t *kernel, void *arg);
-static void s_on_iopub_dropped(kb_kernel_t *kernel, void *arg);
+
+/*  ZeroMQ refused a message over the max message size: the run says so. */
+static void s_on_iopub_dropped(kb_kernel_t *kernel, void *arg)
+{
+    kb_context_t *self = arg;
+    if (self->running)
+        kb_run_message_refused(self->running, kb_kernel_max_message(kernel));
+}
 
 static const kb_kernel_callbacks_t s_kernel_callbacks = {
     .ready = s_on_ready,
@@ -218,30 +225,6 @@ void kb_context_on_settled(kb_context_t *self, kb_context_settled_fn *fn, void *
 }
 
 /* ---- limits ---------------------------------------------------------------------- */
-
-/*  The kernel's iopub connection dropped: ZeroMQ refused a message over
-    the max message size (never held whole). The running run ends with
-    MessageTooLarge; a websocket client's cell only gets the log line. */
-static void s_on_iopub_dropped(kb_kernel_t *kernel, void *arg)
-{
-    kb_context_t *self = arg;
-    char note[240], value[240];
-    unsigned long long max = (unsigned long long)kb_kernel_max_message(kernel);
-    snprintf(note, sizeof note,
-             "a message of the kernel over the max message size of %llu bytes was refused "
-             "(--max-message-size); its output, and what the kernel published until its "
-             "connection was made again, are lost",
-             max);
-    snprintf(value, sizeof value,
-             "the kernel sent a message over the max message size of %llu bytes; it was refused "
-             "and its output is lost",
-             max);
-    zsys_warning("context %s: %s", self->id, note);
-    kb_run_event_t run_event
-        = { .type = KB_RUN_EV_LIMIT, .limit = KB_RUN_LIMIT_MESSAGE, .note = note, .text = value };
-    if (self->running)
-        kb_run_apply(self->running, &run_event);
-}
 
 static void s_on_limit(kb_watch_t *watch, kb_watch_event_t event, const kb_watch_info_t *info,
                        void *arg)
@@ -721,11 +704,6 @@ int kb_context_arm_rollback(kb_context_t *self, const char *checkpoint_id, const
     return kb_context_jobs_arm(&self->jobs, checkpoint_id, process_id, ops, arg, self);
 }
 
-kb_kernel_t *kb_context_kernel(const kb_context_t *self)
-{
-    return self->kernel;
-}
-
 /*  The service stops: runs end as stopped, waiting calls are refused. */
 static void s_stop_runs(kb_context_t *self)
 {
@@ -756,11 +734,6 @@ int kb_context_channels_attach(kb_context_t *self, kb_channels_t *client, kb_err
     kb_hub_attach(self->hub, client, self, self->kernel);
     self->last_activity_at = kb_now();
     return 0;
-}
-
-bool kb_context_channels_ready(kb_context_t *self)
-{
-    return !self->kernel || self->over || kb_kernel_stdin_connected(self->kernel);
 }
 
 void kb_context_channels_detach(kb_context_t *self, kb_channels_t *client)

@@ -699,6 +699,24 @@ void kb_run_apply(kb_run_t *self, const kb_run_event_t *event)
     }
 }
 
+void kb_run_message_refused(kb_run_t *self, uint64_t max_message)
+{
+    char note[240], value[200];
+    snprintf(note, sizeof note,
+             "a message of the kernel over the max message size of %llu bytes was refused "
+             "(--max-message-size); its output, and what the kernel published until its "
+             "connection was made again, are lost",
+             (unsigned long long)max_message);
+    snprintf(value, sizeof value,
+             "the kernel sent a message over the max message size of %llu bytes; it was refused "
+             "and its output is lost",
+             (unsigned long long)max_message);
+    zsys_warning("%s: %s", kb_proc_id(self->proc), note);
+    kb_run_event_t event
+        = { .type = KB_RUN_EV_LIMIT, .limit = KB_RUN_LIMIT_MESSAGE, .note = note, .text = value };
+    kb_run_apply(self, &event);
+}
+
 /* ---- creation and accessors ---------------------------------------------------- */
 
 kb_run_t *kb_run_new(const kb_run_settings_t *settings, kb_proc_t *proc, const kb_run_opts_t *opts,
