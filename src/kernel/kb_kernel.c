@@ -602,6 +602,7 @@ static void s_free(kb_kernel_t *self, bool remove_files)
         close(self->log_fd);
     s_close_socket(&self->hb_io, &self->hb);
     s_close_socket(&self->shell_io, &self->shell);
+    kb_kernel_unwatch_iopub(self);
     s_close_socket(&self->iopub_io, &self->iopub);
     kb_kernel_io_close(self);
     if (remove_files) {

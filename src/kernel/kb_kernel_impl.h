@@ -108,6 +108,9 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err);
     kb_kernel_io.c. 0, or -1 (then not watched). */
 int kb_kernel_watch_iopub(kb_kernel_t *self);
 
+/*  Stop that watch (before the iopub socket closes). Safe when not watched. */
+void kb_kernel_unwatch_iopub(kb_kernel_t *self);
+
 /*  Connect the iopub socket again: ZeroMQ does not, after a protocol error
     such as a message over ZMQ_MAXMSGSIZE. 0, or -1 with zmq_errno. */
 int kb_kernel_reconnect_iopub(kb_kernel_t *self);

@@ -164,10 +164,24 @@ int kb_kernel_reconnect_iopub(kb_kernel_t *self)
     return zmq_connect(socket, self->iopub_endpoint);
 }
 
+void kb_kernel_unwatch_iopub(kb_kernel_t *self)
+{
+    if (!self->io.iopub_monitor)
+        return;
+    if (self->iopub)
+        zmq_socket_monitor(zsock_resolve(self->iopub), NULL, 0);
+    kb_io_stop(&self->io.iopub_monitor_io);
+    zsock_destroy(&self->io.iopub_monitor);
+}
+
 int kb_kernel_watch_iopub(kb_kernel_t *self)
 {
-    char endpoint[64]; /* unique while the kernel lives */
-    snprintf(endpoint, sizeof endpoint, "inproc://kb-iopub-%d-%p", (int)getpid(), (void *)self);
+    /*  Unique in the process: an inproc name stays bound until ZeroMQ's
+        reaper has closed the monitor, after the kernel is gone. */
+    static unsigned long serial;
+    char endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "inproc://kb-iopub-%lu",
+             __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED));
     if (zmq_socket_monitor(zsock_resolve(self->iopub), endpoint, ZMQ_EVENT_DISCONNECTED) != 0)
         return -1;
     self->io.iopub_monitor = zsock_new(ZMQ_PAIR);
@@ -184,8 +198,7 @@ int kb_kernel_watch_iopub(kb_kernel_t *self)
 
 void kb_kernel_io_close(kb_kernel_t *self)
 {
-    kb_io_stop(&self->io.iopub_monitor_io);
-    zsock_destroy(&self->io.iopub_monitor);
+    kb_kernel_unwatch_iopub(self);
     kb_io_stop(&self->io.control_io);
     zsock_destroy(&self->io.control);
     kb_io_stop(&self->io.stdin_io);
