@@ -65,8 +65,9 @@ OUTPUT = (
            "(a documented case), 64 MiB cap: peak RSS − idle (cap + 32 MiB)", "7", "<=", 96, "MiB"),
     Target("output", "single.chunked.peak_minus_idle_mib", "one 200 MiB run in 1 MiB messages, "
            "64 MiB cap: peak RSS − idle (cap + 32 MiB)", "7", "<=", 96, "MiB"),
-    Target("output", "single.one-message.truncated_at_cap", "one 200 MiB run as one message: "
-           "`truncated: true`, stdout exactly the cap, every round", "7", "==", True, "bool"),
+    Target("output", "single.one-message.refused", "one 200 MiB run as one message, over "
+           "--max-message-size (128 MiB): refused at the socket, MessageTooLarge and "
+           "`truncated: true`, every round", "6", "==", True, "bool"),
     Target("output", "single.chunked.truncated_at_cap", "one 200 MiB run in 1 MiB messages: "
            "`truncated: true`, stdout exactly the cap, every round", "7", "==", True, "bool"),
     Target("output", "concurrent.peak_minus_idle_mib", "four 200 MiB runs at once, 256 MiB "
@@ -193,5 +194,12 @@ CPU = _per_kernel("cpu", ("xpython", "python3"), (
      "7", "<=", 150, "µs"),
 ))
 
+HOGS = (
+    Target("hogs", "after.ratio", "`1+1` on an idle context while 2 x cores contexts spin, "
+           "long runs lowered (--hog-after 1): p50 ÷ quiet p50", "7", "<=", 1.5, "x"),
+    Target("hogs", "after.health_p99_ms", "GET /health p99 while 2 x cores contexts spin",
+           "7", "<=", 50, "ms"),
+)
+
 TARGETS = (LATENCY + OVERHEAD + POOL + OUTPUT + SCALE + E2B + JUPYTER + DURABILITY + LIMITS + EDGES
-           + BASH + DISPLAY + FLEET + REGRESS + FORK + MCP + CPU)
+           + BASH + DISPLAY + FLEET + REGRESS + FORK + MCP + CPU + HOGS)

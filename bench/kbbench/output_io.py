@@ -164,6 +164,7 @@ def answer(out: dict[str, Any], data: bytes) -> dict[str, Any]:
         out["stdout_bytes"] = len(stdout) if isinstance(stdout, str) else sum(map(len, stdout))
         out["truncated"] = res.get("truncated")
         out["reason"] = res["process"]["reason"]
+        out["error_name"] = (res.get("error") or {}).get("name")
         out["process_id"] = res["process"]["process_id"]
     except (ValueError, KeyError, TypeError):
         out["error"] = f"HTTP {out['http_status']}: {data[:300]!r}"

@@ -208,6 +208,12 @@ def _single_figures(R: dict[str, Any], out: Figures) -> None:
         out[f"single.{shape}.peak_minus_idle_mib"] = figure(
             f"one {BIG_MIB} MiB run, {shape}: peak − idle, worst round",
             None if worst is None or len(ok) < len(runs) else worst / 1024, "MiB")
+        if shape == "one-message":  # over --max-message-size (128 MiB): refused, never held
+            out[f"single.{shape}.refused"] = figure(
+                f"one {BIG_MIB} MiB message: refused (MessageTooLarge, truncated)",
+                all(r.get("truncated") is True and r.get("error_name") == "MessageTooLarge"
+                    for r in runs), "bool")
+            continue
         out[f"single.{shape}.truncated_at_cap"] = figure(
             f"one {BIG_MIB} MiB run, {shape}: truncated at the cap",
             all(r.get("truncated") is True and r.get("stdout_bytes") == CAP for r in runs), "bool")

@@ -42,6 +42,11 @@ typedef struct {
     double interrupt_grace;        /* seconds between interrupt and kill at timeout; 0 = 2.0 */
     double start_timeout;          /* seconds for a kernel to become ready; 0 = 60 */
     double completion_grace;       /* seconds to wait for the missing one of reply/idle; 0 = 3 */
+    double hog_after;              /* seconds a run is busy before its kernel drops below the
+                                      daemon's and other kernels' CPU priority until the run
+                                      ends; 0 = 1; < 0 = never */
+    size_t max_message_bytes;      /* largest kernel message taken (larger: refused at the
+                                      socket, the run ends saying so); 0 = 128 MiB */
     size_t max_contexts;           /* 0 = 64 */
     size_t max_code_bytes;         /* 0 = 8 MiB */
     size_t max_output_bytes;       /* per run; 0 = 64 MiB */

@@ -76,6 +76,19 @@ static int parse_uid_range(kb_serve_opts_t *o, const char *what, const char *val
     return kb_serve_parse_uid_range(value, &o->service.kernel_uid_min, &o->service.kernel_uid_max);
 }
 
+/*  0 says never: the service takes a negative value for that (its 0 is
+    the default). */
+static int parse_hog_after(kb_serve_opts_t *o, const char *what, const char *value)
+{
+    double s;
+    if (kb_serve_parse_seconds(what, value, &s) < 0)
+        return -1;
+    if (s > 86400)
+        return kb_serve_bad_value(what, value, "0 to 86400 seconds");
+    o->service.hog_after = s > 0 ? s : -1;
+    return 0;
+}
+
 static int parse_transport(kb_serve_opts_t *o, const char *what, const char *value)
 {
     if (strcmp(value, "ipc") != 0 && strcmp(value, "tcp") != 0)
@@ -155,6 +168,9 @@ static const flag_t flags[] = {
       .value = "0", .help = "timeout of runs that give none; 0: none" },
     { "interrupt-grace", "S", "KB_INTERRUPT_GRACE", FLAG_SECONDS, FIELD(service.interrupt_grace),
       .value = "2", .help = "from interrupt to kill at timeout" },
+    { "hog-after", "S", "KB_HOG_AFTER", PARSER(parse_hog_after), .value = "1",
+      .help = "a run busy this long drops below the daemon's and other kernels' CPU priority "
+              "(nice 19 on every thread of its kernel's processes) until it ends; 0: never" },
     { "start-timeout", "S", "KB_START_TIMEOUT", FLAG_SECONDS, FIELD(service.start_timeout),
       .value = "60", .help = "for a kernel to become ready" },
     { "cull-idle-timeout", "S", "KB_CULL_IDLE_TIMEOUT", FLAG_SECONDS,
@@ -176,6 +192,10 @@ static const flag_t flags[] = {
     { "max-output-memory", "BYTES", "KB_MAX_OUTPUT_MEMORY", FLAG_BYTES,
       FIELD(service.max_output_memory), .value = "256M",
       .help = "all output held in memory, running and finished" },
+    { "max-message-size", "BYTES", "KB_MAX_MESSAGE_SIZE", FLAG_BYTES,
+      FIELD(service.max_message_bytes), .value = "128M",
+      .help = "largest kernel message taken; a larger one is refused at the socket and its run "
+              "ends with an error saying so" },
     { "memory-limit", "BYTES", "KB_MEMORY_LIMIT", FLAG_BYTES, FIELD(service.memory_limit),
       .shown = "none",
       .help = "resident memory of each context's kernel and its processes, for contexts and "

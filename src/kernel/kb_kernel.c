@@ -380,6 +380,7 @@ kb_kernel_t *kb_kernel_blank(kb_loop_t *loop, const kb_kernelspec_t *spec,
     and files. 0, or -1 with err. */
 int kb_kernel_take_record(kb_kernel_t *self, const kb_adopt_opts_t *opts, kb_error_t *err)
 {
+    self->max_message = opts->max_message;
     self->adopted = true;
     self->pid = opts->pid;
     if (opts->pid > 0) {
@@ -448,26 +449,32 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err)
     strcpy(self->routing_id, "kb-");
     for (size_t i = 0; i < sizeof raw; i++)
         snprintf(self->routing_id + 3 + 2 * i, 3, "%02x", raw[i]);
+    int64_t max_message = self->max_message ? (int64_t)self->max_message : -1;
     self->shell = zsock_new(ZMQ_DEALER);
-    if (self->shell)
+    if (self->shell) {
         zsock_set_identity(self->shell, self->routing_id);
+        zsock_set_maxmsgsize(self->shell, max_message);
+    }
     self->shell = kb_kernel_connect_endpoint(self->shell, endpoint);
     zstr_free(&endpoint);
     self->control_endpoint = s_endpoint(self->info, "control_port");
     self->stdin_endpoint = s_endpoint(self->info, "stdin_port");
     self->hb_endpoint = s_endpoint(self->info, "hb_port");
-    endpoint = s_endpoint(self->info, "iopub_port");
+    endpoint = self->iopub_endpoint = s_endpoint(self->info, "iopub_port");
     self->iopub = zsock_new(ZMQ_SUB);
     if (self->iopub) {
         zsock_set_subscribe(self->iopub, "");
         zsock_set_rcvhwm(self->iopub, 100000);
+        zsock_set_maxmsgsize(self->iopub, max_message);
     }
     self->iopub = kb_kernel_connect_endpoint(self->iopub, endpoint);
-    zstr_free(&endpoint);
     if (!self->shell || !self->iopub) {
         kb_error_set(err, KB_ERR_INTERNAL, "cannot connect sockets: %s", zmq_strerror(zmq_errno()));
         return -1;
     }
+    if (self->max_message && kb_kernel_watch_iopub(self) != 0)
+        zsys_warning("kernel: cannot watch the iopub socket's connection: %s",
+                     zmq_strerror(zmq_errno()));
     if (kb_io_start_zmq(self->loop, &self->shell_io, zsock_resolve(self->shell), kb_kernel_on_shell,
                         self)
             != 0
@@ -529,6 +536,7 @@ kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,
     if (!self)
         return NULL;
     self->remove_files = true;
+    self->max_message = opts->max_message;
     if (opts->users) {
         if (kb_kernel_users_take(opts->users, &self->cred, err) != 0)
             goto fail;
@@ -594,6 +602,7 @@ static void s_free(kb_kernel_t *self, bool remove_files)
         close(self->log_fd);
     s_close_socket(&self->hb_io, &self->hb);
     s_close_socket(&self->shell_io, &self->shell);
+    kb_kernel_unwatch_iopub(self);
     s_close_socket(&self->iopub_io, &self->iopub);
     kb_kernel_io_close(self);
     if (remove_files) {
@@ -607,6 +616,7 @@ static void s_free(kb_kernel_t *self, bool remove_files)
     kb_kernelspec_destroy(&self->spec);
     json_decref(self->info);
     free(self->control_endpoint);
+    free(self->iopub_endpoint);
     free(self->stdin_endpoint);
     free(self->hb_endpoint);
     free(self);

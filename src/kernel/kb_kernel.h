@@ -69,6 +69,10 @@ typedef struct {
     void (*message)(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg);
     /* the process ended and was reaped (after ready, or during shutdown) */
     void (*exited)(kb_kernel_t *kernel, void *arg);
+    /* the iopub connection was dropped while the kernel lived: a message
+       over the max message size was refused (or the connection broke);
+       what the kernel published until ZeroMQ connected again is lost */
+    void (*iopub_dropped)(kb_kernel_t *kernel, void *arg);
 } kb_kernel_callbacks_t;
 
 /*  Launch a kernel from spec on loop. Returns NULL with err when it cannot
@@ -94,6 +98,7 @@ typedef struct {
                                      it is destroyed; NULL: none. Borrowed */
     const char *work_root;        /* where its private dir would be (<work_root>/k-<hex>,
                                      named like its connection file); NULL: none */
+    uint64_t max_message;         /* as kb_kernel_opts_t's; 0: no limit */
 } kb_adopt_opts_t;
 
 /*  Drive a kernel that is already running: check pid and start time
@@ -233,6 +238,9 @@ char *kb_kernel_output_tail(const kb_kernel_t *self, size_t max_bytes);
 /*  Messages dropped because they failed verification (bad signature,
     replay, malformed) since start. */
 size_t kb_kernel_dropped(const kb_kernel_t *self);
+
+/*  The largest message frame its sockets take (ZMQ_MAXMSGSIZE); 0: none. */
+uint64_t kb_kernel_max_message(const kb_kernel_t *self);
 
 /*  Why a kernel's message was dropped unread. */
 typedef enum {

@@ -17,10 +17,13 @@ struct kb_kernel_io_state {
     zsock_t *control;    /* connected on first use */
     zsock_t *stdin_sock; /* connected on first use, with the shell's routing id */
     kb_io_t control_io, stdin_io;
-    bool info_replied;    /* a kernel_info_reply came */
-    bool iopub_live;      /* a message came on iopub */
-    int64_t last_info_ms; /* when kernel_info_request was last sent */
-    char *language_info;  /* language_info.name of the reply, or NULL */
+    bool info_replied;      /* a kernel_info_reply came */
+    bool iopub_live;        /* a message came on iopub */
+    int64_t last_info_ms;   /* when kernel_info_request was last sent */
+    char *language_info;    /* language_info.name of the reply, or NULL */
+    zsock_t *iopub_monitor; /* the iopub socket's disconnections, with a max message size */
+    kb_io_t iopub_monitor_io;
+    unsigned long long iopub_drops; /* iopub connections dropped while the kernel lived */
 };
 
 struct kb_kernel {
@@ -36,6 +39,7 @@ struct kb_kernel {
     bool own_child;               /* spawned here: its pid cannot be reused before we reap it */
     bool adopted;                 /* started by someone else (pid > 0 or attached) */
     bool remove_files;            /* destroy removes connection file, log, ipc sockets */
+    uint64_t max_message;         /* ZMQ_MAXMSGSIZE of its sockets; 0: none */
     kb_kernel_users_t *users;     /* its uid came from there and goes back at destroy; or NULL */
     kb_kernel_cred_t cred;        /* who it runs as, with users */
     char *work_dir;               /* its private dir (HOME), removed at destroy; or NULL */
@@ -52,6 +56,7 @@ struct kb_kernel {
     kb_connection_t conn;
     json_t *info;           /* the connection file's JSON, key included */
     char *control_endpoint; /* connected on first use */
+    char *iopub_endpoint;   /* connected again after a protocol error */
     char *stdin_endpoint;   /* idem */
     char *hb_endpoint;
     zsock_t *shell;
@@ -96,6 +101,19 @@ void kb_kernel_take_files(kb_kernel_t *self, const kb_adopt_opts_t *opts);
 /*  Connect shell and iopub to the endpoints of self->info (ZeroMQ queues
     what is sent until the kernel binds) and watch them. 0, or -1 with err. */
 int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err);
+
+/*  Watch the iopub socket's disconnections (a message over max_message
+    refused by ZeroMQ drops the connection, which ZeroMQ makes again):
+    each one while the kernel lives goes to callbacks.iopub_dropped. In
+    kb_kernel_io.c. 0, or -1 (then not watched). */
+int kb_kernel_watch_iopub(kb_kernel_t *self);
+
+/*  Stop that watch (before the iopub socket closes). Safe when not watched. */
+void kb_kernel_unwatch_iopub(kb_kernel_t *self);
+
+/*  Connect the iopub socket again: ZeroMQ does not, after a protocol error
+    such as a message over ZMQ_MAXMSGSIZE. 0, or -1 with zmq_errno. */
+int kb_kernel_reconnect_iopub(kb_kernel_t *self);
 
 /*  The control socket, connected on first use; NULL when it cannot be. */
 zsock_t *kb_kernel_control(kb_kernel_t *self);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernel/kb_kernel_impl.h"
 #include "kernel/kb_launch.h"
@@ -111,8 +112,93 @@ bool kb_kernel_stdin_connected(kb_kernel_t *self)
     return self->io.stdin_sock && (zsock_events(self->io.stdin_sock) & ZMQ_POLLOUT);
 }
 
+/*  A monitor event: two frames, the event (u16 id, u32 value) and the
+    endpoint. */
+static void s_on_iopub_monitor(kb_io_t *io, void *arg)
+{
+    kb_kernel_t *self = arg;
+    void *socket = zsock_resolve(self->io.iopub_monitor);
+    for (;;) {
+        zmq_msg_t frame;
+        zmq_msg_init(&frame);
+        if (zmq_msg_recv(&frame, socket, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&frame);
+            return;
+        }
+        uint16_t event = 0;
+        if (zmq_msg_size(&frame) >= sizeof event)
+            memcpy(&event, zmq_msg_data(&frame), sizeof event);
+        bool more = zmq_msg_more(&frame);
+        zmq_msg_close(&frame);
+        while (more) { /* the endpoint */
+            zmq_msg_init(&frame);
+            if (zmq_msg_recv(&frame, socket, ZMQ_DONTWAIT) < 0) {
+                zmq_msg_close(&frame);
+                break;
+            }
+            more = zmq_msg_more(&frame);
+            zmq_msg_close(&frame);
+        }
+        if (event != ZMQ_EVENT_DISCONNECTED || self->state == KB_KERNEL_DYING
+            || self->state == KB_KERNEL_DEAD || self->state == KB_KERNEL_STARTING)
+            continue;
+        self->io.iopub_drops++;
+        zsys_warning("kernel %d: its iopub connection was dropped (a message over the max "
+                     "message size of %llu bytes, or a broken connection); reconnecting",
+                     (int)self->pid, (unsigned long long)self->max_message);
+        if (kb_kernel_reconnect_iopub(self) != 0)
+            zsys_warning("kernel %d: cannot connect its iopub socket again: %s", (int)self->pid,
+                         zmq_strerror(zmq_errno()));
+        if (self->callbacks.iopub_dropped)
+            self->callbacks.iopub_dropped(self, self->arg);
+        if (self->state == KB_KERNEL_DEAD)
+            return;
+    }
+    (void)io;
+}
+
+int kb_kernel_reconnect_iopub(kb_kernel_t *self)
+{
+    void *socket = zsock_resolve(self->iopub);
+    zmq_disconnect(socket, self->iopub_endpoint); /* ENOENT when ZeroMQ forgot it already */
+    return zmq_connect(socket, self->iopub_endpoint);
+}
+
+void kb_kernel_unwatch_iopub(kb_kernel_t *self)
+{
+    if (!self->io.iopub_monitor)
+        return;
+    if (self->iopub)
+        zmq_socket_monitor(zsock_resolve(self->iopub), NULL, 0);
+    kb_io_stop(&self->io.iopub_monitor_io);
+    zsock_destroy(&self->io.iopub_monitor);
+}
+
+int kb_kernel_watch_iopub(kb_kernel_t *self)
+{
+    /*  Unique in the process: an inproc name stays bound until ZeroMQ's
+        reaper has closed the monitor, after the kernel is gone. */
+    static unsigned long serial;
+    char endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "inproc://kb-iopub-%lu",
+             __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED));
+    if (zmq_socket_monitor(zsock_resolve(self->iopub), endpoint, ZMQ_EVENT_DISCONNECTED) != 0)
+        return -1;
+    self->io.iopub_monitor = zsock_new(ZMQ_PAIR);
+    if (!self->io.iopub_monitor || zsock_connect(self->io.iopub_monitor, "%s", endpoint) != 0
+        || kb_io_start_zmq(self->loop, &self->io.iopub_monitor_io,
+                           zsock_resolve(self->io.iopub_monitor), s_on_iopub_monitor, self)
+               != 0) {
+        zmq_socket_monitor(zsock_resolve(self->iopub), NULL, 0);
+        zsock_destroy(&self->io.iopub_monitor);
+        return -1;
+    }
+    return 0;
+}
+
 void kb_kernel_io_close(kb_kernel_t *self)
 {
+    kb_kernel_unwatch_iopub(self);
     kb_io_stop(&self->io.control_io);
     zsock_destroy(&self->io.control);
     kb_io_stop(&self->io.stdin_io);

@@ -68,3 +68,8 @@ bool kb_kernel_adopted(const kb_kernel_t *self)
 {
     return self->adopted;
 }
+
+uint64_t kb_kernel_max_message(const kb_kernel_t *self)
+{
+    return self->max_message;
+}

@@ -39,6 +39,9 @@ typedef struct {
                                   NULL; the dir must be traversable (0711) */
     uint64_t data_limit;       /* RLIMIT_DATA (soft and hard) set in the launch, so that
                                   the kernel and all it starts inherit it; 0: none */
+    uint64_t max_message;      /* largest message frame taken from the kernel (ZMQ_MAXMSGSIZE:
+                                  a larger one is refused as it arrives, never held whole,
+                                  and the connection is made again); 0: no limit */
 } kb_kernel_opts_t;
 
 /*  "SIGINT", "SIGKILL", ...; "SIG<n>" style names for others. Static. */

@@ -547,6 +547,43 @@ size_t kb_proctree_limit_data(kb_proctree_t *self, uint64_t bytes)
     return failed;
 }
 
+/*  Set the nice value of every thread of pid (Linux keeps one per thread:
+    setpriority on the pid alone moves its main thread only). The number
+    of threads set; *failed counts those that refused (errno kept). */
+static size_t s_renice_threads(pid_t pid, int nice, size_t *failed)
+{
+    char path[48];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *dir = opendir(path);
+    if (!dir)
+        return 0; /* gone */
+    size_t n = 0;
+    struct dirent *entry;
+    while ((entry = readdir(dir))) {
+        char *end;
+        long tid = strtol(entry->d_name, &end, 10);
+        if (end == entry->d_name || *end || tid <= 0)
+            continue;
+        if (setpriority(PRIO_PROCESS, (id_t)tid, nice) == 0)
+            n++;
+        else if (errno != ESRCH)
+            (*failed)++;
+    }
+    int saved = errno;
+    closedir(dir);
+    errno = saved;
+    return n;
+}
+
+size_t kb_proctree_renice(kb_proctree_t *self, int nice, size_t *failed)
+{
+    size_t n = 0;
+    *failed = 0;
+    for (size_t i = 0; i < self->members.len; i++)
+        n += s_renice_threads(s_member(self, i)->pid, nice, failed);
+    return n;
+}
+
 int kb_proc_limit_data(pid_t pid, uint64_t bytes)
 {
     struct rlimit limit = { (rlim_t)bytes, (rlim_t)bytes };

@@ -96,6 +96,13 @@ int kb_proctree_root_peak_reset(kb_proctree_t *self);
     of members it could not be set on (errno: the last failure's). */
 size_t kb_proctree_limit_data(kb_proctree_t *self, uint64_t bytes);
 
+/*  Set the nice value of every thread of every member to nice (Linux
+    nice is per thread; threads and processes started later inherit their
+    creator's). The number of threads set; *failed: the number that
+    refused (errno: the last failure's, EPERM / EACCES without
+    CAP_SYS_NICE for a raise or for another user's threads). */
+size_t kb_proctree_renice(kb_proctree_t *self, int nice, size_t *failed);
+
 /*  Set the process's RLIMIT_DATA (soft and hard) to bytes, so that its
     allocator fails rather than the machine running out. 0, or -1 with
     errno. */

@@ -338,7 +338,8 @@ static kb_kernel_t *s_adopt_kernel(kb_restore_t *self, const kb_kernel_row_t *ro
                              .pid_start = row->pid_start,
                              .timeout = attached ? 2.0 : 1.0,
                              .users = env->users,
-                             .work_root = env->work_root };
+                             .work_root = env->work_root,
+                             .max_message = env->max_message };
     kb_error_t problem = { KB_OK, "" };
     static const kb_kernel_callbacks_t none = { 0 };
     kb_kernel_t *kernel

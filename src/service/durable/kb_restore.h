@@ -35,6 +35,7 @@ typedef struct {
     kb_metrics_t *metrics;
     kb_kernel_users_t *users; /* or NULL */
     const char *work_root;    /* or NULL */
+    uint64_t max_message;     /* of the kernels' sockets (kb_adopt_opts_t); 0: none */
     const char *sandbox_id;
     bool no_adopt;
 } kb_restore_env_t;

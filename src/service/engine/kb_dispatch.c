@@ -124,7 +124,9 @@ static kb_context_t *s_context_attach(kb_engine_t *self, const char *id,
         kb_kernelspec_destroy(&spec);
         return NULL;
     }
-    kb_adopt_opts_t adopt = { .connection = opts->connection_info, .timeout = KB_ATTACH_TIMEOUT };
+    kb_adopt_opts_t adopt = { .connection = opts->connection_info,
+                              .timeout = KB_ATTACH_TIMEOUT,
+                              .max_message = self->config.max_message_bytes };
     static const kb_kernel_callbacks_t none = { 0 };
     kb_error_t problem;
     kb_kernel_t *kernel = kb_kernel_adopt(self->loop, spec, &adopt, &none, NULL, &problem);
@@ -340,12 +342,19 @@ static void s_handle_health(kb_engine_t *self, kb_call_t *call)
     kb_limits_cost(self->limits, &cost);
     const char *why;
     const char *mode = kb_limits_mode(self->limits, &why);
+    const char *hog_why;
+    double hog_after = kb_limits_hog_after(self->limits, &hog_why);
     json_t *limits
         = json_pack("{s:s, s:s?, s:I, s:I, s:f, s:I, s:f, s:f, s:I}", "mode", mode, "why", why,
                     "memory_limit", (json_int_t)self->config.memory_limit, "pids_limit",
                     (json_int_t)self->config.pids_limit, "sampler_cpu_s", cost.sampler_cpu_s,
                     "sampler_ticks", (json_int_t)cost.ticks, "accounting_start_s", cost.start_s,
                     "accounting_end_s", cost.end_s, "runs_metered", (json_int_t)cost.runs);
+    json_object_set_new(limits, "priority",
+                        json_pack("{s:f, s:i, s:i, s:I, s:I, s:s?}", "hog_after_s", hog_after,
+                                  "daemon_nice", kb_limits_daemon_nice(self->limits), "hog_nice",
+                                  KB_HOG_NICE, "lowered_now", (json_int_t)cost.hogs, "lowered_runs",
+                                  (json_int_t)cost.hog_runs, "why", hog_why));
     json_t *dropped = s_dropped_json(self);
     s_answer_built(call,
                    json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o, s:o, s:o, s:O, s:O}", "status",

@@ -132,6 +132,7 @@ void kb_engine_kernel_opts(kb_engine_t *self, const kb_kernelspec_t *spec, kb_ke
         .ipc_dir = self->ipc_dir,
         .serial = ++self->kernel_serial,
         .transport = quirks.transport ? quirks.transport : self->config.transport,
+        .max_message = self->config.max_message_bytes,
     };
 }
 
@@ -554,6 +555,7 @@ static int s_restore(kb_engine_t *self, kb_error_t *err)
                              .metrics = self->metrics,
                              .users = self->users,
                              .work_root = self->work_root,
+                             .max_message = self->config.max_message_bytes,
                              .sandbox_id = self->sandbox_id,
                              .no_adopt = self->config.no_adopt };
     kb_restore_found_t found = { 0 };
@@ -615,7 +617,7 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
     self->started_at = kb_now();
     if (kb_limits_validate(config->memory_limit, config->pids_limit, err) != 0)
         goto fail; /* BAD_REQUEST: a refused configuration */
-    self->limits = kb_limits_new(self->loop, self->config.interrupt_grace);
+    self->limits = kb_limits_new(self->loop, self->config.interrupt_grace, self->config.hog_after);
     if (!self->limits) {
         kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
         goto fail;

@@ -99,6 +99,10 @@ void kb_engine_default_config(kb_service_config_t *c)
     c->kernel_user = NULL;
     if (c->interrupt_grace <= 0)
         c->interrupt_grace = 2.0;
+    if (c->hog_after == 0)
+        c->hog_after = 1.0;
+    if (!c->max_message_bytes)
+        c->max_message_bytes = (size_t)128 << 20;
     if (c->start_timeout <= 0)
         c->start_timeout = 60;
     if (c->completion_grace <= 0)

@@ -128,7 +128,8 @@ kb_kernel_t *kb_fork_adopt(kb_engine_t *engine, const kb_kernelspec_t *spec, pid
                               .log_file = conn->log_file,
                               .pid = pid,
                               .pid_start = start,
-                              .timeout = KB_FORK_ADOPT_TIMEOUT };
+                              .timeout = KB_FORK_ADOPT_TIMEOUT,
+                              .max_message = engine->config.max_message_bytes };
     kb_error_t problem;
     kb_kernel_t *kernel
         = start ? kb_kernel_adopt(engine->loop, spec, &adopt, &none, NULL, &problem) : NULL;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "kernel/kb_cgroup.h"
@@ -39,6 +40,11 @@ struct kb_limits {
     kb_cgroups_t *cgroups;           /* the daemon's delegated cgroup v2, or NULL */
     kb_error_t mode_why;             /* why there is none */
     kb_vec_t retired;                /* kb_cgroup_t * of retired kernels, removed once empty */
+    int64_t hog_after_ms;            /* a run busy this long is lowered; 0: never */
+    int base_nice;                   /* the daemon's own nice, which kernels inherit */
+    const char *hog_why;             /* why runs are not lowered, or NULL (static) */
+    unsigned hogs;                   /* watches lowered now */
+    unsigned long long hog_runs;     /* runs lowered so far */
 };
 
 struct kb_watch {
@@ -52,6 +58,8 @@ struct kb_watch {
     bool pids_hit;          /* the run went over the pids limit */
     bool killing;           /* KB_WATCH_KILL was said */
     bool paused;            /* limits not enforced (a fork is being made) */
+    bool lowered;           /* its run was busy past hog_after: below everyone's priority */
+    int64_t run_start_ms;   /* when the run started */
     int64_t over_since_ms;  /* over the memory limit since; 0: under */
     kb_tree_sample_t last;  /* the latest sample */
     int64_t sampled_ms;     /* when */
@@ -210,6 +218,72 @@ static void s_check_pids(kb_watch_t *self)
     s_say(self, KB_WATCH_OVER_PIDS, killed);
 }
 
+/* ---- priority: long runs go below the daemon and the other kernels ------------ */
+
+/*  Set the tree's threads to nice; a refusal is logged (once a run). */
+static void s_renice(kb_watch_t *self, int nice)
+{
+    size_t failed;
+    kb_proctree_renice(self->tree, nice, &failed);
+    if (failed)
+        zsys_warning("limits: kernel pid %d: cannot set the nice value of %zu of its threads "
+                     "to %d: %s",
+                     (int)kb_proctree_root(self->tree), failed, nice, strerror(errno));
+}
+
+/*  A run busy past hog_after: its tree's threads go to KB_HOG_NICE for the
+    rest of the run (the threads and processes it starts later inherit
+    that); again on later ticks, for threads made while the first pass
+    read /proc. */
+static void s_check_hog(kb_watch_t *self, int64_t now)
+{
+    kb_limits_t *limits = self->limits;
+    if (!self->running || !limits->hog_after_ms || limits->hog_why)
+        return;
+    if (!self->lowered) {
+        if (now - self->run_start_ms < limits->hog_after_ms)
+            return;
+        self->lowered = true;
+        limits->hogs++;
+        limits->hog_runs++;
+    }
+    s_renice(self, KB_HOG_NICE);
+}
+
+/*  The run ended (or the watch goes): the tree back at the daemon's nice. */
+static void s_restore_hog(kb_watch_t *self)
+{
+    if (!self->lowered)
+        return;
+    self->lowered = false;
+    self->limits->hogs--;
+    s_renice(self, self->limits->base_nice);
+}
+
+/*  Whether the daemon may raise a lowered kernel back (a lower nice value
+    needs CAP_SYS_NICE, or RLIMIT_NICE allowing it). NULL, or why not. */
+static const char *s_hog_why_not(int base_nice)
+{
+    if (base_nice >= KB_HOG_NICE)
+        return "the daemon runs at the lowest priority already (nice 19)";
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NICE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY
+        && (rlim_t)(20 - base_nice) <= limit.rlim_cur)
+        return NULL;
+    FILE *f = fopen("/proc/self/status", "re");
+    char line[256];
+    unsigned long long caps = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "CapEff: %llx", &caps) == 1)
+            break;
+    if (f)
+        fclose(f);
+    if (caps & (1ULL << 23)) /* CAP_SYS_NICE */
+        return NULL;
+    return "the daemon may not raise a kernel's priority back after a long run (it needs "
+           "CAP_SYS_NICE or RLIMIT_NICE); long runs are not lowered";
+}
+
 /*  The cgroups of retired kernels that are empty now go. */
 static void s_remove_retired(kb_limits_t *self)
 {
@@ -275,6 +349,7 @@ static void s_tick(kb_timer_t *timer, void *arg)
         if (!watch->active)
             continue;
         s_sample(watch, false);
+        s_check_hog(watch, now);
         s_check_oom(watch);
         if (watch->paused)
             continue;
@@ -295,13 +370,19 @@ void kb_watch_pause(kb_watch_t *self, bool paused)
 
 /* ---- the sampler -------------------------------------------------------------------- */
 
-kb_limits_t *kb_limits_new(kb_loop_t *loop, double grace)
+kb_limits_t *kb_limits_new(kb_loop_t *loop, double grace, double hog_after)
 {
     kb_limits_t *self = calloc(1, sizeof *self);
     if (!self)
         return NULL;
     self->loop = loop;
     self->grace = grace;
+    self->hog_after_ms = hog_after > 0 ? kb_loop_delay_ms(hog_after) : 0;
+    errno = 0;
+    self->base_nice = getpriority(PRIO_PROCESS, 0);
+    self->hog_why = s_hog_why_not(self->base_nice);
+    if (self->hog_after_ms && self->hog_why)
+        zsys_warning("limits: %s", self->hog_why);
     self->scan = kb_procscan_new();
     kb_vec_init(&self->watches, sizeof(kb_watch_t *), 0);
     kb_vec_init(&self->retired, sizeof(kb_cgroup_t *), 0);
@@ -348,8 +429,19 @@ void kb_limits_destroy(kb_limits_t **self_p)
 
 void kb_limits_cost(const kb_limits_t *self, kb_limits_cost_t *out)
 {
-    *out = (kb_limits_cost_t){ self->cost_s, self->ticks, self->start_s, self->end_s,
-                               self->runs_metered };
+    *out = (kb_limits_cost_t){ self->cost_s,       self->ticks, self->start_s, self->end_s,
+                               self->runs_metered, self->hogs,  self->hog_runs };
+}
+
+int kb_limits_daemon_nice(const kb_limits_t *self)
+{
+    return self->base_nice;
+}
+
+double kb_limits_hog_after(const kb_limits_t *self, const char **why)
+{
+    *why = self->hog_why;
+    return self->hog_after_ms && !self->hog_why ? (double)self->hog_after_ms / 1000 : 0;
 }
 
 /* ---- watches ------------------------------------------------------------------------ */
@@ -418,6 +510,7 @@ kb_watch_t *kb_watch_new(kb_limits_t *limits, pid_t pid, long long memory_limit,
 
 static void s_watch_free(kb_watch_t *self)
 {
+    s_restore_hog(self);
     self->running = false;
     self->memory_limit = self->pids_limit = 0;
     s_update_active(self);
@@ -486,6 +579,7 @@ void kb_watch_run_start(kb_watch_t *self)
     double t0 = s_wall();
     self->running = true;
     self->pids_hit = false;
+    self->run_start_ms = kb_loop_now_ms(self->limits->loop);
     kb_proctree_root_peak_reset(self->tree);
     s_sample(self, true);
     self->run_cpu_start = self->last.cpu_time_s;
@@ -508,6 +602,7 @@ void kb_watch_run_end(kb_watch_t *self, kb_resources_t *out)
         peak = root_peak;
     out->peak_memory_bytes = (long long)peak;
     self->running = false;
+    s_restore_hog(self);
     if (self->pids_hit) {
         /*  What stayed under the limit of what the run started goes too. */
         kb_proctree_kill_descendants(self->tree);

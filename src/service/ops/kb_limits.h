@@ -21,6 +21,14 @@
     memory.high, pids.max); kills by the kernel's OOM killer there are told
     as KB_WATCH_OVER_MEMORY (the kernel lives) or KB_WATCH_KILL.
 
+    A run busy longer than hog_after goes below the CPU priority of the
+    daemon and of the other kernels for the rest of the run: every thread
+    of its tree gets nice KB_HOG_NICE (Linux nice is per thread), and the
+    daemon's own nice again when the run ends. Kernels start at the
+    daemon's nice (they inherit it), so the daemon never runs below them.
+    Raising a kernel back needs CAP_SYS_NICE (or RLIMIT_NICE): without it
+    runs are not lowered at all, and kb_limits_hog_after says why.
+
     It also sets RLIMIT_DATA on the tree's processes (not for a kernelspec
     that opts out) and accounts each run: wall and CPU time, and the peak
     of the tree's resident memory. Engine thread only.
@@ -36,6 +44,7 @@
 #include "util/kb_loop.h"
 
 #define KB_SAMPLE_MS 100 /* the sampler's period: at most this apart */
+#define KB_HOG_NICE 19   /* the nice of a kernel whose run is past hog_after */
 
 typedef struct kb_limits kb_limits_t;
 typedef struct kb_watch kb_watch_t;
@@ -67,8 +76,9 @@ typedef struct {
 } kb_usage_t;
 
 /*  grace: seconds from over the memory limit to killing (the interrupt
-    grace). NULL without memory. */
-kb_limits_t *kb_limits_new(kb_loop_t *loop, double grace);
+    grace); hog_after: seconds a run is busy before its kernel is lowered
+    (0: never). NULL without memory. */
+kb_limits_t *kb_limits_new(kb_loop_t *loop, double grace, double hog_after);
 void kb_limits_destroy(kb_limits_t **self_p);
 
 /*  Watch the tree of the kernel at pid (its session leader), with limits
@@ -113,13 +123,24 @@ const char *kb_limits_mode(const kb_limits_t *self, const char **why);
 
 /*  What the limits have cost so far (for /health and the bench). */
 typedef struct {
-    double sampler_cpu_s;     /* CPU seconds of this thread spent in the sampler's ticks */
-    unsigned long long ticks; /* the sampler's ticks */
-    double start_s;           /* wall seconds spent measuring runs' starts (request sent) */
-    double end_s;             /* and their ends (on the result's path) */
-    unsigned long long runs;  /* runs whose end was measured */
+    double sampler_cpu_s;        /* CPU seconds of this thread spent in the sampler's ticks */
+    unsigned long long ticks;    /* the sampler's ticks */
+    double start_s;              /* wall seconds spent measuring runs' starts (request sent) */
+    double end_s;                /* and their ends (on the result's path) */
+    unsigned long long runs;     /* runs whose end was measured */
+    unsigned hogs;               /* kernels lowered now (a run past hog_after) */
+    unsigned long long hog_runs; /* runs lowered so far */
 } kb_limits_cost_t;
 
 void kb_limits_cost(const kb_limits_t *self, kb_limits_cost_t *out);
+
+/*  Seconds a run is busy before its kernel is lowered; 0 when runs are
+    never lowered (*why then says why when it is not by configuration:
+    static, or NULL). */
+double kb_limits_hog_after(const kb_limits_t *self, const char **why);
+
+/*  The daemon's nice value (its kernels start at it; lowered ones go to
+    KB_HOG_NICE, and back to it). */
+int kb_limits_daemon_nice(const kb_limits_t *self);
 
 #endif

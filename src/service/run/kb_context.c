@@ -31,11 +31,20 @@ static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg);
 static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg_t *msg, void *arg);
 static void s_on_exited(kb_kernel_t *kernel, void *arg);
 
+/*  ZeroMQ refused a message over the max message size: the run says so. */
+static void s_on_iopub_dropped(kb_kernel_t *kernel, void *arg)
+{
+    kb_context_t *self = arg;
+    if (self->running)
+        kb_run_message_refused(self->running, kb_kernel_max_message(kernel));
+}
+
 static const kb_kernel_callbacks_t s_kernel_callbacks = {
     .ready = s_on_ready,
     .start_failed = s_on_start_failed,
     .message = s_on_message,
     .exited = s_on_exited,
+    .iopub_dropped = s_on_iopub_dropped,
 };
 
 /*  Where a kernel starts (kb_launch: in cwd, relative to the daemon's
@@ -695,11 +704,6 @@ int kb_context_arm_rollback(kb_context_t *self, const char *checkpoint_id, const
     return kb_context_jobs_arm(&self->jobs, checkpoint_id, process_id, ops, arg, self);
 }
 
-kb_kernel_t *kb_context_kernel(const kb_context_t *self)
-{
-    return self->kernel;
-}
-
 /*  The service stops: runs end as stopped, waiting calls are refused. */
 static void s_stop_runs(kb_context_t *self)
 {
@@ -730,11 +734,6 @@ int kb_context_channels_attach(kb_context_t *self, kb_channels_t *client, kb_err
     kb_hub_attach(self->hub, client, self, self->kernel);
     self->last_activity_at = kb_now();
     return 0;
-}
-
-bool kb_context_channels_ready(kb_context_t *self)
-{
-    return !self->kernel || self->over || kb_kernel_stdin_connected(self->kernel);
 }
 
 void kb_context_channels_detach(kb_context_t *self, kb_channels_t *client)

@@ -230,3 +230,13 @@ char *kb_context_row(const kb_context_t *self, kb_db_context_t *row)
     };
     return both;
 }
+
+bool kb_context_channels_ready(kb_context_t *self)
+{
+    return !self->kernel || self->over || kb_kernel_stdin_connected(self->kernel);
+}
+
+kb_kernel_t *kb_context_kernel(const kb_context_t *self)
+{
+    return self->kernel;
+}

@@ -114,6 +114,8 @@ void kb_execution_destroy(kb_execution_t **self_p)
 
 /* ---- Helpers -------------------------------------------------------------- */
 
+#define KB_MAIN_RESULT_RESERVE (64 << 10) /* an execute_result kept past the cap */
+
 /*  Output went over the cap: say so once, and on the result. */
 static void note_dropped(kb_execution_t *self)
 {
@@ -124,6 +126,11 @@ static void note_dropped(kb_execution_t *self)
     char line[128];
     snprintf(line, sizeof line, "output beyond %zu bytes was dropped", self->max_output_bytes);
     kb_execution_system(self, line);
+}
+
+void kb_execution_dropped(kb_execution_t *self)
+{
+    self->result->truncated = true;
 }
 
 /*  What one output entry counts against the cap: its bundle and its
@@ -443,7 +450,10 @@ static void keep_output(kb_execution_t *self, json_t *data, json_t *metadata,
     apply_pending_clear(self);
     size_t bytes = bundle_bytes(data, metadata);
     kb_runlog_count_sent(self->log, KB_OUTPUT_DISPLAY, bytes);
-    if (bytes > bundle_room(self, bytes)) {
+    /*  The run's own result (execute_result) is what a caller reads first:
+        a small one is kept past the cap, which it exceeds by that much. */
+    bool reserved = is_main_result && bytes <= KB_MAIN_RESULT_RESERVE;
+    if (bytes > bundle_room(self, bytes) && !reserved) {
         self->dropped_bytes += bytes;
         note_dropped(self);
         return;

@@ -90,6 +90,10 @@ bool kb_execution_complete(const kb_execution_t *self);
     by kb_execution_set_error. */
 bool kb_execution_has_error(const kb_execution_t *self);
 
+/*  Output of the run was lost before it reached the fold (a message over
+    the max message size): the result says truncated. */
+void kb_execution_dropped(kb_execution_t *self);
+
 /*  Emit a system log line of the run (KB_EVENT_SYSTEM {text}); text is
     borrowed. Not kept in the result: system lines go to the process log. */
 void kb_execution_system(kb_execution_t *self, const char *text);

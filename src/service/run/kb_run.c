@@ -589,6 +589,15 @@ static void s_limit(kb_run_t *self, const kb_run_event_t *event)
     if (event->note)
         s_system(self, event->note);
     kb_run_limit_t limit = event->limit;
+    if (limit == KB_RUN_LIMIT_MESSAGE) {
+        /*  What was refused is not kept, and what came after it until
+            ZeroMQ connected again is lost: the run says so and ends as the
+            kernel's reply (and the completion grace) allow. */
+        kb_execution_t *exec = s_main_exec(self);
+        kb_execution_dropped(exec);
+        kb_execution_set_error(exec, "MessageTooLarge", event->text ? event->text : "", false);
+        return;
+    }
     self->over_memory = limit == KB_RUN_LIMIT_MEMORY || limit == KB_RUN_LIMIT_MEMORY_KILL;
     if (limit == KB_RUN_LIMIT_UNDER) {
         if (self->state == KB_RUN_HOLDING)
@@ -695,6 +704,24 @@ void kb_run_apply(kb_run_t *self, const kb_run_event_t *event)
                   "signalled while queued", kb_signal_name(event->signal), -1);
             break;
     }
+}
+
+void kb_run_message_refused(kb_run_t *self, uint64_t max_message)
+{
+    char note[240], value[200];
+    snprintf(note, sizeof note,
+             "a message of the kernel over the max message size of %llu bytes was refused "
+             "(--max-message-size); its output, and what the kernel published until its "
+             "connection was made again, are lost",
+             (unsigned long long)max_message);
+    snprintf(value, sizeof value,
+             "the kernel sent a message over the max message size of %llu bytes; it was refused "
+             "and its output is lost",
+             (unsigned long long)max_message);
+    zsys_warning("%s: %s", kb_proc_id(self->proc), note);
+    kb_run_event_t event
+        = { .type = KB_RUN_EV_LIMIT, .limit = KB_RUN_LIMIT_MESSAGE, .note = note, .text = value };
+    kb_run_apply(self, &event);
 }
 
 /* ---- creation and accessors ---------------------------------------------------- */

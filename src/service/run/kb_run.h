@@ -92,6 +92,10 @@ void kb_run_answer_queued_call(kb_run_t *self);
     nothing. */
 void kb_run_apply(kb_run_t *self, const kb_run_event_t *event);
 
+/*  A message of the kernel over max_message bytes was refused (ZeroMQ):
+    the run's log says so, and it ends with MessageTooLarge, truncated. */
+void kb_run_message_refused(kb_run_t *self, uint64_t max_message);
+
 kb_run_state_t kb_run_state(const kb_run_t *self);
 kb_proc_t *kb_run_proc(const kb_run_t *self);
 

@@ -192,8 +192,8 @@ kb_run_cause_t kb_run_signal_cause(int sig)
 
 kb_run_cause_t kb_run_limit_cause(kb_run_cause_t cause, kb_run_limit_t limit)
 {
-    if (limit == KB_RUN_LIMIT_UNDER)
-        return cause;
+    if (limit == KB_RUN_LIMIT_UNDER || limit == KB_RUN_LIMIT_MESSAGE)
+        return cause; /* the run goes on: the error is set, its end is the kernel's */
     if (cause == KB_RUN_CAUSE_SIGTERM || cause == KB_RUN_CAUSE_SIGKILL
         || cause == KB_RUN_CAUSE_MEMORY_KILL)
         return cause; /* going already */

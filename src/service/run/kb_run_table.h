@@ -50,6 +50,7 @@ typedef enum {
     KB_RUN_LIMIT_MEMORY_KILL, /* still over: the owner kills the kernel */
     KB_RUN_LIMIT_PIDS,        /* processes over the pids limit were killed: interrupt */
     KB_RUN_LIMIT_UNDER,       /* back under the memory limit (or its descendants killed) */
+    KB_RUN_LIMIT_MESSAGE,     /* a kernel message over the max message size was refused */
 } kb_run_limit_t;
 
 /*  Why a run is being stopped, once something outside it stepped in. */

@@ -1,0 +1,79 @@
+"""The largest kernel message the daemon takes (--max-message-size, default
+128 MiB): a larger one is refused by ZeroMQ as it arrives (ZMQ_MAXMSGSIZE),
+never held whole; the run ends with MessageTooLarge, `truncated: true` and
+a system line saying so; the context goes on working (its iopub socket is
+connected again). Real ipykernel kernels, the daemon's memory read from
+/proc (its peak, VmHWM, reset before each run through clear_refs).
+
+Memory: the kernel holds the 200 MiB string and its JSON (well under
+1 GiB); the daemon is checked to stay within the run's cap + 32 MiB."""
+
+import subprocess
+
+from conftest import BINARY
+from kernels_testlib import create, kernel_daemon_factory, run  # noqa: F401 (fixture)
+
+MIB = 1 << 20
+CAP = 64 * MIB  # --max-output's default
+
+
+def rss_kib(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError("no %s for %d" % (field, pid))
+
+
+def reset_peak(pid):
+    """VmHWM back to the current RSS (clear_refs "5")."""
+    with open("/proc/%d/clear_refs" % pid, "w") as f:
+        f.write("5")
+
+
+def peak_over_idle(d, ctx, code):
+    """(result, the daemon's peak RSS during the run minus its RSS before, bytes)."""
+    run(d, ctx, "1+1")
+    idle = rss_kib(d.proc.pid, "VmRSS")
+    reset_peak(d.proc.pid)
+    result = run(d, ctx, code)
+    return result, (rss_kib(d.proc.pid, "VmHWM") - idle) * 1024
+
+
+def check_refused(d, ctx, result, limit):
+    assert result["error"]["name"] == "MessageTooLarge", result
+    assert "max message size of %d bytes" % limit in result["error"]["value"], result
+    assert result["truncated"] is True, result
+    assert result["process"]["exit_code"] == 1 and result["process"]["reason"] == "exited"
+    # the context goes on: its iopub connection was made again
+    after = run(d, ctx, "print('still here'); 6*7")
+    assert after["error"] is None, after
+    assert after["logs"]["stdout"] == "still here\n", after
+    assert [r["text"] for r in after["results"]] == ["42"], after
+
+
+def test_one_message_over_the_default_limit_is_refused_never_held(kernel_daemon_factory):
+    d = kernel_daemon_factory("--pool", "python=0")
+    ctx = create(d, language="python")["context_id"]
+    result, peak = peak_over_idle(d, ctx, "import sys\nsys.stdout.write('x' * (200 << 20))\n'end'")
+    check_refused(d, ctx, result, 128 * MIB)
+    assert result["logs"]["stdout"] == "", result["logs"]["stdout"][:100]
+    assert peak <= CAP + 32 * MIB, "daemon peak %d MiB over idle" % (peak // MIB)
+
+
+def test_a_smaller_limit_refuses_smaller_messages(kernel_daemon_factory):
+    d = kernel_daemon_factory("--pool", "python=0", "--max-message-size", "4M")
+    ctx = create(d, language="python")["context_id"]
+    # under the limit: taken whole
+    ok = run(d, ctx, "import sys\nsys.stdout.write('y' * (3 << 20))")
+    assert ok["error"] is None and len(ok["logs"]["stdout"]) == 3 * MIB, ok["error"]
+    result = run(d, ctx, "import sys\nsys.stdout.write('x' * (8 << 20))")
+    check_refused(d, ctx, result, 4 * MIB)
+    assert d.ok("GET", "/health")["status"] == "ok"
+
+
+def test_a_bad_max_message_size_is_refused():
+    for value in ("abc", "-1"):
+        p = subprocess.run([BINARY, "serve", "--ephemeral", "--max-message-size", value],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2 and "--max-message-size" in p.stderr, p.stderr
