@@ -14,6 +14,7 @@
 #include "service/engine/kb_dispatch.h"
 #include "service/fork/kb_checkpoints.h"
 #include "service/fork/kb_fork.h"
+#include "service/fork/kb_template.h"
 #include "service/jupyter/kb_hub.h"
 #include "service/run/kb_adapter.h"
 #include "util/kb_clock.h"
@@ -347,15 +348,23 @@ static void s_handle_health(kb_engine_t *self, kb_call_t *call)
                     "sampler_ticks", (json_int_t)cost.ticks, "accounting_start_s", cost.start_s,
                     "accounting_end_s", cost.end_s, "runs_metered", (json_int_t)cost.runs);
     json_t *dropped = s_dropped_json(self);
-    s_answer_built(call,
-                   json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o, s:o, s:o, s:O, s:O}", "status",
-                             "ok", "version", KB_VERSION, "sandbox_id", self->sandbox_id,
-                             "contexts", (json_int_t)count, "uptime_s", kb_now() - self->started_at,
-                             "pool", kb_pool_json(self->pool), "output_memory",
-                             kb_procstore_budget_json(self->procs), "state", state, "limits",
-                             limits, "dropped_messages", json_object_get(dropped, "total"),
-                             "dropped_messages_by_reason", json_object_get(dropped, "by_reason")));
+    json_t *templates = kb_templates_json(self->templates);
+    json_t *health =
+
+        json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o, s:o, s:o, s:O, s:O}", "status", "ok",
+                  "version", KB_VERSION, "sandbox_id", self->sandbox_id, "contexts",
+                  (json_int_t)count, "uptime_s", kb_now() - self->started_at, "pool",
+                  kb_pool_json(self->pool), "output_memory", kb_procstore_budget_json(self->procs),
+                  "state", state, "limits", limits, "dropped_messages",
+                  json_object_get(dropped, "total"), "dropped_messages_by_reason",
+                  json_object_get(dropped, "by_reason"));
+    if (health && templates) {
+        json_object_set(health, "template", json_array_get(templates, 0));
+        json_object_set(health, "templates", templates);
+    }
+    json_decref(templates);
     json_decref(dropped);
+    s_answer_built(call, health);
 }
 
 /*  The engine's families for GET /metrics, as Prometheus text: the
