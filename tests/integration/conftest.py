@@ -138,6 +138,11 @@ class Daemon:
             str(self.port_file),
             *args,
         ]
+        # KB_TEST_FORK_TEMPLATE=python (scripts/test.sh's template pass): the
+        # same suites with Python kernels forked from a template
+        template = os.environ.get("KB_TEST_FORK_TEMPLATE")
+        if template and "--fork-template" not in args:
+            argv += ["--fork-template", template]
         if token is not None and not any(a == "--token-file" for a in args):
             token_file = self.dir / "token"
             token_file.write_text(token + "\n")
