@@ -123,19 +123,6 @@ static kb_kernelspec_t *s_find_spec(void *impl, const char *language, const char
     return copy;
 }
 
-void kb_engine_kernel_opts(kb_engine_t *self, const kb_kernelspec_t *spec, kb_kernel_opts_t *out)
-{
-    /* Deno's kernel, for one, cannot use ipc endpoints */
-    kb_kernelspec_quirks_t quirks = kb_kernelspec_quirks(spec);
-    *out = (kb_kernel_opts_t){
-        .runtime_dir = kb_restore_kernel_dir(self->durable) ? kb_restore_kernel_dir(self->durable)
-                                                            : self->state_dir,
-        .ipc_dir = self->ipc_dir,
-        .serial = ++self->kernel_serial,
-        .transport = quirks.transport ? quirks.transport : self->config.transport,
-    };
-}
-
 /*  A kernel forked from the language's template when there is one ready,
     else launched. */
 static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char *cwd,

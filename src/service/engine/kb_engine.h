@@ -44,7 +44,6 @@ struct kb_engine {
     char *state_dir;
     bool own_state_dir;
     char *ipc_dir; /* short private dir for ipc sockets, or NULL (tcp) */
-    unsigned long kernel_serial;
     char **kernel_map;
     char *system_python;
     char *display_dir; /* on Python contexts' PYTHONPATH for kernelbridge_display; NULL: off */

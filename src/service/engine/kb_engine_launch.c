@@ -9,6 +9,23 @@
 
 extern char **environ;
 
+/*  Each kernel's files are named by a serial number (with the pid and a
+    random part): counted for the whole process, engine threads alike. */
+static _Atomic unsigned long s_kernel_serial;
+
+void kb_engine_kernel_opts(kb_engine_t *self, const kb_kernelspec_t *spec, kb_kernel_opts_t *out)
+{
+    /* Deno's kernel, for one, cannot use ipc endpoints */
+    kb_kernelspec_quirks_t quirks = kb_kernelspec_quirks(spec);
+    *out = (kb_kernel_opts_t){
+        .runtime_dir = kb_restore_kernel_dir(self->durable) ? kb_restore_kernel_dir(self->durable)
+                                                            : self->state_dir,
+        .ipc_dir = self->ipc_dir,
+        .serial = ++s_kernel_serial,
+        .transport = quirks.transport ? quirks.transport : self->config.transport,
+    };
+}
+
 /*  IPython's kernels load the extension kernelbridge_display at start
     (`--ext`, from display_dir put last on PYTHONPATH): a pool kernel has
     it ready, and a fork inherits it. *spec_p and *envp_p are replaced by
