@@ -29,6 +29,7 @@ def freeze(path, *, timeout=30.0, fresh=False):
 
     def become(ready):
         child.leave_parent(app, kernel, shell)
+        child.prepare(app)  # once here: each kernel forked from this process has it
         _serve(path, ready,
                lambda info, msg: _fork_from_frozen(app, kernel, shell, info, msg, fresh))
 
