@@ -201,5 +201,14 @@ HOGS = (
            "7", "<=", 50, "ms"),
 )
 
+TEMPLATE = (
+    Target("template", "create_p50_ms.template", "POST /contexts from the template, cold, p50",
+           "7, 13, issue 33", "<=", 20, "ms"),
+    Target("template", "idle_uss_mib.template", "an idle context's private memory (USS) from the "
+           "template, p50", "7, 13, issue 33", "<=", 12, "MiB"),
+    Target("template", "idle_pss_ratio", "idle contexts' total PSS, template / started kernels",
+           "7, 13, issue 33", "<=", 0.25, "x"),
+)
+
 TARGETS = (LATENCY + OVERHEAD + POOL + OUTPUT + SCALE + E2B + JUPYTER + DURABILITY + LIMITS + EDGES
-           + BASH + DISPLAY + FLEET + REGRESS + FORK + MCP + CPU + HOGS)
+           + BASH + DISPLAY + FLEET + REGRESS + FORK + MCP + CPU + HOGS + TEMPLATE)

@@ -65,6 +65,19 @@ if ! { cmake -S . -B build -DKB_WERROR=ON >/dev/null && cmake --build build -j"$
   exit 1
 fi
 
+# The suites that create Python contexts run again with every Python kernel
+# forked from a template (--fork-template python, through the Daemon
+# fixture), in the background beside the steps below; reported at the end.
+step "Python contexts from a template: tests/integration again (in the background)"
+template_log=$(mktemp)
+KB_BINARY="$root/build/kernelbridge" KB_TEST_FORK_TEMPLATE=python timeout 1800 \
+  /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/integration/test_basics.py \
+  tests/integration/test_contexts.py tests/integration/test_context_cwd.py \
+  tests/integration/test_runs.py tests/integration/test_kernels_python.py \
+  tests/integration/test_isolation.py tests/integration/test_pool.py \
+  tests/integration/test_forks.py tests/integration/test_limits.py >"$template_log" 2>&1 &
+template_pid=$!
+
 step "C tests (ctest)"
 ctest --test-dir build --output-on-failure -j"$jobs" || failed=1
 
@@ -126,7 +139,7 @@ export KB_BINARY="$root/build/kernelbridge"
 # the browser tests renew the docs' screenshots of the console and the notebook
 export KB_SCREENSHOT_DIR="$root/docs/images"
 suites=()
-for dir in tests/structure tests/docs tests/cli tests/integration tests/fork tests/extension tests/mcp tests/openapi sdk/python/tests; do
+for dir in tests/structure tests/docs tests/cli tests/integration tests/fork tests/template tests/extension tests/mcp tests/openapi sdk/python/tests; do
   ls "$dir"/test_*.py >/dev/null 2>&1 && suites+=("$dir")
 done
 if [ "${#suites[@]}" -gt 0 ]; then
@@ -136,6 +149,14 @@ if [ "${#suites[@]}" -gt 0 ]; then
 else
   echo "no Python test suites found"; failed=1
 fi
+
+step "Python contexts from a template (tests/integration with KB_TEST_FORK_TEMPLATE=python)"
+if wait "$template_pid"; then
+  tail -n 5 "$template_log"
+else
+  cat "$template_log"; failed=1
+fi
+rm -f "$template_log"
 
 step "container image (scripts/build-image.sh, tests/deploy), started first"
 if [ -n "$image_pid" ] && wait "$image_pid"; then

@@ -78,13 +78,17 @@ typedef struct {
                                  deleted, and later calls naming it get SESSION_NOT_FOUND
                                  saying so; 0 = never */
     size_t max_checkpoints;   /* checkpoints per context (SPEC section 13); 0 = 8 */
-    bool no_display_ext;      /* Python contexts (ipykernel) start without the project's
-                                 IPython extension kernelbridge_display (charts and tables
-                                 as data, docs/charts.md) */
-    const char *python_dir;   /* dir holding the project's kernel-side packages
-                                 (kernelbridge_display); NULL = the installed one
-                                 (<datadir>/kernelbridge/python), or the source tree's
-                                 python/ for a daemon run from its build tree */
+    const char *const *fork_templates; /* NULL-terminated "LANG" or "LANG=MOD,MOD": new
+                                          kernels of LANG are forked from a frozen template
+                                          with those modules imported (SPEC section 13);
+                                          NULL = none */
+    bool no_display_ext;               /* Python contexts (ipykernel) start without the project's
+                                          IPython extension kernelbridge_display (charts and tables
+                                          as data, docs/charts.md) */
+    const char *python_dir;            /* dir holding the project's kernel-side packages
+                                          (kernelbridge_display); NULL = the installed one
+                                          (<datadir>/kernelbridge/python), or the source tree's
+                                          python/ for a daemon run from its build tree */
 } kb_service_config_t;
 
 /*  Start a service and its engine thread. Returns NULL and fills err on

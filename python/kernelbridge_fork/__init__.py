@@ -14,14 +14,16 @@ ipykernel, or a version this code does not know) or ``ForkFailed`` (the child
 could not become a kernel, e.g. a port in use; it has exited and left
 nothing behind). ``freeze(path)`` makes a frozen fork (a checkpoint) that
 waits on a unix socket; ``request(path, connection)`` asks it for a fork.
+``template(path, modules)`` imports modules into a pristine kernel and
+freezes it: the template that new contexts are forked from.
 docs/fork.md tells the whole story.
 """
 
 from kernelbridge_fork.compat import TESTED, ForkError, ForkFailed, ForkRefused
-from kernelbridge_fork.frozen import freeze, request
+from kernelbridge_fork.frozen import freeze, request, template
 from kernelbridge_fork.spawn import ForkResult, ForkResults, fork, fork_many
 
 last = None  # the latest fork()'s or freeze()'s ForkResult, for the reply
 
 __all__ = ["ForkError", "ForkFailed", "ForkRefused", "ForkResult", "ForkResults", "TESTED",
-           "fork", "fork_many", "freeze", "last", "request"]
+           "fork", "fork_many", "freeze", "last", "request", "template"]

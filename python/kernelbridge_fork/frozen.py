@@ -4,6 +4,7 @@ for "fork now with this connection info"; each request makes a new kernel
 from it and answers the new pid. The frozen process stays, and can be asked
 again."""
 
+import importlib
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ from kernelbridge_fork.spawn import ForkResult, checked_connection, remember, sp
 MAX_REQUEST = 64 * 1024
 
 
-def freeze(path, *, timeout=30.0):
+def freeze(path, *, timeout=30.0, fresh=False):
     """Fork this idle ipykernel into a frozen process listening on the unix
     socket `path` (which must not exist). Returns a ForkResult (the frozen
     process's pid) once it listens; SIGTERM makes it remove `path` and exit."""
@@ -28,9 +29,28 @@ def freeze(path, *, timeout=30.0):
 
     def become(ready):
         child.leave_parent(app, kernel, shell)
-        _serve(path, ready, lambda info, limit: _fork_from_frozen(app, kernel, shell, info, limit))
+        child.prepare(app)  # once here: each kernel forked from this process has it
+        _serve(path, ready,
+               lambda info, msg: _fork_from_frozen(app, kernel, shell, info, msg, fresh))
 
     return remember(spawn(become, shell.history_manager, timeout))
+
+
+def template(path, modules=(), *, timeout=30.0):
+    """Make this pristine ipykernel (no cell run yet) the template of new
+    contexts: import `modules` (into sys.modules only: no name is bound in
+    the user's namespace; an import that fails raises its own error and
+    nothing is frozen), then freeze it on `path` like a checkpoint. Each
+    request to it may carry the new context's "cwd" and "env", and
+    "early": answer the pid as soon as the process exists, without waiting
+    for its sockets (the caller waits for kernel_info itself)."""
+    if isinstance(path, dict):  # the daemon's request: {"path": ..., "modules": [...]}
+        path, modules = path.get("path"), path.get("modules", [])
+    if not isinstance(modules, (list, tuple)) or not all(isinstance(m, str) and m for m in modules):
+        raise ForkRefused("modules must be a list of module names")
+    for name in modules:
+        importlib.import_module(name)
+    return freeze(path, timeout=timeout, fresh=True)
 
 
 def request(path, connection, *, timeout=30.0):
@@ -46,17 +66,22 @@ def request(path, connection, *, timeout=30.0):
     return ForkResult(answer["pid"])
 
 
-def _fork_from_frozen(app, kernel, shell, info, timeout):
+def _fork_from_frozen(app, kernel, shell, info, msg, fresh):
     from kernelbridge_fork import child
+
+    timeout = float(msg.get("timeout", 30.0))
+    setup = child.checked_setup(msg) if fresh else None
 
     def become(ready):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the checkpoint's socket is not ours
         child.reseed()
         # The history locks were held across the fork: a history of its own.
         child.own_history(shell)
+        if setup is not None:
+            child.apply_setup(shell, setup)
         child.run_kernel(app, kernel, shell, info, ready)
 
-    return spawn(become, shell.history_manager, timeout)
+    return spawn(become, shell.history_manager, timeout, early=fresh and bool(msg.get("early")))
 
 
 def _serve(path, ready, fork_one):
@@ -85,9 +110,8 @@ def _answer(conn, fork_one):
         conn.settimeout(10)
         msg = _read_line(conn)
         info = checked_connection(msg.get("connection"))
-        timeout = float(msg.get("timeout", 30.0))
-        conn.settimeout(timeout + 5)
-        reply = {"pid": fork_one(info, timeout).pid}
+        conn.settimeout(float(msg.get("timeout", 30.0)) + 5)
+        reply = {"pid": fork_one(info, msg).pid}
     except Exception as e:  # noqa: BLE001 - each request answers, the checkpoint stays
         reply = {"error": f"{type(e).__name__}: {e}"}
     try:

@@ -122,16 +122,18 @@ def checked_connection(connection):
     return info
 
 
-def spawn(become, history, timeout):
+def spawn(become, history, timeout, early=False):
     """Fork twice and run become(ready) in the grandchild, which must call
-    ready() once it is listening. Returns ForkResult(pid of the grandchild).
+    ready() once it is listening. Returns ForkResult(pid of the grandchild);
+    with early, as soon as the grandchild exists (the caller then learns
+    that it is ready, or that it failed, from the kernel itself).
     The history's cache locks are held across the fork, so that IPython's
     history thread is not in the middle of an sqlite write when the memory
     is copied."""
     rfd = _start(become, history)
     seen = {}
     try:
-        return ForkResult(_await_child(rfd, timeout, seen))
+        return ForkResult(_await_child(rfd, timeout, seen, early))
     except BaseException:
         # Interrupted while waiting (or the child failed): no child runs on.
         _kill(seen.get("pid"))
@@ -198,6 +200,8 @@ class _Reporter:
         fd, self.fd = self.fd, None
         try:
             _write(fd, dict(message, pid=os.getpid()))
+        except OSError:
+            pass  # an early caller stopped listening after the pid: the kernel goes on
         finally:
             os.close(fd)
 
@@ -226,9 +230,10 @@ def _write(fd, message):
     os.write(fd, (json.dumps(message) + "\n").encode())
 
 
-def _await_child(rfd, timeout, seen):
-    """The grandchild's pid once it is ready; its pid goes into `seen` as
-    soon as it is known, so that whoever gives up can kill it."""
+def _await_child(rfd, timeout, seen, early=False):
+    """The grandchild's pid once it is ready (with early: once it exists);
+    its pid goes into `seen` as soon as it is known, so that whoever gives
+    up can kill it."""
     deadline = time.monotonic() + timeout
     buf = b""
     while True:
@@ -247,6 +252,8 @@ def _await_child(rfd, timeout, seen):
                 raise ForkFailed(f"the child could not become a kernel: {msg['error']}")
             if msg.get("ready"):
                 return msg["pid"]
+            if early and msg.get("spawned"):
+                return msg["spawned"]
 
 
 def _kill(pid):

@@ -40,6 +40,7 @@ struct flag {
     double min, max;   /* bounds, checked when range is not NULL */
     const char *range; /* the bounds in words, for the message */
     int (*parse)(kb_serve_opts_t *o, const char *what, const char *value);
+    char sep; /* a list's separator in its variable; 0: ',' */
 };
 
 #define FIELD(f) offsetof(kb_serve_opts_t, f), sizeof(((kb_serve_opts_t *)0)->f)
@@ -179,6 +180,12 @@ static const flag_t flags[] = {
               "websocket connected; later calls naming it say it was culled; 0: never" },
     { "max-contexts", "N", "KB_MAX_CONTEXTS", FLAG_COUNT, FIELD(service.max_contexts),
       .value = "64", .help = "contexts (kernels) at once" },
+    { "fork-template", "LANG[=MODULE,...]", "KB_FORK_TEMPLATE", FLAG_LIST, FIELD(fork_templates),
+      .sep = ';',
+      .help = "make new kernels of LANG (contexts, isolated runs, the pool) by forking a frozen "
+              "template kernel with MODULEs imported; repeatable "
+              "(KB_FORK_TEMPLATE=\"python=numpy,pandas;...\"); a module that fails to import "
+              "stops the daemon" },
     { "max-checkpoints", "N", "KB_MAX_CHECKPOINTS", FLAG_COUNT, FIELD(service.max_checkpoints),
       .value = "8", .help = "checkpoints of one context (SPEC section 13)" },
     { "max-body", "BYTES", "KB_MAX_BODY", FLAG_BYTES, FIELD(server.max_body), .value = "16M",
@@ -350,7 +357,15 @@ static int apply_defaults_and_env(kb_serve_opts_t *o)
 static int apply_list_fallback(kb_serve_opts_t *o, const flag_t *flag)
 {
     const char *env = getenv(flag->env);
-    return kb_serve_parse_list(env ? env : flag->value, target(o, flag));
+    if (!flag->sep || !env)
+        return kb_serve_parse_list(env ? env : flag->value, target(o, flag));
+    for (const char *p = env; *p;) {
+        size_t len = strcspn(p, (char[]){ flag->sep, 0 });
+        if (len && kb_strv_pushn(target(o, flag), p, len) != KB_BUF_OK)
+            return -1;
+        p += len + (p[len] != 0);
+    }
+    return 0;
 }
 
 static int check_kernel_map(char **kernels)
@@ -417,6 +432,7 @@ int kb_serve_flags_parse(kb_serve_opts_t *o, int argc, char **argv)
     o->server.port = o->listen.port;
     o->service.kernel_map = (const char *const *)o->kernels.items;
     o->service.pool = (const char *const *)o->pool.items;
+    o->service.fork_templates = (const char *const *)o->fork_templates.items;
     o->server.mcp_allow_origins = (const char *const *)o->mcp_origins.items;
     return 0;
 }
@@ -426,6 +442,7 @@ void kb_serve_opts_clear(kb_serve_opts_t *o)
     kb_strv_clear(&o->kernels);
     kb_strv_clear(&o->preload);
     kb_strv_clear(&o->pool);
+    kb_strv_clear(&o->fork_templates);
     kb_strv_clear(&o->mcp_origins);
 }
 

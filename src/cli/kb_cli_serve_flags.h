@@ -32,10 +32,11 @@ typedef struct {
     bool insecure;
     bool ephemeral;
     bool supervise;
-    kb_strv_t kernels;     /* --kernel entries, NULL-terminated */
-    kb_strv_t pool;        /* --pool entries */
-    kb_strv_t preload;     /* --preload entries */
-    kb_strv_t mcp_origins; /* --mcp-allow-origin entries */
+    kb_strv_t kernels;        /* --kernel entries, NULL-terminated */
+    kb_strv_t pool;           /* --pool entries */
+    kb_strv_t preload;        /* --preload entries */
+    kb_strv_t fork_templates; /* --fork-template entries */
+    kb_strv_t mcp_origins;    /* --mcp-allow-origin entries */
     kb_service_config_t service;
     kb_server_config_t server; /* host and port from listen */
 } kb_serve_opts_t;

@@ -613,14 +613,21 @@ int kb_proc_cwd(pid_t pid, char *buf, size_t len)
 
 int kb_proc_memory(pid_t pid, uint64_t *uss, uint64_t *pss)
 {
+    return kb_proc_memory_rss(pid, uss, pss, NULL);
+}
+
+int kb_proc_memory_rss(pid_t pid, uint64_t *uss, uint64_t *pss, uint64_t *rss)
+{
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
     FILE *file = fopen(path, "re");
     if (!file)
         return -1;
-    unsigned long long kib, clean = 0, dirty = 0, proportional = 0;
+    unsigned long long kib, clean = 0, dirty = 0, proportional = 0, resident = 0;
     while (fgets(line, sizeof line, file)) {
-        if (sscanf(line, "Private_Clean: %llu kB", &kib) == 1)
+        if (sscanf(line, "Rss: %llu kB", &kib) == 1)
+            resident = kib;
+        else if (sscanf(line, "Private_Clean: %llu kB", &kib) == 1)
             clean = kib;
         else if (sscanf(line, "Private_Dirty: %llu kB", &kib) == 1)
             dirty = kib;
@@ -632,5 +639,7 @@ int kb_proc_memory(pid_t pid, uint64_t *uss, uint64_t *pss)
         *uss = (uint64_t)(clean + dirty) << 10;
     if (pss)
         *pss = (uint64_t)proportional << 10;
+    if (rss)
+        *rss = (uint64_t)resident << 10;
     return 0;
 }

@@ -117,5 +117,7 @@ int kb_proc_cwd(pid_t pid, char *buf, size_t len);
     alone (Private_Clean + Private_Dirty), and pss, its proportional share
     (each may be NULL). 0, or -1 with errno (gone, not readable). */
 int kb_proc_memory(pid_t pid, uint64_t *uss, uint64_t *pss);
+/*  The same with its resident set size (Rss) too (any may be NULL). */
+int kb_proc_memory_rss(pid_t pid, uint64_t *uss, uint64_t *pss, uint64_t *rss);
 
 #endif

@@ -285,6 +285,17 @@ class Daemon:
             str(self.port_file),
             *args,
         ]
+        # KB_TEST_FORK_TEMPLATE=python (scripts/test.sh's template pass): the
+        # same suites with Python kernels forked from a template, except for
+        # daemons that map the language to another kernel (or find kernelspecs
+        # of their own) or run kernels as other users, which a template
+        # refuses at start
+        template = os.environ.get("KB_TEST_FORK_TEMPLATE")
+        refusing = ("--fork-template", "--kernel", "--kernel-user", "--kernel-uid-range")
+        if (template and not any(str(a).split("=")[0] in refusing for a in args)
+                and not {"KB_KERNELS", "KB_KERNEL_USER", "KB_KERNEL_UID_RANGE", "JUPYTER_PATH"}
+                & set(env or {})):
+            argv += ["--fork-template", template]
         if token is not None and not any(a == "--token-file" for a in args):
             token_file = self.dir / "token"
             token_file.write_text(token + "\n")

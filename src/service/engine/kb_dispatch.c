@@ -11,9 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernel/kb_proctree.h"
 #include "service/engine/kb_dispatch.h"
 #include "service/fork/kb_checkpoints.h"
 #include "service/fork/kb_fork.h"
+#include "service/fork/kb_template.h"
 #include "service/jupyter/kb_hub.h"
 #include "service/run/kb_adapter.h"
 #include "util/kb_clock.h"
@@ -327,6 +329,26 @@ static json_t *s_dropped_json(kb_engine_t *self)
     return json_pack("{s:I, s:o}", "total", (json_int_t)total, "by_reason", reasons);
 }
 
+/*  {kernels, rss_bytes, pss_bytes}: the contexts' kernels' resident
+    memory summed, beside their proportional share (pages shared between
+    forks and their template counted once in all). */
+static json_t *s_kernel_memory_json(kb_engine_t *self)
+{
+    uint64_t rss_sum = 0, pss_sum = 0, rss, pss;
+    size_t count = 0;
+    for (kb_context_t *ctx = zhashx_first(self->contexts); ctx; ctx = zhashx_next(self->contexts)) {
+        kb_kernel_t *kernel = kb_context_kernel(ctx);
+        pid_t pid = kernel ? kb_kernel_pid(kernel) : 0;
+        if (pid > 0 && kb_proc_memory_rss(pid, NULL, &pss, &rss) == 0) {
+            rss_sum += rss;
+            pss_sum += pss;
+            count++;
+        }
+    }
+    return json_pack("{s:I, s:I, s:I}", "kernels", (json_int_t)count, "rss_bytes",
+                     (json_int_t)rss_sum, "pss_bytes", (json_int_t)pss_sum);
+}
+
 static void s_handle_health(kb_engine_t *self, kb_call_t *call)
 {
     size_t count = 0;
@@ -356,15 +378,25 @@ static void s_handle_health(kb_engine_t *self, kb_call_t *call)
                                   KB_HOG_NICE, "lowered_now", (json_int_t)cost.hogs, "lowered_runs",
                                   (json_int_t)cost.hog_runs, "why", hog_why));
     json_t *dropped = s_dropped_json(self);
-    s_answer_built(call,
-                   json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o, s:o, s:o, s:O, s:O}", "status",
-                             "ok", "version", KB_VERSION, "sandbox_id", self->sandbox_id,
-                             "contexts", (json_int_t)count, "uptime_s", kb_now() - self->started_at,
-                             "pool", kb_pool_json(self->pool), "output_memory",
-                             kb_procstore_budget_json(self->procs), "state", state, "limits",
-                             limits, "dropped_messages", json_object_get(dropped, "total"),
-                             "dropped_messages_by_reason", json_object_get(dropped, "by_reason")));
+    json_t *templates = kb_templates_json(self->templates);
+    json_t *health =
+
+        json_pack("{s:s, s:s, s:s, s:I, s:f, s:o, s:o, s:o, s:o, s:O, s:O}", "status", "ok",
+                  "version", KB_VERSION, "sandbox_id", self->sandbox_id, "contexts",
+                  (json_int_t)count, "uptime_s", kb_now() - self->started_at, "pool",
+                  kb_pool_json(self->pool), "output_memory", kb_procstore_budget_json(self->procs),
+                  "state", state, "limits", limits, "dropped_messages",
+                  json_object_get(dropped, "total"), "dropped_messages_by_reason",
+                  json_object_get(dropped, "by_reason"));
+    if (health)
+        json_object_set_new(health, "kernel_memory", s_kernel_memory_json(self));
+    if (health && templates) {
+        json_object_set(health, "template", json_array_get(templates, 0));
+        json_object_set(health, "templates", templates);
+    }
+    json_decref(templates);
     json_decref(dropped);
+    s_answer_built(call, health);
 }
 
 /*  The engine's families for GET /metrics, as Prometheus text: the

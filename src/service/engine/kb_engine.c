@@ -21,6 +21,7 @@
 #include "service/engine/kb_engine_dirs.h"
 #include "service/engine/kb_request.h"
 #include "service/fork/kb_checkpoints.h"
+#include "service/fork/kb_template.h"
 #include "util/kb_alloc.h"
 #include "util/kb_clock.h"
 
@@ -122,77 +123,17 @@ static kb_kernelspec_t *s_find_spec(void *impl, const char *language, const char
     return copy;
 }
 
-void kb_engine_kernel_opts(kb_engine_t *self, const kb_kernelspec_t *spec, kb_kernel_opts_t *out)
-{
-    /* Deno's kernel, for one, cannot use ipc endpoints */
-    kb_kernelspec_quirks_t quirks = kb_kernelspec_quirks(spec);
-    *out = (kb_kernel_opts_t){
-        .runtime_dir = kb_restore_kernel_dir(self->durable) ? kb_restore_kernel_dir(self->durable)
-                                                            : self->state_dir,
-        .ipc_dir = self->ipc_dir,
-        .serial = ++self->kernel_serial,
-        .transport = quirks.transport ? quirks.transport : self->config.transport,
-        .max_message = self->config.max_message_bytes,
-    };
-}
-
-/*  IPython's kernels load the extension kernelbridge_display at start
-    (`--ext`, from display_dir put last on PYTHONPATH): a pool kernel has
-    it ready, and a fork inherits it. *spec_p and *envp_p are replaced by
-    the copies that say so (*owned: the spec to free). 0, or -1 when out
-    of memory. */
-static int s_with_display(kb_engine_t *self, const kb_kernelspec_t **spec_p, char ***envp_p,
-                          kb_kernelspec_t **owned)
-{
-    *owned = NULL;
-    if (!self->display_dir || !kb_kernelspec_quirks(*spec_p).ipykernel)
-        return 0;
-    char **envp = kb_kernelspec_env_add_path(*envp_p, "PYTHONPATH", self->display_dir);
-    *owned = kb_kernelspec_with_arg(*spec_p, "--ext=kernelbridge_display");
-    if (!envp || !*owned) {
-        kb_strv_free(envp);
-        kb_kernelspec_destroy(owned);
-        return -1;
-    }
-    kb_strv_free(*envp_p);
-    *envp_p = envp;
-    *spec_p = *owned;
-    return 0;
-}
-
+/*  A kernel forked from the language's template when there is one ready,
+    else launched. */
 static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char *cwd,
                              const json_t *env, uint64_t data_limit,
                              const kb_kernel_callbacks_t *callbacks, void *arg, kb_error_t *err)
 {
     kb_engine_t *self = impl;
-    const char *drop[] = { "KB_", NULL };
-    char **envp = kb_kernelspec_build_env(spec, environ, drop, env);
-    kb_kernelspec_t *with_display = NULL;
-    if (envp && s_with_display(self, &spec, &envp, &with_display) < 0) {
-        kb_strv_free(envp);
-        kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
-        return NULL;
-    }
-    kb_kernel_opts_t opts;
-    kb_engine_kernel_opts(self, spec, &opts);
-    opts.cwd = cwd;
-    opts.envp = envp;
-    opts.system_python = self->system_python;
-    opts.start_timeout = self->config.start_timeout;
-    opts.users = self->users;
-    opts.work_root = self->work_root;
-    opts.data_limit = data_limit;
-    kb_error_t problem;
-    kb_kernel_t *kernel = kb_kernel_new(self->loop, spec, &opts, callbacks, arg, &problem);
-    kb_strv_free(envp);
-    if (kernel)
-        kb_kernel_set_observer(kernel, kb_metrics_observer(self->metrics));
-    else {
-        kb_metrics_start_failed(self->metrics, spec->name);
-        kb_error_set(err, KB_ERR_KERNEL_START_FAILED, "%s", problem.message);
-    }
-    kb_kernelspec_destroy(&with_display); /* spec may be it */
-    return kernel;
+    kb_kernel_t *forked
+        = kb_templates_launch(self->templates, spec, cwd, env, data_limit, callbacks, arg);
+    return forked ? forked
+                  : kb_engine_launch(self, spec, cwd, env, data_limit, callbacks, arg, err);
 }
 
 /*  A pool kernel's row: so that a next daemon finds it (and kills it)
@@ -483,6 +424,8 @@ static void s_fill_sources(kb_engine_t *self)
                                            .take_pooled = s_take_pooled,
                                            .find_spec = s_find_spec,
                                            .has_room = s_has_room };
+    self->plain_launcher = self->launcher;
+    self->plain_launcher.launch = kb_engine_plain_launch;
     self->pool_launcher = self->launcher;
     self->pool_launcher.launch = s_pool_launch;
     self->pool_launcher.retire = s_pool_retire;
@@ -585,7 +528,8 @@ static int s_restore(kb_engine_t *self, kb_error_t *err)
     json_array_foreach(checkpoints, i, row)
     {
         const char *of = json_string_value(json_object_get(row, "context_id"));
-        kb_checkpoints_adopt(self->checkpoints, row, of && kb_engine_context_find(self, of));
+        if (!kb_templates_adopt(self->templates, row))
+            kb_checkpoints_adopt(self->checkpoints, row, of && kb_engine_context_find(self, of));
     }
     json_decref(checkpoints);
     return rc;
@@ -630,7 +574,10 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
         goto fail;
     }
     self->pool = kb_pool_new(config->pool, &self->pool_launcher, self->loop, err);
-    if (!self->pool || (self->durable && s_restore(self, err) != 0))
+    kb_template_env_t templates;
+    kb_engine_template_env(self, &templates);
+    if (!self->pool || kb_templates_new(&templates, config->fork_templates, &self->templates, err)
+        || (self->durable && s_restore(self, err) != 0))
         goto fail;
     return self;
 fail:
@@ -646,6 +593,7 @@ void kb_engine_destroy(kb_engine_t **self_p)
     *self_p = NULL;
     assert(!self->contexts || zhashx_size(self->contexts) == 0);
     kb_restore_close(&self->durable);
+    kb_templates_destroy(&self->templates);
     kb_checkpoints_destroy(&self->checkpoints, true);
     zhashx_destroy(&self->contexts);
     zhashx_destroy(&self->kernel_ids);
@@ -706,6 +654,7 @@ static void s_cull(kb_timer_t *timer, void *arg)
 
 void kb_engine_start(kb_engine_t *self)
 {
+    kb_templates_start(self->templates);
     kb_pool_start(self->pool);
     double timeout = self->config.cull_idle_timeout;
     if (timeout > 0) {
@@ -718,6 +667,7 @@ void kb_engine_start(kb_engine_t *self)
 void kb_engine_stop_begin(kb_engine_t *self)
 {
     self->stopping = true;
+    kb_templates_stop(self->templates);
     kb_timer_stop(&self->cull_timer);
     kb_pool_stop(self->pool);
     zlistx_t *all = zhashx_values(self->contexts);

@@ -29,6 +29,7 @@
 #include "service/durable/kb_persist.h"
 #include "service/durable/kb_restore.h"
 #include "service/engine/kb_vanished.h"
+#include "service/fork/kb_template.h"
 #include "service/ops/kb_pool.h"
 #include "service/output/kb_procstore.h"
 #include "service/run/kb_run.h"
@@ -43,7 +44,6 @@ struct kb_engine {
     char *state_dir;
     bool own_state_dir;
     char *ipc_dir; /* short private dir for ipc sockets, or NULL (tcp) */
-    unsigned long kernel_serial;
     char **kernel_map;
     char *system_python;
     char *display_dir; /* on Python contexts' PYTHONPATH for kernelbridge_display; NULL: off */
@@ -70,13 +70,15 @@ struct kb_engine {
     kb_kernelspecs_t *specs; /* discovered kernelspecs, refreshed when older than 2 s */
     int64_t specs_at_ms;
 
-    kb_kernel_source_t launcher;      /* for contexts: the pool first */
-    kb_kernel_source_t pool_launcher; /* for the pool itself */
+    kb_kernel_source_t launcher;       /* for contexts: the pool first */
+    kb_kernel_source_t pool_launcher;  /* for the pool itself */
+    kb_kernel_source_t plain_launcher; /* never from a template: for the templates */
     kb_run_settings_t run_settings;
     kb_context_env_t context_env;
 
     kb_restore_t *durable; /* the state dir's lock, state.db, its writer; NULL: ephemeral */
     struct kb_checkpoints *checkpoints; /* every context's (service/fork/kb_checkpoints.h) */
+    struct kb_templates *templates;     /* --fork-template's (service/fork/kb_template.h) or NULL */
 
     /* kernels run as other users (kb_kernel_user.h); both NULL: as the daemon's */
     kb_kernel_users_t *users;
@@ -117,6 +119,21 @@ const kb_kernelspecs_t *kb_engine_specs(kb_engine_t *self, bool fresh);
     runtime and ipc dirs, the transport, a new serial): the rest of out
     zeroed. */
 void kb_engine_kernel_opts(kb_engine_t *self, const kb_kernelspec_t *spec, kb_kernel_opts_t *out);
+
+/*  Launch a kernel of spec as kb_kernel_source_t.launch says, never from
+    a template (what a template itself starts as). */
+kb_kernel_t *kb_engine_launch(kb_engine_t *self, const kb_kernelspec_t *spec, const char *cwd,
+                              const json_t *env, uint64_t data_limit,
+                              const kb_kernel_callbacks_t *callbacks, void *arg, kb_error_t *err);
+
+/*  The same as a kb_kernel_source_t's launch (impl: the engine). */
+kb_kernel_t *kb_engine_plain_launch(void *impl, const kb_kernelspec_t *spec, const char *cwd,
+                                    const json_t *env, uint64_t data_limit,
+                                    const kb_kernel_callbacks_t *callbacks, void *arg,
+                                    kb_error_t *err);
+
+/*  What the engine lends its templates (service/fork/kb_template.h). */
+void kb_engine_template_env(kb_engine_t *self, kb_template_env_t *out);
 
 /*  Kernels of contexts and of the pool. */
 size_t kb_engine_kernel_count(kb_engine_t *self);

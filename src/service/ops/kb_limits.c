@@ -123,6 +123,19 @@ static void s_sample(kb_watch_t *self, bool cpu)
 
 /* ---- limits -------------------------------------------------------------------- */
 
+/*  What the tree is charged: its resident memory, the kernel's own counted
+    proportionally (PSS), so that pages a fork shares with its template or
+    its parent are not charged in full to every fork. Reads smaps_rollup:
+    called only when RSS alone says over the limit, or when asked. */
+static uint64_t s_charged(const kb_watch_t *self)
+{
+    uint64_t pss = 0;
+    if (kb_proc_memory(kb_proctree_root(self->tree), NULL, &pss) != 0
+        || pss > self->last.root_rss_bytes)
+        return self->last.rss_bytes;
+    return self->last.rss_bytes - self->last.root_rss_bytes + pss;
+}
+
 static void s_say(kb_watch_t *self, kb_watch_event_t event, size_t killed)
 {
     kb_watch_info_t info = { .rss_bytes = self->last.rss_bytes,
@@ -141,14 +154,15 @@ static void s_memory_grace_over(kb_watch_t *self)
     unsigned before = self->last.pids;
     size_t killed = kb_proctree_kill_descendants(self->tree);
     s_sample(self, false);
-    uint64_t limit = (uint64_t)self->memory_limit;
-    if (self->last.root_rss_bytes > limit) {
+    uint64_t limit = (uint64_t)self->memory_limit, root = self->last.root_rss_bytes;
+    if (root > limit && kb_proc_memory(kb_proctree_root(self->tree), NULL, &root) != 0)
+        root = self->last.root_rss_bytes;
+    if (root > limit) {
         self->killing = true;
         snprintf(self->text, sizeof self->text,
                  "still over the memory limit of %llu bytes after %.1f s (the kernel alone "
                  "holds %llu bytes); killing the kernel",
-                 (unsigned long long)limit, self->limits->grace,
-                 (unsigned long long)self->last.root_rss_bytes);
+                 (unsigned long long)limit, self->limits->grace, (unsigned long long)root);
         snprintf(self->value, sizeof self->value,
                  "the kernel's processes used %llu bytes at the peak, over the memory limit of "
                  "%llu bytes; the kernel was killed",
@@ -169,29 +183,31 @@ static void s_check_memory(kb_watch_t *self, int64_t now)
     uint64_t limit = (uint64_t)self->memory_limit;
     if (!limit || self->killing)
         return;
-    if (self->last.rss_bytes <= limit) {
+    uint64_t used = self->last.rss_bytes;
+    if (used > limit)
+        used = s_charged(self);
+    if (used <= limit) {
         if (self->over_since_ms) {
             self->over_since_ms = 0;
             snprintf(self->text, sizeof self->text,
                      "back under the memory limit: %llu bytes in %u processes",
-                     (unsigned long long)self->last.rss_bytes, self->last.pids);
+                     (unsigned long long)used, self->last.pids);
             s_say(self, KB_WATCH_UNDER, 0);
         }
         return;
     }
-    if (self->last.rss_bytes > self->peak_since || !self->over_since_ms)
-        self->peak_since = self->last.rss_bytes;
+    if (used > self->peak_since || !self->over_since_ms)
+        self->peak_since = used;
     if (!self->over_since_ms) {
         self->over_since_ms = now;
         snprintf(self->text, sizeof self->text,
                  "the kernel's %u processes hold %llu bytes, over the memory limit of %llu "
                  "bytes; interrupting",
-                 self->last.pids, (unsigned long long)self->last.rss_bytes,
-                 (unsigned long long)limit);
+                 self->last.pids, (unsigned long long)used, (unsigned long long)limit);
         snprintf(self->value, sizeof self->value,
                  "the kernel's processes used %llu bytes, over the memory limit of %llu bytes; "
                  "the run was interrupted",
-                 (unsigned long long)self->last.rss_bytes, (unsigned long long)limit);
+                 (unsigned long long)used, (unsigned long long)limit);
         s_say(self, KB_WATCH_OVER_MEMORY, 0);
         return;
     }
@@ -623,5 +639,5 @@ void kb_watch_usage(kb_watch_t *self, kb_usage_t *out)
             s_scan(limits);
         s_sample(self, true);
     }
-    *out = (kb_usage_t){ self->last.rss_bytes, self->last.cpu_time_s, self->last.pids };
+    *out = (kb_usage_t){ s_charged(self), self->last.cpu_time_s, self->last.pids };
 }

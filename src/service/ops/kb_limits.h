@@ -70,7 +70,7 @@ typedef void(kb_watch_fn)(kb_watch_t *watch, kb_watch_event_t event, const kb_wa
 
 /*  Now: the tree's resident memory, CPU time so far, and processes. */
 typedef struct {
-    uint64_t memory_bytes;
+    uint64_t memory_bytes; /* resident, the kernel's own pages proportionally (PSS) */
     double cpu_time_s;
     unsigned pids;
 } kb_usage_t;
