@@ -28,16 +28,7 @@ MODULES = "numpy,pandas"
 FIRST = "import numpy, pandas; 1+1"
 
 
-def smaps(pid):
-    """(USS, PSS) in MiB from /proc/<pid>/smaps_rollup."""
-    fields = {}
-    with open(f"/proc/{pid}/smaps_rollup") as f:
-        for line in f:
-            if line.endswith(" kB\n"):
-                name, value = line.split()[:2]
-                fields[name.rstrip(":")] = int(value)
-    return ((fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)) / 1024,
-            fields.get("Pss", 0) / 1024)
+smaps = machine.smaps_mib
 
 
 def mem_available_mib():

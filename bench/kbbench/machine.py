@@ -118,3 +118,15 @@ def private_environment(tmp, drop_kb=True):
     if drop_kb:
         for k in [k for k in os.environ if k.startswith("KB_")]:
             del os.environ[k]
+
+
+def smaps_mib(pid: int) -> tuple[float, float]:
+    """(USS, PSS) in MiB of a process, from /proc/<pid>/smaps_rollup."""
+    fields = {}
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.endswith(" kB\n"):
+                name, value = line.split()[:2]
+                fields[name.rstrip(":")] = int(value)
+    return ((fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)) / 1024,
+            fields.get("Pss", 0) / 1024)

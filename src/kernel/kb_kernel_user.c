@@ -6,6 +6,8 @@
 */
 #include "kernel/kb_kernel_user.h"
 
+#include "kernel/kb_proctree.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -188,16 +190,9 @@ bool kb_kernel_users_mark(kb_kernel_users_t *self, long long uid)
 
 long long kb_proc_uid(pid_t pid)
 {
-    char path[64], buf[2048];
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    char buf[2048];
+    if (kb_proc_read(pid, "status", buf, sizeof buf) < 0)
         return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
     const char *line = strstr(buf, "\nUid:");
     if (!line)
         return -1;

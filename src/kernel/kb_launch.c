@@ -7,6 +7,7 @@
     for: sockets, readiness or the lifecycle (kb_kernel.c).
 */
 #include "kernel/kb_launch.h"
+#include "kernel/kb_proctree.h"
 
 #include <czmq.h>
 
@@ -746,18 +747,9 @@ char *kb_launch_log_tail(const char *path, size_t max_bytes)
 
 unsigned long long kb_proc_start_time(pid_t pid)
 {
-    char path[64], buf[1024];
-    if (pid <= 0)
+    char buf[1024];
+    if (pid <= 0 || kb_proc_read(pid, "stat", buf, sizeof buf) < 0)
         return 0;
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
     /*  "pid (comm) state ppid ...": comm may hold spaces and parens, so
         the fields start after the last ')'. */
     char *p = strrchr(buf, ')');

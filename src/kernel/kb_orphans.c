@@ -2,6 +2,8 @@
  */
 #include "kernel/kb_orphans.h"
 
+#include "kernel/kb_proctree.h"
+
 #include <czmq.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -32,16 +34,9 @@ bool kb_orphans_names_dir(const char *args, size_t len, const char *dir)
     when it is gone. */
 static int s_ppid_pgrp(pid_t pid, pid_t *ppid, pid_t *pgrp)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    char buf[512];
+    if (kb_proc_read(pid, "stat", buf, sizeof buf) < 0)
         return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
     const char *paren = strrchr(buf, ')'); /* the name may hold anything */
     int p = 0, g = 0;
     char state;
@@ -55,14 +50,8 @@ static int s_ppid_pgrp(pid_t pid, pid_t *ppid, pid_t *pgrp)
 /*  Whether pid's command line names a file in dir. */
 static bool s_names_dir(pid_t pid, const char *dir)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/cmdline", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return false;
     char *buf = malloc(KB_CMDLINE_MAX);
-    ssize_t n = buf ? read(fd, buf, KB_CMDLINE_MAX) : -1;
-    close(fd);
+    ssize_t n = buf ? kb_proc_read(pid, "cmdline", buf, KB_CMDLINE_MAX) : -1;
     bool named = n > 0 && kb_orphans_names_dir(buf, (size_t)n, dir);
     free(buf);
     return named;

@@ -60,7 +60,22 @@ struct kb_procscan {
 
 static long s_page_size, s_ticks;
 
-/* ---- /proc/<pid>/stat -------------------------------------------------------------- */
+/* ---- /proc/<pid>/... -------------------------------------------------------------- */
+
+ssize_t kb_proc_read(pid_t pid, const char *name, char *buf, size_t size)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, name);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, size - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    return n;
+}
 
 /*  Parse a stat line. 0, or -1 when it is not one. */
 static int s_parse_stat(char *buf, kb_stat_t *out)

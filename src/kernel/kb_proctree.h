@@ -36,6 +36,11 @@ typedef struct {
     unsigned pids;           /* live (not zombie) processes */
 } kb_tree_sample_t;
 
+/*  Read /proc/<pid>/<name> (at most size - 1 bytes) into buf, followed by
+    a NUL. The number of bytes read, or -1 when it cannot be read or is
+    empty. */
+ssize_t kb_proc_read(pid_t pid, const char *name, char *buf, size_t size);
+
 /*  NULL without memory. */
 kb_procscan_t *kb_procscan_new(void);
 void kb_procscan_destroy(kb_procscan_t **self_p);
