@@ -3,6 +3,8 @@
 */
 #include "kernel/kb_proctree.h"
 
+#include <czmq.h>
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -590,12 +592,30 @@ static size_t s_renice_threads(pid_t pid, int nice, size_t *failed)
     return n;
 }
 
+/*  With the scheduler's autogroups on (kernel.sched_autogroup_enabled),
+    CPU is shared between sessions first and nice values count only within
+    one: a kernel leads its own session, so its autogroup gets nice too
+    (/proc/<pid>/autogroup, absent when autogroups are off). */
+static void s_renice_autogroup(pid_t root, int nice)
+{
+    char path[48], value[16];
+    snprintf(path, sizeof path, "/proc/%d/autogroup", (int)root);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    int len = snprintf(value, sizeof value, "%d", nice);
+    if (write(fd, value, (size_t)len) != len && errno != ESRCH)
+        zsys_debug("cannot set the autogroup nice of pid %d: %s", (int)root, strerror(errno));
+    close(fd);
+}
+
 size_t kb_proctree_renice(kb_proctree_t *self, int nice, size_t *failed)
 {
     size_t n = 0;
     *failed = 0;
     for (size_t i = 0; i < self->members.len; i++)
         n += s_renice_threads(s_member(self, i)->pid, nice, failed);
+    s_renice_autogroup(self->root, nice);
     return n;
 }
 

@@ -52,6 +52,16 @@ def thread_nices(pid):
     return out
 
 
+def autogroup_nice(pid):
+    """The nice of pid's scheduler autogroup (CPU is shared between
+    sessions' autogroups first), or None when autogroups are off."""
+    try:
+        with open("/proc/%d/autogroup" % pid) as f:
+            return int(f.read().split("nice")[1])
+    except FileNotFoundError:
+        return None
+
+
 def children_of(pid):
     """Direct child pids of pid (from every process's stat)."""
     kids = []
@@ -101,6 +111,9 @@ def test_a_long_run_drops_below_everyone_and_is_restored(kernel_daemon_factory):
         assert wait_until(lambda: all(set(thread_nices(k).values()) == {19} for k in kids), 3)
         hog_threads = thread_nices(hog)
         assert len(hog_threads) >= 3  # ipykernel's own threads and the run's spinner
+        # a kernel leads its own session: its autogroup goes down too
+        assert autogroup_nice(hog) in (None, 19), autogroup_nice(hog)
+        assert autogroup_nice(quiet) in (None, daemon_nice), autogroup_nice(quiet)
         # the other kernel and every thread of the daemon stay where they were
         assert set(thread_nices(quiet).values()) == {daemon_nice}
         assert set(thread_nices(d.proc.pid).values()) == {daemon_nice}
@@ -118,6 +131,7 @@ def test_a_long_run_drops_below_everyone_and_is_restored(kernel_daemon_factory):
     after = thread_nices(hog)
     assert set(after.values()) == {daemon_nice}, after
     assert set(after) & set(hog_threads)
+    assert autogroup_nice(hog) in (None, daemon_nice), autogroup_nice(hog)
     prio = d.ok("GET", "/health")["limits"]["priority"]
     assert prio["lowered_now"] == 0 and prio["lowered_runs"] == 1, prio
     # the next long run is lowered again, and restored again
