@@ -23,6 +23,7 @@ struct kb_kernel_io_state {
     char *language_info;    /* language_info.name of the reply, or NULL */
     zsock_t *iopub_monitor; /* the iopub socket's disconnections, with a max message size */
     kb_io_t iopub_monitor_io;
+    kb_timer_t iopub_drop_timer;    /* a disconnection, judged 100 ms later */
     unsigned long long iopub_drops; /* iopub connections dropped while the kernel lived */
 };
 

@@ -112,6 +112,31 @@ bool kb_kernel_stdin_connected(kb_kernel_t *self)
     return self->io.stdin_sock && (zsock_events(self->io.stdin_sock) & ZMQ_POLLOUT);
 }
 
+#define KB_IOPUB_DROP_JUDGED_MS 100
+
+/*  The iopub connection went 100 ms ago: a kernel that died closed its
+    sockets too, and its death (seen by its watch) says so; else it is a
+    message over the max message size that ZeroMQ refused: connect again
+    and say so. */
+static void s_on_iopub_drop(kb_timer_t *timer, void *arg)
+{
+    kb_kernel_t *self = arg;
+    (void)timer;
+    if (self->state == KB_KERNEL_DYING || self->state == KB_KERNEL_DEAD
+        || self->state == KB_KERNEL_STARTING
+        || (self->pid > 0 && kb_proc_start_time(self->pid) != self->pid_start))
+        return;
+    self->io.iopub_drops++;
+    zsys_warning("kernel %d: its iopub connection was dropped (a message over the max "
+                 "message size of %llu bytes, or a broken connection); reconnecting",
+                 (int)self->pid, (unsigned long long)self->max_message);
+    if (kb_kernel_reconnect_iopub(self) != 0)
+        zsys_warning("kernel %d: cannot connect its iopub socket again: %s", (int)self->pid,
+                     zmq_strerror(zmq_errno()));
+    if (self->callbacks.iopub_dropped)
+        self->callbacks.iopub_dropped(self, self->arg);
+}
+
 /*  A monitor event: two frames, the event (u16 id, u32 value) and the
     endpoint. */
 static void s_on_iopub_monitor(kb_io_t *io, void *arg)
@@ -139,20 +164,9 @@ static void s_on_iopub_monitor(kb_io_t *io, void *arg)
             more = zmq_msg_more(&frame);
             zmq_msg_close(&frame);
         }
-        if (event != ZMQ_EVENT_DISCONNECTED || self->state == KB_KERNEL_DYING
-            || self->state == KB_KERNEL_DEAD || self->state == KB_KERNEL_STARTING)
-            continue;
-        self->io.iopub_drops++;
-        zsys_warning("kernel %d: its iopub connection was dropped (a message over the max "
-                     "message size of %llu bytes, or a broken connection); reconnecting",
-                     (int)self->pid, (unsigned long long)self->max_message);
-        if (kb_kernel_reconnect_iopub(self) != 0)
-            zsys_warning("kernel %d: cannot connect its iopub socket again: %s", (int)self->pid,
-                         zmq_strerror(zmq_errno()));
-        if (self->callbacks.iopub_dropped)
-            self->callbacks.iopub_dropped(self, self->arg);
-        if (self->state == KB_KERNEL_DEAD)
-            return;
+        if (event == ZMQ_EVENT_DISCONNECTED && !kb_timer_active(&self->io.iopub_drop_timer))
+            kb_timer_start(self->loop, &self->io.iopub_drop_timer, KB_IOPUB_DROP_JUDGED_MS, 0,
+                           s_on_iopub_drop, self);
     }
     (void)io;
 }
@@ -171,6 +185,7 @@ void kb_kernel_unwatch_iopub(kb_kernel_t *self)
     if (self->iopub)
         zmq_socket_monitor(zsock_resolve(self->iopub), NULL, 0);
     kb_io_stop(&self->io.iopub_monitor_io);
+    kb_timer_stop(&self->io.iopub_drop_timer);
     zsock_destroy(&self->io.iopub_monitor);
 }
 
@@ -182,6 +197,7 @@ int kb_kernel_watch_iopub(kb_kernel_t *self)
     char endpoint[64];
     snprintf(endpoint, sizeof endpoint, "inproc://kb-iopub-%lu",
              __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED));
+    kb_timer_init(&self->io.iopub_drop_timer);
     if (zmq_socket_monitor(zsock_resolve(self->iopub), endpoint, ZMQ_EVENT_DISCONNECTED) != 0)
         return -1;
     self->io.iopub_monitor = zsock_new(ZMQ_PAIR);
