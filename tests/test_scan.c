@@ -67,7 +67,7 @@ static void expect(const char *json, const char *name, const char *text, const c
     kb_error_t why;
     int rc = scan_all(json, &res, &out, &why);
     kb_test_checks++;
-    bool good = text ? rc == 0 && strcmp(res.name, name) == 0 && res.text_present
+    bool good = text ? rc == 0 && name && strcmp(res.name, name) == 0 && res.text_present
                            && res.text_bytes == strlen(text)
                            && strcmp(out.data ? out.data : "", text) == 0
                      : rc == -1 && strstr(why.message, needle);

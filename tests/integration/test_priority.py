@@ -141,6 +141,33 @@ def test_a_long_run_drops_below_everyone_and_is_restored(kernel_daemon_factory):
     assert d.ok("GET", "/health")["limits"]["priority"]["lowered_runs"] == 2
 
 
+# A run that spins for 2.5 s, then starts a thread and a process that
+# report their own nice values (a kernel's threads are lowered in a few
+# passes after the threshold, the later ones inherit it).
+LATE = """
+import os, subprocess, sys, threading, time
+t = time.time() + 2.5
+while time.time() < t: pass
+seen = {}
+def report():
+    seen['thread'] = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+th = threading.Thread(target=report); th.start(); th.join()
+child = subprocess.run([sys.executable, '-c', 'import os; print(os.nice(0))'],
+                       capture_output=True, text=True)
+print(seen['thread'], child.stdout.strip())
+"""
+
+
+def test_threads_and_processes_made_later_in_a_lowered_run_are_low_too(kernel_daemon_factory):
+    d = kernel_daemon_factory("--pool", "python=0", "--hog-after", "0.3")
+    create(d, language="python", context_id="c")
+    pid = kernel_pid(d, "c")
+    r = run(d, "c", LATE, timeout=60)
+    assert r["error"] is None, r
+    assert "".join(r["logs"]["stdout"]).split() == ["19", "19"], r["logs"]
+    assert set(thread_nices(pid).values()) == {0}, thread_nices(pid)
+
+
 def test_an_interrupted_long_run_is_restored(kernel_daemon_factory):
     d = kernel_daemon_factory("--pool", "python=0", "--hog-after", "0.3")
     create(d, language="python", context_id="c")

@@ -59,6 +59,7 @@ struct kb_watch {
     bool killing;           /* KB_WATCH_KILL was said */
     bool paused;            /* limits not enforced (a fork is being made) */
     bool lowered;           /* its run was busy past hog_after: below everyone's priority */
+    unsigned hog_passes;    /* the tree's threads set to KB_HOG_NICE this many times */
     int64_t run_start_ms;   /* when the run started */
     int64_t over_since_ms;  /* over the memory limit since; 0: under */
     kb_tree_sample_t last;  /* the latest sample */
@@ -247,10 +248,13 @@ static void s_renice(kb_watch_t *self, int nice)
                      (int)kb_proctree_root(self->tree), failed, nice, strerror(errno));
 }
 
+/*  Passes over a lowered tree's threads: a thread or process made later
+    inherits its maker's nice value, so only threads made while a pass read
+    /proc can be missed; the passes on the next ticks take those. */
+#define KB_HOG_PASSES 3
+
 /*  A run busy past hog_after: its tree's threads go to KB_HOG_NICE for the
-    rest of the run (the threads and processes it starts later inherit
-    that); again on later ticks, for threads made while the first pass
-    read /proc. */
+    rest of the run, in KB_HOG_PASSES passes on consecutive ticks. */
 static void s_check_hog(kb_watch_t *self, int64_t now)
 {
     kb_limits_t *limits = self->limits;
@@ -260,9 +264,13 @@ static void s_check_hog(kb_watch_t *self, int64_t now)
         if (now - self->run_start_ms < limits->hog_after_ms)
             return;
         self->lowered = true;
+        self->hog_passes = 0;
         limits->hogs++;
         limits->hog_runs++;
     }
+    if (self->hog_passes >= KB_HOG_PASSES)
+        return;
+    self->hog_passes++;
     s_renice(self, KB_HOG_NICE);
 }
 
