@@ -79,6 +79,19 @@ ssize_t kb_proc_read(pid_t pid, const char *name, char *buf, size_t size)
     return n;
 }
 
+/*  The kB figure of a "Name:" line of a /proc file read into text, in
+    bytes; 0 when absent. */
+static uint64_t s_kib_line(const char *text, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *p = text; p; p = strchr(p, '\n')) {
+        p += *p == '\n';
+        if (strncmp(p, name, len) == 0)
+            return (uint64_t)strtoull(p + len, NULL, 10) << 10;
+    }
+    return 0;
+}
+
 /*  Parse a stat line. 0, or -1 when it is not one. */
 static int s_parse_stat(char *buf, kb_stat_t *out)
 {
@@ -405,8 +418,7 @@ uint64_t kb_proctree_root_peak(kb_proctree_t *self)
     if (n <= 0)
         return 0;
     buf[n] = 0;
-    const char *p = strstr(buf, "\nVmHWM:");
-    return p ? strtoull(p + 7, NULL, 10) * 1024 : 0;
+    return s_kib_line(buf, "VmHWM:");
 }
 
 int kb_proctree_root_peak_reset(kb_proctree_t *self)
@@ -653,28 +665,14 @@ int kb_proc_memory(pid_t pid, uint64_t *uss, uint64_t *pss)
 
 int kb_proc_memory_rss(pid_t pid, uint64_t *uss, uint64_t *pss, uint64_t *rss)
 {
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/smaps_rollup", (int)pid);
-    FILE *file = fopen(path, "re");
-    if (!file)
+    char buf[4096];
+    if (kb_proc_read(pid, "smaps_rollup", buf, sizeof buf) < 0)
         return -1;
-    unsigned long long kib, clean = 0, dirty = 0, proportional = 0, resident = 0;
-    while (fgets(line, sizeof line, file)) {
-        if (sscanf(line, "Rss: %llu kB", &kib) == 1)
-            resident = kib;
-        else if (sscanf(line, "Private_Clean: %llu kB", &kib) == 1)
-            clean = kib;
-        else if (sscanf(line, "Private_Dirty: %llu kB", &kib) == 1)
-            dirty = kib;
-        else if (sscanf(line, "Pss: %llu kB", &kib) == 1)
-            proportional = kib;
-    }
-    fclose(file);
     if (uss)
-        *uss = (uint64_t)(clean + dirty) << 10;
+        *uss = s_kib_line(buf, "Private_Clean:") + s_kib_line(buf, "Private_Dirty:");
     if (pss)
-        *pss = (uint64_t)proportional << 10;
+        *pss = s_kib_line(buf, "Pss:");
     if (rss)
-        *rss = (uint64_t)resident << 10;
+        *rss = s_kib_line(buf, "Rss:");
     return 0;
 }
