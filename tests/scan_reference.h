@@ -1,8 +1,10 @@
 /*  scan_reference.h - what kb_scan_stream must find in a content frame,
     found the slow way: kb_wire_decode parses the frame as the content of
     a message (jansson, after kb_wire's UTF-8 repair), and name and text
-    are read from the tree. Header-only, shared by tests/test_scan.c and
-    tests/fuzz/fuzz_scan.c, so that both check the same thing. */
+    are read from the tree; and what kb_scan_fields must find in any part,
+    read from kb_wire_load_object's tree. Header-only, shared by
+    tests/test_scan.c and tests/fuzz/fuzz_scan.c, so that both check the
+    same thing. */
 #ifndef SCAN_REFERENCE_H_INCLUDED
 #define SCAN_REFERENCE_H_INCLUDED
 
@@ -130,6 +132,54 @@ static inline const char *scan_compare(const void *frame, size_t len, size_t max
         snprintf(diff, sizeof diff, "the kept %zu bytes differ from jansson's text", cut);
     else if (rc == 0 && why.message[0])
         snprintf(diff, sizeof diff, "accepted with a reason: %.400s", why.message);
+    kb_buf_free(&out);
+    return diff[0] ? diff : NULL;
+}
+
+/*  Read the members "text", "name", "msg_id" and "a" of frame with
+    kb_scan_fields into a buffer holding a prefix, and compare with the
+    tree kb_wire_load_object makes of it: the same accept or refuse, and
+    for each member the same kind, and a string's bytes (and NUL flag).
+    NULL when they agree, else what differs (a static string). */
+static inline const char *fields_compare(const void *frame, size_t len)
+{
+    static char diff[512];
+    static const char *const keys[4] = { "text", "name", "msg_id", "a" };
+    kb_scan_field_t fields[4];
+    for (int i = 0; i < 4; i++)
+        fields[i] = (kb_scan_field_t){ .key = keys[i], .kind = KB_SCAN_OTHER, .at = 99 };
+    kb_buf_t out = KB_BUF_INIT;
+    kb_buf_puts(&out, "held");
+    kb_error_t why = { KB_OK, "untouched" }, jwhy;
+    int rc = kb_scan_fields(frame, len, fields, 4, &out, &why);
+    json_t *tree = kb_wire_load_object(frame, len, "part", &jwhy);
+    diff[0] = '\0';
+    if ((rc == 0) != (tree != NULL))
+        snprintf(diff, sizeof diff, "fields %s (%.200s), jansson %s (%.200s)",
+                 rc == 0 ? "accepts" : "refuses", rc == 0 ? "" : why.message,
+                 tree ? "accepts" : "refuses", tree ? "" : jwhy.message);
+    else if (rc != 0 && (!why.message[0] || strcmp(why.message, "untouched") == 0))
+        snprintf(diff, sizeof diff, "fields: refused without a reason");
+    else if (out.len < 4 || memcmp(kb_buf_cstr(&out), "held", 4) != 0 || (rc != 0 && out.len != 4))
+        snprintf(diff, sizeof diff, "fields: what out held before is changed");
+    for (int i = 0; i < 4 && rc == 0 && !diff[0]; i++) {
+        const json_t *value = json_object_get(tree, keys[i]);
+        kb_scan_kind_t kind = !value                  ? KB_SCAN_ABSENT
+                              : json_is_null(value)   ? KB_SCAN_NULL
+                              : json_is_string(value) ? KB_SCAN_STRING
+                                                      : KB_SCAN_OTHER;
+        const kb_scan_field_t *f = &fields[i];
+        if (f->kind != kind)
+            snprintf(diff, sizeof diff, "fields: \"%s\" is of kind %d, jansson %d", keys[i],
+                     (int)f->kind, (int)kind);
+        else if (kind == KB_SCAN_STRING
+                 && (f->bytes != json_string_length(value) || f->at + f->bytes >= out.len
+                     || memcmp(out.data + f->at, json_string_value(value), f->bytes) != 0
+                     || out.data[f->at + f->bytes] != '\0'
+                     || f->nul != (strlen(json_string_value(value)) != f->bytes)))
+            snprintf(diff, sizeof diff, "fields: \"%s\" differs from jansson's string", keys[i]);
+    }
+    json_decref(tree);
     kb_buf_free(&out);
     return diff[0] ? diff : NULL;
 }

@@ -28,29 +28,29 @@ static kb_msg_t *make_msg(const char *msg_type, const char *parent, const char *
     snprintf(msg_id, sizeof msg_id, "k_%d", ++counter);
     kb_msg_t *msg = calloc(1, sizeof *msg);
     json_error_t jerr;
-    msg->header = json_pack("{s:s, s:s, s:s, s:s}", "msg_id", msg_id, "msg_type", msg_type,
-                            "session", "kernel-session", "version", "5.3");
-    msg->parent_header
+    msg->header_json = json_pack("{s:s, s:s, s:s, s:s}", "msg_id", msg_id, "msg_type", msg_type,
+                                 "session", "kernel-session", "version", "5.3");
+    msg->parent_json
         = parent ? json_pack("{s:s, s:s}", "msg_id", parent, "msg_type", "execute_request")
                  : json_object();
-    msg->metadata = json_object();
+    msg->metadata_json = json_object();
     msg->content = json_loads(content_json, 0, &jerr);
     if (!msg->content) {
         fprintf(stderr, "bad test JSON %s: %s\n", content_json, jerr.text);
         abort();
     }
-    msg->msg_type = json_string_value(json_object_get(msg->header, "msg_type"));
-    msg->msg_id = json_string_value(json_object_get(msg->header, "msg_id"));
-    const char *pid = json_string_value(json_object_get(msg->parent_header, "msg_id"));
+    msg->msg_type = json_string_value(json_object_get(msg->header_json, "msg_type"));
+    msg->msg_id = json_string_value(json_object_get(msg->header_json, "msg_id"));
+    const char *pid = json_string_value(json_object_get(msg->parent_json, "msg_id"));
     msg->parent_msg_id = pid ? pid : "";
     return msg;
 }
 
 static void free_msg(kb_msg_t *msg)
 {
-    json_decref(msg->header);
-    json_decref(msg->parent_header);
-    json_decref(msg->metadata);
+    json_decref(msg->header_json);
+    json_decref(msg->parent_json);
+    json_decref(msg->metadata_json);
     json_decref(msg->content);
     free(msg);
 }

@@ -1,5 +1,7 @@
 /*  test_scan.c - the stream content scanner (src/wire/kb_scan.c) against
-    jansson as kb_wire_decode runs it (tests/scan_reference.h): hand-written
+    jansson as kb_wire_decode runs it (tests/scan_reference.h), and on every
+    frame kb_scan_fields (a message's header, parent_header and metadata)
+    against kb_wire_load_object's tree: hand-written
     frames of each kind (escapes, surrogates, every kind of ill-formed
     UTF-8, arrays of strings, other members of every type, nesting up to
     jansson's depth limit, duplicate keys, numbers at the edges of their
@@ -23,6 +25,12 @@ static kb_wire_t *wire;
     0, a few bytes, around the length of the text, and one at random. */
 static void check_frame_at(const void *frame, size_t len, unsigned long random, int line)
 {
+    const char *fields_diff = fields_compare(frame, len);
+    kb_test_checks++;
+    if (fields_diff) {
+        kb_test_failures++;
+        fprintf(stderr, "%s:%d: %s\n", __FILE__, line, fields_diff);
+    }
     scan_reference_t ref;
     scan_reference(wire, frame, len, &ref);
     size_t maxes[12] = { SIZE_MAX, 0, 1, 2, 3, 4, 5, 7 };

@@ -250,22 +250,23 @@ static void test_round_trip(void)
         CHECK_STR(msg->msg_id, "client-session_1");
         CHECK_STR(msg->parent_msg_id, "");
         CHECK(json_equal(msg->content, expected_content));
-        CHECK(json_integer_value(json_object_get(msg->metadata, "x")) == 1);
-        CHECK_STR(json_string_value(json_object_get(msg->header, "session")), "client-session");
-        CHECK_STR(json_string_value(json_object_get(msg->header, "username")), "tester");
-        CHECK_STR(json_string_value(json_object_get(msg->header, "date")), TEST_DATE);
-        CHECK_STR(json_string_value(json_object_get(msg->header, "version")), "5.3");
+        CHECK(json_integer_value(json_object_get(kb_msg_metadata(msg), "x")) == 1);
+        CHECK_STR(json_string_value(json_object_get(kb_msg_header(msg), "session")),
+                  "client-session");
+        CHECK_STR(json_string_value(json_object_get(kb_msg_header(msg), "username")), "tester");
+        CHECK_STR(json_string_value(json_object_get(kb_msg_header(msg), "date")), TEST_DATE);
+        CHECK_STR(json_string_value(json_object_get(kb_msg_header(msg), "version")), "5.3");
         CHECK(msg->identities_len == 1 && frame_equals(&msg->identities[0], "router-id", 9));
         CHECK(msg->buffers_len == 0 && msg->buffers == NULL);
-        CHECK(json_object_size(msg->parent_header) == 0);
+        CHECK(json_object_size(kb_msg_parent_header(msg)) == 0);
     }
 
     /* A reply names the request as parent; buffers after content are kept. */
     kb_frame_t *reply = NULL;
     size_t reply_count = 0;
     rc = kb_wire_encode(kernel, "execute_reply", json_pack("{s:s}", "status", "ok"),
-                        msg ? msg->header : NULL, NULL, TEST_DATE, NULL, 0, &reply, &reply_count,
-                        msg_id, sizeof msg_id);
+                        msg ? kb_msg_header(msg) : NULL, NULL, TEST_DATE, NULL, 0, &reply,
+                        &reply_count, msg_id, sizeof msg_id);
     CHECK(rc == 0 && reply_count == 6);
     CHECK_STR(msg_id, "kernel-session_1");
     if (rc == 0) {
@@ -365,9 +366,9 @@ static void check_vector(const json_t *vector, const kb_msg_t *msg)
     CHECK_STR(msg->msg_type, json_string_value(json_object_get(vector, "msg_type")));
     CHECK_STR(msg->msg_id, json_string_value(json_object_get(vector, "msg_id")));
     CHECK_STR(msg->parent_msg_id, json_string_value(json_object_get(vector, "parent_msg_id")));
-    bool same = json_equal(msg->header, json_object_get(vector, "header"))
-                && json_equal(msg->parent_header, json_object_get(vector, "parent_header"))
-                && json_equal(msg->metadata, json_object_get(vector, "metadata"))
+    bool same = json_equal(kb_msg_header(msg), json_object_get(vector, "header"))
+                && json_equal(kb_msg_parent_header(msg), json_object_get(vector, "parent_header"))
+                && json_equal(kb_msg_metadata(msg), json_object_get(vector, "metadata"))
                 && json_equal(msg->content, json_object_get(vector, "content"));
     CHECK(same);
     if (!same) {
@@ -871,7 +872,8 @@ static void test_msg_new_and_encode_msg(void)
     CHECK(kernel && kb_wire_decode(kernel, frames, count, &got, &err) == KB_WIRE_OK);
     if (got) {
         /* The sender's header (msg_id, session), not the daemon's. */
-        CHECK(json_equal(got->header, msg->header) && json_equal(got->content, msg->content));
+        CHECK(json_equal(kb_msg_header(got), kb_msg_header(msg))
+              && json_equal(got->content, msg->content));
         CHECK(got->identities_len == 1 && frame_equals(&got->identities[0], "id", 2));
     }
     kb_msg_destroy(&got);
@@ -880,6 +882,110 @@ static void test_msg_new_and_encode_msg(void)
     kb_msg_destroy(&msg);
     kb_wire_destroy(&daemon);
     kb_wire_destroy(&kernel);
+}
+
+/*  header, parent_header and metadata are checked and their ids read
+    without a tree; each tree is made on first use, once, and says what
+    the bytes say (escapes, U+FFFD for ill-formed UTF-8, the last of
+    duplicate keys, a date that is not a string). */
+static void test_parts_on_demand(void)
+{
+    kb_wire_t *wire = new_wire("hmac-sha256", test_key, TEST_KEY_LEN, "kernel");
+    kb_error_t err;
+    kb_msg_t *msg = NULL;
+    crafted_t c = craft("{\"msg_type\":\"x\",\"msg_id\":\"m\\u00e9-\xff\",\"date\":\"D\","
+                        "\"msg_type\":\"exec\\u0075te_reply\",\"extra\":[1,{\"msg_id\":2}]}",
+                        " { \"msg_id\" : \"p\\\"1\" , \"date\":null } ", "{\"k\":[true]}",
+                        "{\"status\":\"ok\"}", true);
+    CHECK(wire && kb_wire_decode(wire, c.frames, c.count, &msg, &err) == KB_WIRE_OK);
+    if (msg) {
+        CHECK_STR(msg->msg_type, "execute_reply");
+        CHECK_STR(msg->msg_id, "m\xc3\xa9-\xef\xbf\xbd");
+        CHECK_STR(msg->parent_msg_id, "p\"1");
+        CHECK_STR(msg->date, "D");
+        CHECK(!msg->header_json && !msg->parent_json && !msg->metadata_json);
+        json_t *header = kb_msg_header(msg);
+        CHECK(header && header == kb_msg_header(msg) && msg->header_json == header);
+        CHECK_STR(json_string_value(json_object_get(header, "msg_type")), msg->msg_type);
+        CHECK_STR(json_string_value(json_object_get(header, "msg_id")), msg->msg_id);
+        CHECK(json_is_array(json_object_get(header, "extra")));
+        CHECK(json_is_null(json_object_get(kb_msg_parent_header(msg), "date")));
+        CHECK(json_is_true(json_array_get(json_object_get(kb_msg_metadata(msg), "k"), 0)));
+        CHECK_STR(json_string_value(json_object_get(msg->content, "status")), "ok");
+    }
+    kb_msg_destroy(&msg);
+    crafted_free(&c);
+    /* A date that is no string is none; a parent without msg_id is "". */
+    c = craft("{\"msg_type\":\"status\",\"msg_id\":\"m-2\",\"date\":7}", "{\"x\":1}", "{}", "{}",
+              true);
+    CHECK(kb_wire_decode(wire, c.frames, c.count, &msg, &err) == KB_WIRE_OK);
+    if (msg) {
+        CHECK(msg->date == NULL);
+        CHECK_STR(msg->parent_msg_id, "");
+        CHECK(json_integer_value(json_object_get(kb_msg_header(msg), "date")) == 7);
+    }
+    kb_msg_destroy(&msg);
+    crafted_free(&c);
+    /* Refused as jansson refuses, with its reason, in any of the three. */
+    static const char *const bad[][3] = {
+        { "{\"msg_type\":\"s\",\"msg_id\":\"m\",}", "{}", "{}" },
+        { GOOD_HEADER, "{\"msg_id\":\"p\"} x", "{}" },
+        { GOOD_HEADER, "{}", "{\"n\":1e999}" },
+        { GOOD_HEADER, "{}", "{\"k\\u0000\":1}" },
+    };
+    static const char *const names[] = { "header", "parent_header", "metadata", "metadata" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        c = craft(bad[i][0], bad[i][1], bad[i][2], "{}", true);
+        char needle[64];
+        snprintf(needle, sizeof needle, "%s is not a JSON object: ", names[i]);
+        EXPECT_REJECT(wire, c.frames, c.count, KB_WIRE_MALFORMED, needle);
+        crafted_free(&c);
+    }
+    kb_wire_destroy(&wire);
+}
+
+/*  The header kb_wire_encode writes without a tree is what jansson's
+    compact dump of {msg_id, msg_type, username, session, date, version}
+    is, byte for byte, with strings that need escapes too. */
+static void test_header_bytes(void)
+{
+    static const char *const cases[][4] = {
+        /* session, username, msg_type, date */
+        { "k-1", "tester", "execute_request", TEST_DATE },
+        { "s\\e\"s\x7f", "\xc3\xa9t\xc3\xa9", "a\"b\n\x01/", "2024-01-01T00:00:00\xe2\x82\xac" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        kb_wire_t *wire
+            = kb_wire_new("hmac-sha256", test_key, TEST_KEY_LEN, cases[i][0], cases[i][1], NULL);
+        kb_frame_t *frames = NULL;
+        size_t count = 0;
+        char msg_id[128];
+        for (int n = 0; n < 2 && wire; n++) {
+            CHECK(kb_wire_encode(wire, cases[i][2], json_object(), NULL, NULL, cases[i][3], NULL, 0,
+                                 &frames, &count, msg_id, sizeof msg_id)
+                  == 0);
+            json_t *tree = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "msg_id", msg_id, "msg_type",
+                                     cases[i][2], "username", cases[i][1], "session", cases[i][0],
+                                     "date", cases[i][3], "version", "5.3");
+            char *want = json_dumps(tree, JSON_COMPACT);
+            char expected_id[128];
+            snprintf(expected_id, sizeof expected_id, "%s_%d", cases[i][0], n + 1);
+            CHECK_STR(msg_id, expected_id);
+            CHECK(want && count == 6 && frames[2].size == strlen(want)
+                  && memcmp(frames[2].data, want, frames[2].size) == 0);
+            free(want);
+            json_decref(tree);
+            kb_frames_free(frames, count);
+        }
+        CHECK(wire != NULL);
+        /* what is not UTF-8 is refused, and counts no msg_id */
+        CHECK(wire
+              && kb_wire_encode(wire, "bad\xff", json_object(), NULL, NULL, TEST_DATE, NULL, 0,
+                                &frames, &count, NULL, 0)
+                     == -1
+              && strstr(kb_wire_errstr(wire), "UTF-8"));
+        kb_wire_destroy(&wire);
+    }
 }
 
 int main(void)
@@ -891,5 +997,7 @@ int main(void)
     RUN_TEST(test_limits);
     RUN_TEST(test_replay_window);
     RUN_TEST(test_msg_new_and_encode_msg);
+    RUN_TEST(test_parts_on_demand);
+    RUN_TEST(test_header_bytes);
     return kb_test_summary();
 }

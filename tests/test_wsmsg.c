@@ -162,8 +162,9 @@ static const kb_frame_t vec_buffers[2]
 
 static bool same_message(const kb_msg_t *a, const kb_msg_t *b)
 {
-    if (!a || !b || !json_equal(a->header, b->header)
-        || !json_equal(a->parent_header, b->parent_header) || !json_equal(a->metadata, b->metadata)
+    if (!a || !b || !json_equal(kb_msg_header(a), kb_msg_header(b))
+        || !json_equal(kb_msg_parent_header(a), kb_msg_parent_header(b))
+        || !json_equal(kb_msg_metadata(a), kb_msg_metadata(b))
         || !json_equal(a->content, b->content) || strcmp(a->msg_id, b->msg_id) != 0
         || strcmp(a->msg_type, b->msg_type) != 0 || strcmp(a->parent_msg_id, b->parent_msg_id) != 0
         || a->buffers_len != b->buffers_len)
@@ -324,7 +325,8 @@ static void test_hand_written_frames(void)
         CHECK_STR(msg->msg_id, "m");
         CHECK_STR(msg->msg_type, "t");
         CHECK_STR(msg->parent_msg_id, "");
-        CHECK(json_object_size(msg->parent_header) == 0 && json_object_size(msg->metadata) == 0);
+        CHECK(json_object_size(kb_msg_parent_header(msg)) == 0
+              && json_object_size(kb_msg_metadata(msg)) == 0);
         CHECK(json_object_size(msg->content) == 0);
         CHECK(msg->buffers_len == 1 && msg->buffers[0].size == 2
               && memcmp(msg->buffers[0].data, "AB", 2) == 0);
@@ -353,7 +355,7 @@ static void test_hand_written_frames(void)
     CHECK(channel == KB_WSMSG_CONTROL);
     if (msg) {
         CHECK_STR(msg->msg_id, "m");
-        CHECK(json_object_size(msg->parent_header) == 0);
+        CHECK(json_object_size(kb_msg_parent_header(msg)) == 0);
         CHECK(msg->buffers_len == 1 && msg->buffers[0].size == 3
               && memcmp(msg->buffers[0].data, "\0\0\0", 3) == 0);
     }
@@ -451,7 +453,8 @@ static void test_round_trips(void)
           "null,\"metadata\":null,\"content\":{},\"channel\":null}";
     CHECK(parse(KB_WSMSG_LEGACY, false, nulls, sizeof nulls - 1, &channel, &msg, &err)
           == KB_WSMSG_OK);
-    CHECK(msg && json_object_size(msg->parent_header) == 0 && json_is_object(msg->metadata));
+    CHECK(msg && json_object_size(kb_msg_parent_header(msg)) == 0
+          && json_is_object(kb_msg_metadata(msg)));
     kb_msg_destroy(&msg);
 
     /* The caller's cap holds: too large, and the buffer left empty. */
@@ -696,7 +699,8 @@ static void test_signed_for_the_kernel(void)
     /* The client's own header goes through: replies name its msg_id. */
     CHECK(same_message(received, msg));
     CHECK_STR(received ? received->msg_id : NULL, "a1");
-    CHECK_STR(received ? json_string_value(json_object_get(received->header, "session")) : NULL,
+    CHECK_STR(received ? json_string_value(json_object_get(kb_msg_header(received), "session"))
+                       : NULL,
               "s1");
     kb_msg_destroy(&received);
     CHECK(kb_wire_decode(stranger, frames, count, &received, &err) == KB_WIRE_BAD_SIGNATURE);

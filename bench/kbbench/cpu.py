@@ -43,10 +43,11 @@ TOP = 20  # functions listed per kernelspec
 # The function each of the daemon's own threads starts in, and its name;
 # libczmq's thread shim runs the engine's actor; libzmq's and
 # libmicrohttpd's threads are known by their library (their functions have
-# no symbols): libzmq starts its reaper first, then its I/O thread, and a
-# connection's thread of libmicrohttpd runs the daemon's routes.
+# no symbols): libzmq's I/O thread does the work of every message, its
+# reaper none, and a connection's thread of libmicrohttpd runs the daemon's
+# routes.
 ENTRIES = {"s_writer": "kb-persist", "s_watchdog": "kb-watchdog"}
-ZMQ_THREADS = ("ZMQbg/Reaper", "ZMQbg/IO/0")
+ZMQ_THREADS = ("ZMQbg/Reaper", "ZMQbg/IO/0")  # told apart by their work: thread_names
 IDLE_IR = 100  # fewer instructions in the window: a thread that slept through it
 # Work on a timer, not per run: the limits' sampler (every 100 ms while a
 # run runs; it lists /proc when any pid was given out on the machine), so
@@ -117,8 +118,14 @@ def parse_dump(path: str) -> dict[str, Any]:
 
 
 def thread_names(dumps: list[dict[str, Any]]) -> list[str]:
-    """The name of each dump's thread (dumps in the order of valgrind's thread ids)."""
-    names, zmq = [], 0
+    """The name of each dump's thread (dumps in the order of valgrind's thread ids).
+
+    Of libzmq's threads the I/O thread is the one that did the most (every
+    message goes through it); the reaper sleeps through the window, and
+    when it did nothing at all its dump names no library (an idle thread)."""
+    names = []
+    zmq = [i for i, d in enumerate(dumps) if d["entry"][0].startswith("libzmq")]
+    io_thread = max(zmq, key=lambda i: dumps[i]["total"]) if zmq else -1
     for i, d in enumerate(dumps):
         lib, fn = d["entry"]
         if fn in ENTRIES:
@@ -126,8 +133,7 @@ def thread_names(dumps: list[dict[str, Any]]) -> list[str]:
         elif "s_engine_actor" in d["fns"]:
             name = "kb-engine"
         elif lib.startswith("libzmq"):
-            name = ZMQ_THREADS[min(zmq, len(ZMQ_THREADS) - 1)]
-            zmq += 1
+            name = ZMQ_THREADS[1] if i == io_thread else ZMQ_THREADS[0]
         elif lib.startswith("libmicrohttpd"):
             name = "MHD-connection" if any(f.startswith("kb_") for f in d["fns"]) else "MHD-listen"
         elif "main" in d["fns"] and not lib:

@@ -40,10 +40,13 @@
 /*  libmicrohttpd's memory per connection: it must hold a whole request
     head (and 64 bytes per header field and query argument) before any
     callback of ours runs, so it is well above our limits on a head
-    (kb_http.h): a head over them is ours to answer, not the library's.
-    The library zeroes all of it for each request of a kept-alive
-    connection, which a run pays for: no larger than that. */
-#define KB_CONNECTION_MEMORY (128u << 10)
+    (kb_http.h): a head over them, up to 64 KiB, is ours to answer, not the
+    library's (68 KiB is the least that holds a 64 KiB head and the
+    answer's own header lines). The library zeroes all of it for each
+    request of a kept-alive connection (its MHD_pool_reset), which every
+    run pays for: no larger than that. Response bodies do not use it (a
+    callback response has its own block). */
+#define KB_CONNECTION_MEMORY (80u << 10)
 
 /* ---- Configuration ------------------------------------------------------- */
 

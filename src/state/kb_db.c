@@ -48,6 +48,9 @@ enum {
     ST_FRAME_PUT,
     ST_FRAME_EACH,
     ST_FRAMES_ALL,
+    ST_BEGIN,
+    ST_COMMIT,
+    ST_ROLLBACK,
     ST_COUNT
 };
 
@@ -81,6 +84,11 @@ static const char *const s_sql[ST_COUNT] = {
                       " WHERE record_id = ?1 ORDER BY cursor",
     [ST_FRAMES_ALL] = "SELECT record_id, cursor, channel, timestamp, date, text FROM frames"
                       " ORDER BY record_id, cursor",
+    /* prepared once, as the others: a transaction per batch of the writer,
+       which sqlite3_exec would parse again each time */
+    [ST_BEGIN] = "BEGIN IMMEDIATE",
+    [ST_COMMIT] = "COMMIT",
+    [ST_ROLLBACK] = "ROLLBACK",
 };
 
 struct kb_db {
@@ -253,23 +261,25 @@ const char *kb_db_path(kb_db_t *db)
     return db->path;
 }
 
+static int s_done(kb_db_t *self, int which, const char *what);
+
 int kb_db_begin(kb_db_t *db)
 {
     if (kb_db_in_transaction(db))
         return s_fail(db, "%s: a transaction is open already", db->path);
-    return s_exec(db, "BEGIN IMMEDIATE", "cannot begin");
+    return s_done(db, ST_BEGIN, "cannot begin");
 }
 
 int kb_db_commit(kb_db_t *db)
 {
-    return s_exec(db, "COMMIT", "cannot commit");
+    return s_done(db, ST_COMMIT, "cannot commit");
 }
 
 int kb_db_rollback(kb_db_t *db)
 {
     if (!kb_db_in_transaction(db))
         return 0;
-    return s_exec(db, "ROLLBACK", "cannot roll back");
+    return s_done(db, ST_ROLLBACK, "cannot roll back");
 }
 
 bool kb_db_in_transaction(kb_db_t *db)

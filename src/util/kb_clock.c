@@ -46,16 +46,21 @@ void kb_iso_now_us(char *buf, size_t size)
 
 char *kb_random_id(const char *prefix)
 {
+    static const char digits[] = "0123456789abcdef";
     unsigned char raw[8];
-    char hex[17];
     if (RAND_bytes(raw, sizeof raw) != 1)
         return NULL;
-    for (int i = 0; i < 8; i++)
-        sprintf(hex + 2 * i, "%02x", raw[i]);
-    size_t len = strlen(prefix) + sizeof hex;
-    char *id = malloc(len);
-    if (id)
-        snprintf(id, len, "%s%s", prefix, hex);
+    size_t prefix_len = strlen(prefix);
+    char *id = malloc(prefix_len + 2 * sizeof raw + 1);
+    if (!id)
+        return NULL;
+    memcpy(id, prefix, prefix_len);
+    char *hex = id + prefix_len; /* once per run: no printf */
+    for (size_t i = 0; i < sizeof raw; i++) {
+        hex[2 * i] = digits[raw[i] >> 4];
+        hex[2 * i + 1] = digits[raw[i] & 15];
+    }
+    hex[2 * sizeof raw] = '\0';
     return id;
 }
 

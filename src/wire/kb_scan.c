@@ -1,7 +1,7 @@
 /*  kb_scan.c - the stream content scanner (see kb_scan.h).
 
     Sections: the scanner and its failures; plain runs; the text sink;
-    strings; numbers; skipping values; the content object.
+    strings; numbers; skipping values; the content object; named members.
 
     One pass over the bytes, front to back. No allocation but out's, no
     recursion (nested values are skipped with a bit stack), no globals
@@ -635,7 +635,13 @@ static int scan_name(scanner_t *s, char name[8])
     return 0;
 }
 
-static int scan_content(scanner_t *s, char name[8])
+/*  A member of the top-level object: its key is read, and its colon;
+    read its value. */
+typedef int member_fn(scanner_t *s, const capture_t *key, void *arg);
+
+/*  The one object of the frame, each member handed to member, and
+    nothing but whitespace after it. */
+static int scan_object(scanner_t *s, member_fn *member, void *arg)
 {
     skip_space(s);
     if (s->p == s->end || *s->p != '{')
@@ -647,12 +653,7 @@ static int scan_content(scanner_t *s, char name[8])
     else
         for (;;) {
             capture_t key;
-            if (scan_key(s, &key) != 0)
-                return -1;
-            int rc = capture_is(&key, "text")   ? scan_text(s)
-                     : capture_is(&key, "name") ? scan_name(s, name)
-                                                : skip_value(s, 2);
-            if (rc != 0)
+            if (scan_key(s, &key) != 0 || member(s, &key, arg) != 0)
                 return -1;
             skip_space(s);
             if (expect_more(s, "'}'") != 0)
@@ -667,6 +668,13 @@ static int scan_content(scanner_t *s, char name[8])
     if (s->p != s->end)
         return fail(s, s->p, "end of file expected");
     return 0;
+}
+
+static int stream_member(scanner_t *s, const capture_t *key, void *name)
+{
+    return capture_is(key, "text")   ? scan_text(s)
+           : capture_is(key, "name") ? scan_name(s, name)
+                                     : skip_value(s, 2);
 }
 
 int kb_scan_stream(const char *json, size_t len, size_t max, kb_buf_t *out, kb_scan_stream_t *res,
@@ -686,7 +694,7 @@ int kb_scan_stream(const char *json, size_t len, size_t max, kb_buf_t *out, kb_s
     s->begin = s->p = (const unsigned char *)(json ? json : empty);
     s->end = s->begin + len;
     char name[8] = "";
-    if (scan_content(s, name) != 0 || flush_stage(s) != 0) {
+    if (scan_object(s, stream_member, name) != 0 || flush_stage(s) != 0) {
         kb_buf_truncate(out, s->base);
         *res = (kb_scan_stream_t){ .text_present = false };
         kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", s->why);
@@ -697,6 +705,80 @@ int kb_scan_stream(const char *json, size_t len, size_t max, kb_buf_t *out, kb_s
                                .kept_bytes = s->kept,
                                .text_present = s->text_present };
     memcpy(res->name, name, sizeof name);
+    kb_error_clear(err);
+    return 0;
+}
+
+/*  ---------------------------------------------------------------------
+    Named members */
+
+typedef struct {
+    kb_scan_field_t *fields;
+    size_t count;
+} fields_t;
+
+/*  A string member's decoded text, into out after what it holds, then a
+    NUL. */
+static int field_string(scanner_t *s, kb_scan_field_t *field)
+{
+    s->base = s->out->len;
+    s->kept = s->text_bytes = s->staged = 0;
+    s->keeping = true;
+    if (scan_string(s, NULL) != 0 || flush_stage(s) != 0)
+        return -1;
+    kb_buf_status_t status = kb_buf_putc(s->out, '\0');
+    if (status != KB_BUF_OK)
+        return fail_write(s, status);
+    field->kind = KB_SCAN_STRING;
+    field->at = s->base;
+    field->bytes = s->text_bytes;
+    field->nul = memchr(s->out->data + s->base, 0, s->text_bytes) != NULL;
+    return 0;
+}
+
+static int named_member(scanner_t *s, const capture_t *key, void *arg)
+{
+    fields_t *f = arg;
+    kb_scan_field_t *field = NULL;
+    for (size_t i = 0; i < f->count && !field; i++)
+        if (capture_is(key, f->fields[i].key))
+            field = &f->fields[i]; /* a later duplicate replaces it, as in jansson */
+    if (!field)
+        return skip_value(s, 2);
+    skip_space(s);
+    if (expect_more(s, "a value") != 0)
+        return -1;
+    if (*s->p == '"')
+        return field_string(s, field);
+    field->kind = *s->p == 'n' ? KB_SCAN_NULL : KB_SCAN_OTHER;
+    return *s->p == 'n' ? scan_literal(s, "null") : skip_value(s, 2);
+}
+
+int kb_scan_fields(const char *json, size_t len, kb_scan_field_t *fields, size_t count,
+                   kb_buf_t *out, kb_error_t *err)
+{
+    assert(json || len == 0);
+    assert(out && (fields || count == 0));
+    static const char empty[1] = "";
+    scanner_t scanner, *s = &scanner; /* not zeroed: the stage is 4 KiB */
+    size_t start = out->len;
+    for (size_t i = 0; i < count; i++) {
+        assert(strlen(fields[i].key) <= sizeof((capture_t *)0)->head);
+        fields[i].kind = KB_SCAN_ABSENT;
+        fields[i].at = fields[i].bytes = 0;
+        fields[i].nul = false;
+    }
+    s->out = out;
+    s->max = SIZE_MAX;
+    s->why[0] = '\0';
+    s->begin = s->p = (const unsigned char *)(json ? json : empty);
+    s->end = s->begin + len;
+    fields_t f = { fields, count };
+    if (scan_object(s, named_member, &f) != 0) {
+        kb_buf_truncate(out, start);
+        kb_error_set(err, KB_ERR_BAD_REQUEST, "%s", s->why);
+        return -1;
+    }
     kb_error_clear(err);
     return 0;
 }

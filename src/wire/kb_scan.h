@@ -5,9 +5,11 @@
 
     What it is for: the iopub hot path, where a kernel may print 100 MB/s
     and all the daemon keeps is the first bytes of the text and how long
-    it was. What it is not for: any other message (kb_wire_decode parses
-    those), or checking that a message is a stream message (the header
-    says so; this reads only the content frame).
+    it was; and (kb_scan_fields) every message's header, parent_header and
+    metadata, of which kb_wire_decode needs a few strings and a check that
+    each is well formed. What it is not for: the content of other messages
+    (kb_wire_decode parses those with jansson), or checking that a message
+    is a stream message (the header says so; this reads only the frame).
 
     Equivalence: a frame is accepted exactly when kb_wire_decode would
     accept it as content, that is when json_loadb (JSON_DECODE_ANY |
@@ -62,6 +64,35 @@ typedef struct {
     out is borrowed; while it is failed, a scan that keeps any byte fails. */
 int kb_scan_stream(const char *json, size_t len, size_t max, kb_buf_t *out, kb_scan_stream_t *res,
                    kb_error_t *err);
+
+/*  What kb_scan_fields found of one named member. */
+typedef enum {
+    KB_SCAN_ABSENT = 0, /* no such member */
+    KB_SCAN_STRING,     /* a string: its decoded text is in out */
+    KB_SCAN_NULL,       /* null */
+    KB_SCAN_OTHER       /* a number, true, false, an object or an array */
+} kb_scan_kind_t;
+
+typedef struct {
+    const char *key;     /* in: the member's name, at most 8 bytes */
+    kb_scan_kind_t kind; /* out */
+    size_t at;           /* out, a string: where its decoded text starts in out */
+    size_t bytes;        /* out, a string: its length; a NUL follows it in out */
+    bool nul;            /* out, a string: it holds a NUL byte (from "\u0000") */
+} kb_scan_field_t;
+
+/*  Check json[0..len) (borrowed), which must be one JSON object with
+    optional whitespace around it, accepted exactly when kb_scan_stream
+    accepts it (and json_loadb, as above), and read the members of the
+    object itself named by fields[i].key (duplicate keys: the last wins):
+    the decoded text of a string (ill-formed UTF-8 as U+FFFD) is appended
+    to out, then a NUL, and fields[i] says where; every other member is
+    checked and skipped. For the small JSON objects of a message's header,
+    parent_header and metadata: no tree is built. Returns 0, or -1 when
+    the frame is malformed or not an object, or a write to out fails, with
+    the reason in err (if not NULL); then out holds what it held before. */
+int kb_scan_fields(const char *json, size_t len, kb_scan_field_t *fields, size_t count,
+                   kb_buf_t *out, kb_error_t *err);
 
 #ifdef __cplusplus
 }

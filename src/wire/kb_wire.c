@@ -1,8 +1,9 @@
 /*  kb_wire.c - the Jupyter messaging wire codec (see kb_wire.h).
 
     Sections: frames and messages; the codec object; HMAC; decode;
-    encode. The replay history it consults is kb_replay.c; the loading of
-    a part as a JSON object, kb_wire_json.c.
+    encode. The replay history it consults is kb_replay.c; a message's
+    JSON parts (checked, their ids read, parsed when asked for),
+    kb_wire_json.c.
 
     Not for: sockets, clocks, randomness or globals. Everything lives in
     one kb_wire_t. */
@@ -24,6 +25,7 @@
 
 #include "util/kb_buf.h"
 #include "wire/kb_replay.h"
+#include "wire/kb_wire_impl.h"
 
 #define KB_WIRE_DEFAULT_MAX_FRAME_BYTES ((size_t)256 << 20)
 #define KB_WIRE_DEFAULT_MAX_TOTAL_BYTES ((size_t)512 << 20)
@@ -85,10 +87,12 @@ void kb_msg_destroy(kb_msg_t **self_p)
         return;
     kb_frames_free(self->identities, self->identities_len);
     kb_frames_free(self->buffers, self->buffers_len);
-    json_decref(self->header);
-    json_decref(self->parent_header);
-    json_decref(self->metadata);
+    json_decref(self->header_json);
+    json_decref(self->parent_json);
+    json_decref(self->metadata_json);
     json_decref(self->content);
+    free(self->raw_parts[0].data);
+    free(self->ids);
     free(self);
     *self_p = NULL;
 }
@@ -103,6 +107,7 @@ struct kb_wire {
     char *scheme;
     char *session;
     char *username;
+    char *msg_id_prefix; /* session "_": a msg_id is it and the counter */
     unsigned long long msg_counter;
     kb_wire_limits_t limits;
     kb_replay_t replay;
@@ -180,7 +185,9 @@ kb_wire_t *kb_wire_new(const char *scheme, const unsigned char *key, size_t key_
     self->scheme = strdup(scheme);
     self->session = strdup(session);
     self->username = strdup(username);
-    if (!self->scheme || !self->session || !self->username) {
+    if (asprintf(&self->msg_id_prefix, "%s_", session) < 0)
+        self->msg_id_prefix = NULL;
+    if (!self->scheme || !self->session || !self->username || !self->msg_id_prefix) {
         snprintf(reason, sizeof reason, "out of memory");
         goto fail;
     }
@@ -241,6 +248,7 @@ void kb_wire_destroy(kb_wire_t **self_p)
     free(self->scheme);
     free(self->session);
     free(self->username);
+    free(self->msg_id_prefix);
     free(self);
     *self_p = NULL;
 }
@@ -358,91 +366,6 @@ static kb_wire_status_t reject(kb_wire_t *self, kb_wire_status_t status, kb_erro
     return status;
 }
 
-static json_t *parse_object(const kb_frame_t *frame, const char *name, kb_error_t *why)
-{
-    return kb_wire_load_object(frame->data, frame->size, name, why);
-}
-
-/*  The value of key in object as a non-empty C string without NUL, or NULL. */
-static const char *plain_string(const json_t *object, const char *key)
-{
-    const json_t *value = json_object_get(object, key);
-    if (!json_is_string(value))
-        return NULL;
-    const char *text = json_string_value(value);
-    size_t length = json_string_length(value);
-    if (length == 0 || strlen(text) != length)
-        return NULL;
-    return text;
-}
-
-/*  Point msg_type, msg_id and parent_msg_id into the message's header and
-    parent_header, checking them: 0, or -1 with the reason in why. */
-static int check_ids(kb_msg_t *msg, kb_error_t *why)
-{
-    msg->msg_type = plain_string(msg->header, "msg_type");
-    if (!msg->msg_type) {
-        kb_error_set(why, KB_ERR_BAD_REQUEST, "header lacks msg_type (a non-empty string)");
-        return -1;
-    }
-    msg->msg_id = plain_string(msg->header, "msg_id");
-    if (!msg->msg_id) {
-        kb_error_set(why, KB_ERR_BAD_REQUEST, "header lacks msg_id (a non-empty string)");
-        return -1;
-    }
-    /* Unsolicited messages have an empty parent_header; one that names a
-       parent must do so with a string. */
-    const json_t *parent_id = json_object_get(msg->parent_header, "msg_id");
-    if (!parent_id || json_is_null(parent_id))
-        msg->parent_msg_id = "";
-    else if (json_is_string(parent_id)
-             && strlen(json_string_value(parent_id)) == json_string_length(parent_id))
-        msg->parent_msg_id = json_string_value(parent_id);
-    else {
-        kb_error_set(why, KB_ERR_BAD_REQUEST, "parent_header msg_id is not a string");
-        return -1;
-    }
-    return 0;
-}
-
-kb_wire_status_t kb_wire_msg_new(json_t *header, json_t *parent_header, json_t *metadata,
-                                 json_t *content, kb_msg_t **msg_out, kb_error_t *err)
-{
-    assert(msg_out);
-    *msg_out = NULL;
-    kb_error_t why = { 0 };
-    kb_msg_t *msg = calloc(1, sizeof *msg);
-    if (!msg) {
-        json_decref(header);
-        json_decref(parent_header);
-        json_decref(metadata);
-        json_decref(content);
-        copy_error(err, "out of memory");
-        return KB_WIRE_MALFORMED;
-    }
-    msg->header = header;
-    msg->parent_header = parent_header;
-    msg->metadata = metadata;
-    msg->content = content;
-    static const char *const names[4] = { "header", "parent_header", "metadata", "content" };
-    const json_t *parts[4] = { header, parent_header, metadata, content };
-    for (int i = 0; i < 4; i++)
-        if (!json_is_object(parts[i])) {
-            kb_error_set(&why, KB_ERR_BAD_REQUEST, "%s is not a JSON object", names[i]);
-            goto fail;
-        }
-    if (check_ids(msg, &why) != 0)
-        goto fail;
-    copy_error(err, "");
-    *msg_out = msg;
-    return KB_WIRE_OK;
-
-fail:
-    kb_msg_destroy(&msg);
-    copy_error(err, why.message);
-    return KB_WIRE_MALFORMED;
-}
-
 /*  The limits, checked first: nothing else is looked at in an oversized
     message. KB_WIRE_OK, or the rejection. */
 static kb_wire_status_t check_limits(kb_wire_t *self, const kb_frame_t *frames, size_t count,
@@ -536,28 +459,7 @@ kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_
     kb_msg_t *msg = calloc(1, sizeof *msg);
     if (!msg)
         return reject(self, KB_WIRE_MALFORMED, err, "out of memory");
-    static const char *const part_names[4] = { "header", "parent_header", "metadata", "content" };
-    json_t **targets[4] = { &msg->header, &msg->parent_header, &msg->metadata, &msg->content };
-    for (int i = 0; i < 4; i++) {
-        if (i == 3 && self->lazy_streams && strcmp(msg->msg_type, "stream") == 0) {
-            /* Left to the caller's scanner (kb_scan.h): no tree is built. */
-            msg->content = json_object();
-            msg->raw_content = parts[3];
-            if (!msg->content) {
-                kb_error_set(&why, KB_ERR_BAD_REQUEST, "out of memory");
-                goto malformed;
-            }
-            break;
-        }
-        *targets[i] = parse_object(&parts[i], part_names[i], &why);
-        if (!*targets[i])
-            goto malformed;
-        if (i == 0 && !(msg->msg_type = plain_string(msg->header, "msg_type"))) {
-            kb_error_set(&why, KB_ERR_BAD_REQUEST, "header lacks msg_type (a non-empty string)");
-            goto malformed;
-        }
-    }
-    if (check_ids(msg, &why) != 0)
+    if (kb_wire_read_parts(msg, parts, self->lazy_streams, &why) != 0)
         goto malformed;
 
     if (frames_copy(frames, delimiter, &msg->identities) != 0) {
@@ -608,13 +510,13 @@ static int encode_fail(kb_wire_t *self, const char *format, ...)
 }
 
 /*  Build [identities..., <IDS|MSG>, signature, header, parent, metadata,
-    content, buffers...]: the four JSON objects dumped compactly (or
-    raw_content's bytes as content when it is not NULL), signed with the
+    content, buffers...]: each of the four parts is raw[i]'s bytes when
+    that is not NULL, else json[i] dumped compactly; signed with the
     codec's key. Everything given is borrowed. 0, or -1 with errstr set. */
 static int assemble(kb_wire_t *self, const kb_frame_t *identities, size_t identities_len,
-                    const json_t *header, const json_t *parent_header, const json_t *metadata,
-                    const json_t *content, const kb_frame_t *raw_content, const kb_frame_t *buffers,
-                    size_t buffers_len, kb_frame_t **frames_out, size_t *count_out)
+                    const json_t *const json[4], const kb_frame_t *const raw[4],
+                    const kb_frame_t *buffers, size_t buffers_len, kb_frame_t **frames_out,
+                    size_t *count_out)
 {
     size_t count = identities_len + 6 + buffers_len;
     kb_frame_t *frames = calloc(count, sizeof *frames);
@@ -626,13 +528,13 @@ static int assemble(kb_wire_t *self, const kb_frame_t *identities, size_t identi
     kb_frame_t *delimiter = &frames[identities_len];
     kb_frame_t *signature = delimiter + 1;
     kb_frame_t *parts = delimiter + 2;
-    if (frame_set_copy(delimiter, KB_WIRE_DELIMITER, KB_WIRE_DELIMITER_LEN) != 0
-        || dump_frame(header, &parts[0]) != 0 || dump_frame(parent_header, &parts[1]) != 0
-        || dump_frame(metadata, &parts[2]) != 0
-        || (raw_content ? frame_set_copy(&parts[3], raw_content->data, raw_content->size)
-                        : dump_frame(content, &parts[3]))
-               != 0)
+    if (frame_set_copy(delimiter, KB_WIRE_DELIMITER, KB_WIRE_DELIMITER_LEN) != 0)
         goto nomem;
+    for (int i = 0; i < 4; i++)
+        if ((raw[i] ? frame_set_copy(&parts[i], raw[i]->data, raw[i]->size)
+                    : dump_frame(json[i], &parts[i]))
+            != 0)
+            goto nomem;
     for (size_t i = 0; i < buffers_len; i++)
         if (frame_set_copy(&parts[4 + i], buffers[i].data, buffers[i].size) != 0)
             goto nomem;
@@ -662,6 +564,59 @@ fail:
     return -1;
 }
 
+/*  text as a JSON string (quotes and all) onto buf, as jansson's compact
+    dump writes it: copied when it needs no escape, else dumped by
+    jansson. -1 when it is not valid UTF-8, or out of memory. */
+static int put_string(kb_buf_t *buf, const char *text)
+{
+    const unsigned char *p = (const unsigned char *)text;
+    while (*p >= 0x20 && *p < 0x7F && *p != '"' && *p != '\\')
+        p++;
+    if (!*p) {
+        kb_buf_putc(buf, '"');
+        kb_buf_append(buf, text, (size_t)(p - (const unsigned char *)text));
+        kb_buf_putc(buf, '"');
+        return 0;
+    }
+    json_t *value = json_string(text);
+    if (!value)
+        return -1;
+    kb_buf_append_json(buf, value, JSON_COMPACT | JSON_ENCODE_ANY);
+    json_decref(value);
+    return 0;
+}
+
+/*  The header of the codec's next message, as jansson would dump
+    {msg_id, msg_type, username, session, date, version} compactly: no
+    tree is built. The msg_id is session "_" n. 0, or -1 with errstr set. */
+static int write_header(kb_wire_t *self, const char *msg_type, const char *date, kb_buf_t *out)
+{
+    kb_buf_puts(out, "{\"msg_id\":");
+    put_string(out, self->msg_id_prefix);
+    if (out->len > 0)
+        kb_buf_truncate(out, out->len - 1); /* the string goes on with the counter */
+    kb_buf_printf(out, "%llu\",\"msg_type\":", self->msg_counter + 1);
+    if (put_string(out, msg_type) != 0) {
+        encode_fail(self, "msg_type and date must be valid UTF-8");
+        return -1;
+    }
+    kb_buf_puts(out, ",\"username\":");
+    put_string(out, self->username);
+    kb_buf_puts(out, ",\"session\":");
+    put_string(out, self->session);
+    kb_buf_puts(out, ",\"date\":");
+    if (put_string(out, date) != 0) {
+        encode_fail(self, "msg_type and date must be valid UTF-8");
+        return -1;
+    }
+    kb_buf_puts(out, ",\"version\":\"" KB_WIRE_PROTOCOL_VERSION "\"}");
+    if (kb_buf_status(out) != KB_BUF_OK) {
+        encode_fail(self, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 int kb_wire_encode(kb_wire_t *self, const char *msg_type, json_t *content,
                    const json_t *parent_header, json_t *metadata, const char *date,
                    const kb_frame_t *identities, size_t identities_len, kb_frame_t **frames_out,
@@ -675,10 +630,9 @@ int kb_wire_encode(kb_wire_t *self, const char *msg_type, json_t *content,
     *frames_out = NULL;
     *count_out = 0;
     int rc = -1;
-    char *msg_id = NULL;
-    json_t *header = NULL, *empty = NULL;
-    kb_frame_t *frames = NULL;
-    size_t count = identities_len + 6;
+    json_t *empty = NULL;
+    kb_buf_t header = KB_BUF_INIT;
+    char msg_id[256];
 
     if (!json_is_object(content)) {
         encode_fail(self, "content is %s", content ? "not a JSON object" : "NULL");
@@ -692,59 +646,38 @@ int kb_wire_encode(kb_wire_t *self, const char *msg_type, json_t *content,
         encode_fail(self, "parent_header is not a JSON object");
         goto done;
     }
-    if (asprintf(&msg_id, "%s_%llu", self->session, self->msg_counter + 1) < 0) {
-        msg_id = NULL;
+    int id_len
+        = snprintf(msg_id, sizeof msg_id, "%s%llu", self->msg_id_prefix, self->msg_counter + 1);
+    if (msg_id_out && (size_t)id_len >= msg_id_size) {
+        encode_fail(self, "msg_id_out holds %zu bytes, msg_id needs %d", msg_id_size, id_len + 1);
+        goto done;
+    }
+    if (!(empty = json_object())) {
         encode_fail(self, "out of memory");
         goto done;
     }
-    if (msg_id_out && strlen(msg_id) >= msg_id_size) {
-        encode_fail(self, "msg_id_out holds %zu bytes, msg_id needs %zu", msg_id_size,
-                    strlen(msg_id) + 1);
+    if (write_header(self, msg_type, date, &header) != 0)
         goto done;
-    }
-    header = json_object();
-    empty = json_object();
-    if (!header || !empty) {
-        encode_fail(self, "out of memory");
-        goto done;
-    }
-    json_t *msg_type_value = json_string(msg_type);
-    json_t *date_value = json_string(date);
-    if (!msg_type_value || !date_value) {
-        json_decref(msg_type_value);
-        json_decref(date_value);
-        encode_fail(self, "msg_type and date must be valid UTF-8");
-        goto done;
-    }
-    if (json_object_set_new(header, "msg_id", json_string(msg_id)) != 0
-        || json_object_set_new(header, "msg_type", msg_type_value) != 0
-        || json_object_set_new(header, "username", json_string(self->username)) != 0
-        || json_object_set_new(header, "session", json_string(self->session)) != 0
-        || json_object_set_new(header, "date", date_value) != 0
-        || json_object_set_new(header, "version", json_string(KB_WIRE_PROTOCOL_VERSION)) != 0) {
-        encode_fail(self, "out of memory");
-        goto done;
-    }
-
-    if (assemble(self, identities, identities_len, header, parent_header ? parent_header : empty,
-                 metadata ? metadata : empty, content, NULL, NULL, 0, &frames, &count)
-        != 0)
+    kb_frame_t raw_header = { (unsigned char *)header.data, header.len };
+    const json_t *json[4]
+        = { NULL, parent_header ? parent_header : empty, metadata ? metadata : empty, content };
+    const kb_frame_t *raw[4] = { &raw_header, NULL, NULL, NULL };
+    if (assemble(self, identities, identities_len, json, raw, NULL, 0, frames_out, count_out) != 0)
         goto done;
     self->msg_counter++;
-    if (msg_id_out)
-        snprintf(msg_id_out, msg_id_size, "%s", msg_id);
-    *frames_out = frames;
-    *count_out = count;
-    frames = NULL;
+    if (msg_id_out) {
+        if ((size_t)id_len < sizeof msg_id)
+            memcpy(msg_id_out, msg_id, (size_t)id_len + 1);
+        else
+            snprintf(msg_id_out, msg_id_size, "%s%llu", self->msg_id_prefix, self->msg_counter);
+    }
     rc = 0;
 
 done:
-    kb_frames_free(frames, count);
-    json_decref(header);
+    kb_buf_free(&header);
     json_decref(empty);
     json_decref(content);
     json_decref(metadata);
-    free(msg_id);
     return rc;
 }
 
@@ -755,11 +688,16 @@ int kb_wire_encode_msg(kb_wire_t *self, const kb_msg_t *msg, kb_frame_t **frames
     assert(frames_out && count_out);
     *frames_out = NULL;
     *count_out = 0;
-    assert(json_is_object(msg->header) && json_is_object(msg->parent_header)
-           && json_is_object(msg->metadata) && json_is_object(msg->content));
+    assert(json_is_object(msg->content));
     assert(msg->identities || msg->identities_len == 0);
     assert(msg->buffers || msg->buffers_len == 0);
-    return assemble(self, msg->identities, msg->identities_len, msg->header, msg->parent_header,
-                    msg->metadata, msg->content, msg->raw_content.data ? &msg->raw_content : NULL,
-                    msg->buffers, msg->buffers_len, frames_out, count_out);
+    const json_t *header = kb_msg_header(msg), *parent = kb_msg_parent_header(msg);
+    const json_t *metadata = kb_msg_metadata(msg);
+    if (!header || !parent || !metadata)
+        return encode_fail(self, "out of memory");
+    const json_t *json[4] = { header, parent, metadata, msg->content };
+    const kb_frame_t *raw[4]
+        = { NULL, NULL, NULL, msg->raw_content.data ? &msg->raw_content : NULL };
+    return assemble(self, msg->identities, msg->identities_len, json, raw, msg->buffers,
+                    msg->buffers_len, frames_out, count_out);
 }

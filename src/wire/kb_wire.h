@@ -48,24 +48,44 @@ void kb_frames_free(kb_frame_t *frames, size_t count);
 typedef struct {
     kb_frame_t *identities; /* routing ids before <IDS|MSG>, owned */
     size_t identities_len;
-    json_t *header;        /* owned, always a JSON object */
-    json_t *parent_header; /* owned, always a JSON object ({} when none) */
-    json_t *metadata;      /* owned, always a JSON object */
-    json_t *content;       /* owned, always a JSON object */
-    kb_frame_t *buffers;   /* extra buffers after content, owned */
+    /* header, parent_header and metadata: read them with kb_msg_header(),
+       kb_msg_parent_header() and kb_msg_metadata(). A decoded message
+       keeps their bytes (checked well formed) and parses each on first
+       use, which most messages never need; these are NULL until then.
+       Owned. */
+    json_t *header_json;
+    json_t *parent_json;
+    json_t *metadata_json;
+    json_t *content;     /* owned, always a JSON object */
+    kb_frame_t *buffers; /* extra buffers after content, owned */
     size_t buffers_len;
-    /* Borrowed from header / parent_header; valid while those are not
-       modified. Never NULL: msg_type and msg_id are validated non-empty
-       strings without NUL; parent_msg_id is "" when parent_header has none. */
+    /* Never NULL: msg_type and msg_id are validated non-empty strings
+       without NUL; parent_msg_id is "" when parent_header has none (its
+       msg_id absent or null). date is the header's "date" when that is a
+       string (up to a NUL in it), else NULL. They point into ids. */
     const char *msg_type;
     const char *msg_id;
     const char *parent_msg_id;
+    const char *date;
     /* With kb_wire_set_lazy_streams, a stream message's content frame is
        not parsed: content is {} and raw_content the frame's bytes, borrowed
        from the frames given to kb_wire_decode (valid only while those are).
        Otherwise raw_content.data is NULL. */
     kb_frame_t raw_content;
+    /* Private: the bytes of header, parent_header and metadata (one block,
+       raw_parts[0].data's; NULL for a message made by kb_wire_msg_new),
+       and the decoded strings above. */
+    kb_frame_t raw_parts[3];
+    char *ids;
 } kb_msg_t;
+
+/*  The message's header, parent_header or metadata as a JSON object,
+    parsed on first use (the message keeps it: the same object each time;
+    not thread-safe, as the message is not); borrowed, valid while the
+    message is. NULL only when out of memory. */
+json_t *kb_msg_header(const kb_msg_t *msg);
+json_t *kb_msg_parent_header(const kb_msg_t *msg);
+json_t *kb_msg_metadata(const kb_msg_t *msg);
 
 /*  Destroy a message and set the caller's pointer to NULL. Safe on NULL. */
 void kb_msg_destroy(kb_msg_t **self_p);
@@ -125,6 +145,9 @@ void kb_wire_set_lazy_streams(kb_wire_t *self, bool lazy);
     "replayed signature", "frame 3 is 300000000 bytes, limit 268435456".
     The signature is checked (in constant time) before any JSON is parsed;
     a signature is remembered only once its whole message has been accepted.
+    header, parent_header and metadata are checked and their ids read by
+    kb_scan_fields (no tree: see kb_msg_header), content is parsed; what
+    is accepted and refused, and why, is as if all four were parsed.
     Invalid UTF-8 inside the JSON frames is replaced by U+FFFD, as
     jupyter_client does. Integers beyond 64 bits make a frame malformed. */
 kb_wire_status_t kb_wire_decode(kb_wire_t *self, const kb_frame_t *frames, size_t count,

@@ -367,15 +367,15 @@ static void append_legacy_json(kb_buf_t *out, const kb_msg_t *msg, const char *c
                                bool with_buffers_key)
 {
     kb_buf_puts(out, "{\"header\":");
-    kb_buf_append_json(out, msg->header, JSON_COMPACT);
+    kb_buf_append_json(out, kb_msg_header(msg), JSON_COMPACT);
     kb_buf_puts(out, ",\"msg_id\":");
-    kb_buf_append_json(out, json_object_get(msg->header, "msg_id"), 0);
+    kb_buf_append_json(out, json_object_get(kb_msg_header(msg), "msg_id"), 0);
     kb_buf_puts(out, ",\"msg_type\":");
-    kb_buf_append_json(out, json_object_get(msg->header, "msg_type"), 0);
+    kb_buf_append_json(out, json_object_get(kb_msg_header(msg), "msg_type"), 0);
     kb_buf_puts(out, ",\"parent_header\":");
-    kb_buf_append_json(out, msg->parent_header, JSON_COMPACT);
+    kb_buf_append_json(out, kb_msg_parent_header(msg), JSON_COMPACT);
     kb_buf_puts(out, ",\"metadata\":");
-    kb_buf_append_json(out, msg->metadata, JSON_COMPACT);
+    kb_buf_append_json(out, kb_msg_metadata(msg), JSON_COMPACT);
     kb_buf_puts(out, ",\"content\":");
     append_content(out, msg);
     if (with_buffers_key)
@@ -455,11 +455,11 @@ static void encode_v1(const kb_msg_t *msg, const char *channel, kb_buf_t *out)
     MARK();
     kb_buf_puts(out, channel);
     MARK();
-    kb_buf_append_json(out, msg->header, JSON_COMPACT);
+    kb_buf_append_json(out, kb_msg_header(msg), JSON_COMPACT);
     MARK();
-    kb_buf_append_json(out, msg->parent_header, JSON_COMPACT);
+    kb_buf_append_json(out, kb_msg_parent_header(msg), JSON_COMPACT);
     MARK();
-    kb_buf_append_json(out, msg->metadata, JSON_COMPACT);
+    kb_buf_append_json(out, kb_msg_metadata(msg), JSON_COMPACT);
     MARK();
     append_content(out, msg);
     for (size_t i = 0; i < msg->buffers_len; i++) {
@@ -477,11 +477,13 @@ kb_wsmsg_status_t kb_wsmsg_encode(kb_wsmsg_protocol_t protocol, kb_wsmsg_channel
 {
     assert(protocol == KB_WSMSG_LEGACY || protocol == KB_WSMSG_V1);
     assert(msg && out);
-    assert(json_is_object(msg->header) && json_is_object(msg->parent_header)
-           && json_is_object(msg->metadata) && json_is_object(msg->content));
+    assert(json_is_object(msg->content));
     assert(msg->buffers || msg->buffers_len == 0);
     const char *name = kb_wsmsg_channel_name(channel);
     kb_buf_reset(out);
+    /* parsed here when the message was decoded, then kept */
+    if (!kb_msg_header(msg) || !kb_msg_parent_header(msg) || !kb_msg_metadata(msg))
+        return fail(KB_WSMSG_MALFORMED, err, "out of memory");
     bool binary = protocol == KB_WSMSG_V1 || msg->buffers_len > 0;
     kb_wsmsg_status_t status = KB_WSMSG_OK;
     if (protocol == KB_WSMSG_V1)

@@ -2,7 +2,8 @@
     (src/wire/kb_scan.c), checked against jansson as kb_wire_decode runs
     it (tests/scan_reference.h): same accept or refuse, same name, same
     text length, and the kept part the longest prefix of jansson's text
-    that ends on a character boundary within the cap.
+    that ends on a character boundary within the cap; and kb_scan_fields
+    against kb_wire_load_object's tree (fields_compare).
 
     Input layout: bytes 0-1 choose the cap (little-endian; 0xFFFF: no cap),
     the rest is the content frame, copied to an exact-size allocation so
@@ -42,6 +43,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     memcpy(frame, data + 2, len);
 
+    const char *fields_diff = fields_compare(frame, len);
+    if (fields_diff) {
+        fprintf(stderr, "%s\n", fields_diff);
+        abort();
+    }
     scan_reference_t ref;
     scan_reference(wire, frame, len, &ref);
     check(frame, len, max, &ref, "");

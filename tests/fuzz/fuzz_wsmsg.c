@@ -30,10 +30,12 @@ static const unsigned char fuzz_key[] = "fuzz-key";
 
 static int same_message(const kb_msg_t *a, const kb_msg_t *b)
 {
-    if (!json_equal(a->header, b->header) || !json_equal(a->parent_header, b->parent_header)
-        || !json_equal(a->metadata, b->metadata) || !json_equal(a->content, b->content)
-        || strcmp(a->msg_id, b->msg_id) != 0 || strcmp(a->msg_type, b->msg_type) != 0
-        || strcmp(a->parent_msg_id, b->parent_msg_id) != 0 || a->buffers_len != b->buffers_len)
+    if (!json_equal(kb_msg_header(a), kb_msg_header(b))
+        || !json_equal(kb_msg_parent_header(a), kb_msg_parent_header(b))
+        || !json_equal(kb_msg_metadata(a), kb_msg_metadata(b))
+        || !json_equal(a->content, b->content) || strcmp(a->msg_id, b->msg_id) != 0
+        || strcmp(a->msg_type, b->msg_type) != 0 || strcmp(a->parent_msg_id, b->parent_msg_id) != 0
+        || a->buffers_len != b->buffers_len)
         return 0;
     for (size_t i = 0; i < a->buffers_len; i++)
         if (a->buffers[i].size != b->buffers[i].size
@@ -44,8 +46,8 @@ static int same_message(const kb_msg_t *a, const kb_msg_t *b)
 
 static void check_message(const kb_msg_t *msg)
 {
-    if (!json_is_object(msg->header) || !json_is_object(msg->parent_header)
-        || !json_is_object(msg->metadata) || !json_is_object(msg->content) || !msg->msg_type
+    if (!json_is_object(kb_msg_header(msg)) || !json_is_object(kb_msg_parent_header(msg))
+        || !json_is_object(kb_msg_metadata(msg)) || !json_is_object(msg->content) || !msg->msg_type
         || !*msg->msg_type || !msg->msg_id || !*msg->msg_id || !msg->parent_msg_id
         || msg->identities_len != 0 || (msg->buffers_len && !msg->buffers))
         abort();

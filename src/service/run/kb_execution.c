@@ -53,14 +53,12 @@ static void emit(kb_execution_t *self, kb_event_type_t type, json_t *data)
 /*  Keep text[0..len) of a stream (or system text): in the log, or in the
     result's logs; emits its event. Returns the bytes kept. */
 static size_t keep_text(kb_execution_t *self, kb_log_channel_t channel, const char *text,
-                        size_t len, json_t *date)
+                        size_t len, const char *date)
 {
     static const kb_event_type_t types[3] = { KB_EVENT_STDOUT, KB_EVENT_STDERR, KB_EVENT_SYSTEM };
     if (self->log) {
         long long cursor = -1;
-        size_t kept
-            = kb_runlog_append(self->log, channel, text, len,
-                               json_is_string(date) ? json_string_value(date) : NULL, &cursor);
+        size_t kept = kb_runlog_append(self->log, channel, text, len, date, &cursor);
         if (kept > 0 && self->emit)
             self->emit(types[channel], NULL, cursor, self->emit_arg);
         return kept;
@@ -69,8 +67,8 @@ static size_t keep_text(kb_execution_t *self, kb_log_channel_t channel, const ch
         && kb_result_append_log(self->result, channel == KB_LOG_STDERR, text, len) != 0)
         return 0;
     json_t *data = json_pack("{s:o}", "text", json_stringn_nocheck(text, len));
-    if (data && json_is_string(date))
-        json_object_set(data, "timestamp", date);
+    if (data && date)
+        json_object_set_new(data, "timestamp", json_string(date));
     emit(self, types[channel], data);
     return len;
 }
@@ -342,7 +340,7 @@ static void settle_reply_error(kb_execution_t *self)
 
 /*  stream: STDOUT/STDERR {text, timestamp}, the timestamp being the date
     of the message's header when the kernel gave one. */
-static int fold_stream(kb_execution_t *self, json_t *content, json_t *header)
+static int fold_stream(kb_execution_t *self, json_t *content, const char *date)
 {
     const char *name = json_string_value(json_object_get(content, "name"));
     bool is_stderr;
@@ -361,9 +359,9 @@ static int fold_stream(kb_execution_t *self, json_t *content, json_t *header)
     size_t len = json_string_length(text);
     kb_runlog_count_sent(self->log, is_stderr ? KB_OUTPUT_STDERR : KB_OUTPUT_STDOUT, len);
     size_t keep = kb_utf8_prefix(bytes, len, room_left(self));
-    size_t kept = keep > 0 ? keep_text(self, is_stderr ? KB_LOG_STDERR : KB_LOG_STDOUT, bytes, keep,
-                                       json_object_get(header, "date"))
-                           : 0;
+    size_t kept
+        = keep > 0 ? keep_text(self, is_stderr ? KB_LOG_STDERR : KB_LOG_STDOUT, bytes, keep, date)
+                   : 0;
     self->kept_bytes += kept;
     if (kept < len) {
         self->dropped_bytes += len - kept;
@@ -381,15 +379,13 @@ static int fold_stream_raw(kb_execution_t *self, const kb_msg_t *msg)
 {
     const char *json = (const char *)msg->raw_content.data;
     size_t size = msg->raw_content.size;
-    json_t *date = json_object_get(msg->header, "date");
     kb_scan_stream_t scan;
     size_t kept;
     kb_log_channel_t channel;
     if (self->log) {
         apply_pending_clear(self);
         long long cursor = -1;
-        kept = kb_runlog_append_scan(self->log, json, size, room_left(self),
-                                     json_is_string(date) ? json_string_value(date) : NULL, &scan,
+        kept = kb_runlog_append_scan(self->log, json, size, room_left(self), msg->date, &scan,
                                      &cursor);
         if (kept == (size_t)-1)
             return -1;
@@ -408,7 +404,7 @@ static int fold_stream_raw(kb_execution_t *self, const kb_msg_t *msg)
         }
         channel = strcmp(scan.name, "stderr") == 0 ? KB_LOG_STDERR : KB_LOG_STDOUT;
         apply_pending_clear(self);
-        kept = text.len ? keep_text(self, channel, kb_buf_cstr(&text), text.len, date) : 0;
+        kept = text.len ? keep_text(self, channel, kb_buf_cstr(&text), text.len, msg->date) : 0;
         kb_buf_free(&text);
     }
     kb_runlog_count_sent(self->log, channel == KB_LOG_STDERR ? KB_OUTPUT_STDERR : KB_OUTPUT_STDOUT,
@@ -597,7 +593,7 @@ int kb_execution_fold_iopub(kb_execution_t *self, const kb_msg_t *msg)
         return -1;
     if (strcmp(type, "stream") == 0)
         return msg->raw_content.data ? fold_stream_raw(self, msg)
-                                     : fold_stream(self, content, msg->header);
+                                     : fold_stream(self, content, msg->date);
     if (strcmp(type, "display_data") == 0)
         return fold_output(self, content, false);
     if (strcmp(type, "execute_result") == 0)
