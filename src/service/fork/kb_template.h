@@ -79,6 +79,18 @@ kb_kernel_t *kb_templates_launch(kb_templates_t *self, const kb_kernelspec_t *sp
                                  const json_t *env, uint64_t data_limit,
                                  const kb_kernel_callbacks_t *callbacks, void *arg);
 
+/*  A kernel kb_templates_launch gave whose start then failed (it died,
+    or did not answer kernel_info: why): true when it is one of those,
+    and its template, if still the one it came from, is marked failed
+    (ended, made again after a delay): the next launch of that language
+    is an ordinary one. False for any other kernel. */
+bool kb_templates_fork_failed(kb_templates_t *self, const kb_kernel_t *kernel, const char *why);
+
+/*  The pids of the templates' processes: each frozen template's, and
+    each kernel being made into one; a JSON array (caller owns; NULL: out
+    of memory). Empty when there are none. */
+json_t *kb_templates_pids(const kb_templates_t *self);
+
 /*  [{language, kernel_name, state, pid, modules, forks, failures, why}],
     or NULL when there are none. Caller owns. */
 json_t *kb_templates_json(const kb_templates_t *self);
