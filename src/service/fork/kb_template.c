@@ -278,23 +278,16 @@ static void s_failed(kb_template_t *item, const char *fmt, ...)
     item->retry_at_ms = zclock_mono() + KB_TEMPLATE_RETRY_MS;
 }
 
-/*  The silent request that makes the kernel the template: the package's
-    dir on sys.path, then kernelbridge_fork.template({path, modules}), its
-    answer (the frozen pid) in a user expression. 0 / -1. */
-static int s_send(const kb_template_env_t *env, kb_kernel_t *kernel, const json_t *arg,
-                  char *msg_id)
+/*  The silent request that makes the kernel the template:
+    kernelbridge_fork.template({path, modules}) (the package's dir is on
+    the kernel's PYTHONPATH since its launch), its answer (the frozen pid)
+    in a user expression. 0 / -1. */
+static int s_send(kb_kernel_t *kernel, const json_t *arg, char *msg_id)
 {
-    json_t *dir = json_string(env->python_dir ? env->python_dir : "");
-    char *dir_text = dir ? json_dumps(dir, JSON_ENCODE_ANY) : NULL;
     char *arg_text = json_dumps(arg, JSON_COMPACT);
-    char *code = dir_text && arg_text
-                     ? kb_buf_sprintf("__import__('sys').path.append(%s) if %s not in "
-                                      "__import__('sys').path else None\n"
-                                      "__import__('kernelbridge_fork').template(%s)\n",
-                                      dir_text, dir_text, arg_text)
+    char *code = arg_text
+                     ? kb_buf_sprintf("__import__('kernelbridge_fork').template(%s)\n", arg_text)
                      : NULL;
-    json_decref(dir);
-    free(dir_text);
     free(arg_text);
     json_t *content
         = code ? json_pack("{s:s, s:b, s:b, s:b, s:b, s:{s:s}}", "code", code, "silent", 1,
@@ -336,7 +329,7 @@ static void s_on_ready(kb_kernel_t *kernel, void *arg)
         return;
     }
     json_t *arg_json = json_pack("{s:s, s:O}", "path", item->path, "modules", item->modules);
-    int rc = arg_json ? s_send(env, kernel, arg_json, item->msg_id) : -1;
+    int rc = arg_json ? s_send(kernel, arg_json, item->msg_id) : -1;
     json_decref(arg_json);
     if (rc != 0)
         s_failed(item, "cannot send the template request to its kernel");

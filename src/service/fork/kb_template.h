@@ -38,7 +38,7 @@ typedef struct {
     kb_checkpoints_t *checkpoints;   /* the frozen processes are recorded there */
     const kb_kernel_source_t *plain; /* launches never from a template; retires; finds specs */
     void (*kernel_opts)(void *impl, const kb_kernelspec_t *spec, kb_kernel_opts_t *out);
-    const char *state_dir, *python_dir, *system_python;
+    const char *state_dir, *system_python;
     bool other_users;     /* kernels run as other users: templates are refused */
     double start_timeout; /* for a forked kernel to answer kernel_info */
     kb_kernel_observer_t *observer;
