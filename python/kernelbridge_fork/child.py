@@ -131,9 +131,9 @@ def _memory_history(shell):
 def own_history(shell):
     """An in-memory history holding the parent's session so far: In, Out and
     %history read as in the parent, and the sqlite file the parent writes is
-    never written from here. In a kernel forked from a frozen process, the
-    one that process made for it (see prepare): its in-memory database has
-    no file, lock or thread that a fork could share."""
+    never written from here. In a kernel forked from a template, the one
+    the template made for it (see prepare): its in-memory database has no
+    file, lock or thread that a fork could share."""
     old = shell.history_manager
     new = _prepared.pop("history", None) or _memory_history(shell)
     new.input_hist_parsed[:] = old.input_hist_parsed
@@ -193,18 +193,20 @@ def prepared_config(old_app):
     return config
 
 
-def prepare(old_app, shell, freeze_heap=False):
+def prepare(old_app, shell, template=False):
     """In a frozen process, before it forks kernels: what each would make
-    (a configuration, an in-memory history: making one took a fifth of a
-    fork's start-up). With freeze_heap (a template, whose objects are the
-    imported modules: they live as long as the process) they are moved out
-    of the garbage collector's reach (gc.freeze), so that a collection in
-    a fork does not walk, and so copy, every page of the template's heap.
-    Not for a checkpoint: cyclic garbage made before it would never be
-    collected in the kernels restored from it."""
+    (a configuration). A template also makes the empty in-memory history
+    each fork takes (making one took a fifth of a fork's start-up; a
+    checkpoint, made before each run that may roll back and seldom
+    restored, does not pay for it), and moves its objects (the imported
+    modules: they live as long as the process) out of the garbage
+    collector's reach (gc.freeze), so that a collection in a fork does not
+    walk, and so copy, every page of the template's heap. Not for a
+    checkpoint: cyclic garbage made before it would never be collected in
+    the kernels restored from it."""
     _prepared["config"] = prepared_config(old_app)
-    _prepared["history"] = _memory_history(shell)
-    if freeze_heap:
+    if template:
+        _prepared["history"] = _memory_history(shell)
         gc.collect()
         gc.freeze()
 

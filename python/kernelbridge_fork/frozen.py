@@ -29,7 +29,7 @@ def freeze(path, *, timeout=30.0, fresh=False):
 
     def become(ready):
         child.leave_parent(app, kernel, shell)
-        child.prepare(app, shell, freeze_heap=fresh)  # once: each kernel forked from here has it
+        child.prepare(app, shell, template=fresh)  # once: each kernel forked from here has it
         _serve(path, ready,
                lambda info, msg: _fork_from_frozen(app, kernel, shell, info, msg, fresh))
 
