@@ -9,6 +9,7 @@ it) is kept and handed to a new kernel application."""
 
 import asyncio
 import copy
+import gc
 import logging
 import os
 import random
@@ -121,14 +122,20 @@ def leave_parent(app, kernel, shell):
     own_history(shell)
 
 
+def _memory_history(shell):
+    from IPython.core.history import HistoryManager
+
+    return HistoryManager(shell=shell, parent=shell, hist_file=":memory:")
+
+
 def own_history(shell):
     """An in-memory history holding the parent's session so far: In, Out and
     %history read as in the parent, and the sqlite file the parent writes is
-    never written from here."""
-    from IPython.core.history import HistoryManager
-
+    never written from here. In a kernel forked from a template, the one
+    the template made for it (see prepare): its in-memory database has no
+    file, lock or thread that a fork could share."""
     old = shell.history_manager
-    new = HistoryManager(shell=shell, parent=shell, hist_file=":memory:")
+    new = _prepared.pop("history", None) or _memory_history(shell)
     new.input_hist_parsed[:] = old.input_hist_parsed
     new.input_hist_raw[:] = old.input_hist_raw
     new.output_hist.update(old.output_hist)
@@ -186,9 +193,22 @@ def prepared_config(old_app):
     return config
 
 
-def prepare(old_app):
-    """In a frozen process, before it forks kernels: what each would make."""
+def prepare(old_app, shell, template=False):
+    """In a frozen process, before it forks kernels: what each would make
+    (a configuration). A template also makes the empty in-memory history
+    each fork takes (making one took a fifth of a fork's start-up; a
+    checkpoint, made before each run that may roll back and seldom
+    restored, does not pay for it), and moves its objects (the imported
+    modules: they live as long as the process) out of the garbage
+    collector's reach (gc.freeze), so that a collection in a fork does not
+    walk, and so copy, every page of the template's heap. Not for a
+    checkpoint: cyclic garbage made before it would never be collected in
+    the kernels restored from it."""
     _prepared["config"] = prepared_config(old_app)
+    if template:
+        _prepared["history"] = _memory_history(shell)
+        gc.collect()
+        gc.freeze()
 
 
 def new_app(old_app, old_kernel, info):

@@ -29,7 +29,7 @@ def freeze(path, *, timeout=30.0, fresh=False):
 
     def become(ready):
         child.leave_parent(app, kernel, shell)
-        child.prepare(app)  # once here: each kernel forked from this process has it
+        child.prepare(app, shell, template=fresh)  # once: each kernel forked from here has it
         _serve(path, ready,
                lambda info, msg: _fork_from_frozen(app, kernel, shell, info, msg, fresh))
 
@@ -106,18 +106,22 @@ def _serve(path, ready, fork_one):
 
 
 def _answer(conn, fork_one):
+    result = None
     try:
         conn.settimeout(10)
         msg = _read_line(conn)
         info = checked_connection(msg.get("connection"))
         conn.settimeout(float(msg.get("timeout", 30.0)) + 5)
-        reply = {"pid": fork_one(info, msg).pid}
+        result = fork_one(info, msg)
+        reply = {"pid": result.pid}
     except Exception as e:  # noqa: BLE001 - each request answers, the checkpoint stays
         reply = {"error": f"{type(e).__name__}: {e}"}
     try:
         conn.sendall((json.dumps(reply) + "\n").encode())
     except OSError:
         pass
+    if result is not None:
+        result.reap()  # after the answer: the caller does not wait for it
 
 
 def _read_line(conn):

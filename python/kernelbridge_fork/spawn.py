@@ -22,8 +22,14 @@ class ForkResult:
     """What a fork answers: the new process's pid. Its repr is the pid (the
     execute_reply's text/plain) and its JSON form {"pid": N}."""
 
-    def __init__(self, pid):
+    def __init__(self, pid, middle=None):
         self.pid = pid
+        self.middle = middle  # the intermediate process, when the caller reaps it
+
+    def reap(self):
+        """Reap the intermediate process (an early answer left it)."""
+        middle, self.middle = self.middle, None
+        _reap(middle)
 
     def __repr__(self):
         return str(self.pid)
@@ -66,7 +72,7 @@ def fork_many(connections, *, timeout=30.0):
     started = []
     try:
         for info in infos:
-            started.append((_start(becoming(info), shell.history_manager), {}))
+            started.append((_start(becoming(info), shell.history_manager)[0], {}))
         pids = [_await_child(rfd, timeout, seen) for rfd, seen in started]
     except BaseException:
         for rfd, seen in started:
@@ -126,25 +132,29 @@ def spawn(become, history, timeout, early=False):
     """Fork twice and run become(ready) in the grandchild, which must call
     ready() once it is listening. Returns ForkResult(pid of the grandchild);
     with early, as soon as the grandchild exists (the caller then learns
-    that it is ready, or that it failed, from the kernel itself).
+    that it is ready, or that it failed, from the kernel itself), and
+    before the intermediate process is reaped: the caller answers first,
+    then calls the result's reap().
     The history's cache locks are held across the fork, so that IPython's
     history thread is not in the middle of an sqlite write when the memory
     is copied."""
-    rfd = _start(become, history)
+    rfd, middle = _start(become, history, reap=not early)
     seen = {}
     try:
-        return ForkResult(_await_child(rfd, timeout, seen, early))
+        return ForkResult(_await_child(rfd, timeout, seen, early), middle)
     except BaseException:
         # Interrupted while waiting (or the child failed): no child runs on.
         _kill(seen.get("pid"))
+        _reap(middle)
         raise
     finally:
         os.close(rfd)
 
 
-def _start(become, history):
+def _start(become, history, reap=True):
     """Fork the intermediate process, which forks the kernel-to-be and
-    exits; reap it. Returns the status pipe's read end (the caller's)."""
+    exits; reap it (or not: its pid is returned). Returns the status
+    pipe's read end (the caller's) and the pid left to reap, or None."""
     rfd, wfd = os.pipe()
     try:
         with history.db_input_cache_lock, history.db_output_cache_lock:
@@ -153,12 +163,23 @@ def _start(become, history):
                 _middle(rfd, wfd, become)
     finally:
         os.close(wfd)
+    if not reap:
+        return rfd, middle
     try:
         os.waitpid(middle, 0)
     except BaseException:
         os.close(rfd)
         raise
-    return rfd
+    return rfd, None
+
+
+def _reap(pid):
+    if pid is None:
+        return
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        pass
 
 
 def _drain_pid(rfd, seen):

@@ -154,3 +154,35 @@ def test_a_hundred_contexts_from_the_template_each_with_its_own_state():
         assert template(d)["forks"] >= 100
     finally:
         d.close()
+
+
+def test_kernel_memory_counts_the_contexts_the_pool_and_the_template():
+    d = Daemon(["--fork-template", "python", "--pool", "python=1"])
+    try:
+        t = wait_ready(d)
+        deadline = time.monotonic() + 60
+        while d.ok("GET", "/health")["pool"]["python"]["ready"] < 1:
+            assert time.monotonic() < deadline, "the pool did not fill"
+            time.sleep(0.1)
+        ids = [d.ok("POST", "/contexts", {"language": "python"}, status=201)["context_id"]
+               for _ in range(2)]
+        # the pool refills (forked from the template) after each take
+        while d.ok("GET", "/health")["pool"]["python"]["ready"] < 1:
+            assert time.monotonic() < deadline, "the pool did not refill"
+            time.sleep(0.1)
+        pool_pids = d.ok("GET", "/health")["pool"]["python"]["ready_pids"]
+        memory = d.ok("GET", "/health")["kernel_memory"]
+        parts = [memory[k] for k in ("contexts", "pool", "templates")]
+        assert [p["kernels"] for p in parts] == [2, len(pool_pids), 1], memory
+        for key in ("kernels", "rss_bytes", "pss_bytes"):
+            assert memory[key] == sum(p[key] for p in parts), memory
+        for p in parts:
+            assert 0 < p["pss_bytes"] <= p["rss_bytes"], memory
+        # the template's own process is the one counted: its RSS alone is tens of MiB
+        with open(f"/proc/{t['pid']}/smaps_rollup") as f:
+            rss = next(int(line.split()[1]) * 1024 for line in f if line.startswith("Rss:"))
+        assert abs(memory["templates"]["rss_bytes"] - rss) < rss // 4, (memory, rss)
+        for i in ids:
+            d.ok("DELETE", f"/contexts/{i}", status=204)
+    finally:
+        d.close()

@@ -329,24 +329,46 @@ static json_t *s_dropped_json(kb_engine_t *self)
     return json_pack("{s:I, s:o}", "total", (json_int_t)total, "by_reason", reasons);
 }
 
-/*  {kernels, rss_bytes, pss_bytes}: the contexts' kernels' resident
-    memory summed, beside their proportional share (pages shared between
-    forks and their template counted once in all). */
+/*  {kernels, rss_bytes, pss_bytes} of the processes in pids (a JSON
+    array; stolen), added to *all. */
+static json_t *s_memory_of(json_t *pids, uint64_t all[3])
+{
+    uint64_t sum[3] = { 0, 0, 0 }, rss, pss;
+    size_t i;
+    json_t *pid;
+    json_array_foreach(pids, i, pid)
+    {
+        if (kb_proc_memory_rss((pid_t)json_integer_value(pid), NULL, &pss, &rss) == 0)
+            sum[0]++, sum[1] += rss, sum[2] += pss;
+    }
+    json_decref(pids);
+    for (int k = 0; k < 3; k++)
+        all[k] += sum[k];
+    return json_pack("{s:I, s:I, s:I}", "kernels", (json_int_t)sum[0], "rss_bytes",
+                     (json_int_t)sum[1], "pss_bytes", (json_int_t)sum[2]);
+}
+
+/*  {kernels, rss_bytes, pss_bytes, contexts, pool, templates}: the
+    resident memory of every kernel the daemon holds (the contexts', the
+    pool's, the templates'), summed, beside their proportional share
+    (pages shared between forks and their template counted once in all);
+    then the same sums for each kind. */
 static json_t *s_kernel_memory_json(kb_engine_t *self)
 {
-    uint64_t rss_sum = 0, pss_sum = 0, rss, pss;
-    size_t count = 0;
-    for (kb_context_t *ctx = zhashx_first(self->contexts); ctx; ctx = zhashx_next(self->contexts)) {
+    uint64_t all[3] = { 0, 0, 0 };
+    json_t *pids = json_array();
+    for (kb_context_t *ctx = zhashx_first(self->contexts); pids && ctx;
+         ctx = zhashx_next(self->contexts)) {
         kb_kernel_t *kernel = kb_context_kernel(ctx);
-        pid_t pid = kernel ? kb_kernel_pid(kernel) : 0;
-        if (pid > 0 && kb_proc_memory_rss(pid, NULL, &pss, &rss) == 0) {
-            rss_sum += rss;
-            pss_sum += pss;
-            count++;
-        }
+        if (kernel && kb_kernel_pid(kernel) > 0)
+            json_array_append_new(pids, json_integer(kb_kernel_pid(kernel)));
     }
-    return json_pack("{s:I, s:I, s:I}", "kernels", (json_int_t)count, "rss_bytes",
-                     (json_int_t)rss_sum, "pss_bytes", (json_int_t)pss_sum);
+    json_t *contexts = s_memory_of(pids, all);
+    json_t *pool = s_memory_of(kb_pool_pids(self->pool), all);
+    json_t *templates = s_memory_of(kb_templates_pids(self->templates), all);
+    return json_pack("{s:I, s:I, s:I, s:o, s:o, s:o}", "kernels", (json_int_t)all[0], "rss_bytes",
+                     (json_int_t)all[1], "pss_bytes", (json_int_t)all[2], "contexts", contexts,
+                     "pool", pool, "templates", templates);
 }
 
 static void s_handle_health(kb_engine_t *self, kb_call_t *call)

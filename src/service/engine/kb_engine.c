@@ -136,6 +136,12 @@ static kb_kernel_t *s_launch(void *impl, const kb_kernelspec_t *spec, const char
                   : kb_engine_launch(self, spec, cwd, env, data_limit, callbacks, arg, err);
 }
 
+static bool s_fork_failed(void *impl, kb_kernel_t *kernel, const char *why)
+{
+    kb_engine_t *self = impl;
+    return kb_templates_fork_failed(self->templates, kernel, why);
+}
+
 /*  A pool kernel's row: so that a next daemon finds it (and kills it)
     when this one is killed. */
 static void s_pool_row(kb_engine_t *self, kb_kernel_t *kernel, bool present)
@@ -423,9 +429,11 @@ static void s_fill_sources(kb_engine_t *self)
                                            .retire = s_retire,
                                            .take_pooled = s_take_pooled,
                                            .find_spec = s_find_spec,
-                                           .has_room = s_has_room };
+                                           .has_room = s_has_room,
+                                           .fork_failed = s_fork_failed };
     self->plain_launcher = self->launcher;
     self->plain_launcher.launch = kb_engine_plain_launch;
+    self->plain_launcher.fork_failed = NULL;
     self->pool_launcher = self->launcher;
     self->pool_launcher.launch = s_pool_launch;
     self->pool_launcher.retire = s_pool_retire;

@@ -47,7 +47,8 @@ struct kb_engine {
     char **kernel_map;
     char *system_python;
     char *display_dir; /* on Python contexts' PYTHONPATH for kernelbridge_display; NULL: off */
-    char *python_dir;  /* the kernel-side packages' (kb_engine_python_dir): forks use it */
+    char *python_dir;  /* the kernel-side packages' (kb_engine_python_dir): on forkable kernels'
+                          PYTHONPATH */
     kb_loop_t *loop;
     bool stopping;
     double started_at;

@@ -27,19 +27,23 @@ void kb_engine_kernel_opts(kb_engine_t *self, const kb_kernelspec_t *spec, kb_ke
     };
 }
 
-/*  IPython's kernels load the extension kernelbridge_display at start
-    (`--ext`, from display_dir put last on PYTHONPATH): a pool kernel has
-    it ready, and a fork inherits it. *spec_p and *envp_p are replaced by
-    the copies that say so (*owned: the spec to free). 0, or -1 when out
-    of memory. */
+/*  A kernel that can fork has the kernel-side packages' dir (python_dir)
+    last on PYTHONPATH, given once at launch: the fork requests import
+    kernelbridge_fork from it, and a fork inherits it. IPython's kernels
+    load the extension kernelbridge_display (in that dir) at start
+    (`--ext`): a pool kernel has it ready, and a fork inherits it. *spec_p
+    and *envp_p are replaced by the copies that say so (*owned: the spec
+    to free). 0, or -1 when out of memory. */
 static int s_with_display(kb_engine_t *self, const kb_kernelspec_t **spec_p, char ***envp_p,
                           kb_kernelspec_t **owned)
 {
     *owned = NULL;
-    if (!self->display_dir || !kb_kernelspec_quirks(*spec_p).ipykernel)
+    bool display = self->display_dir && kb_kernelspec_quirks(*spec_p).ipykernel;
+    if (!display && !kb_kernelspec_forkable(*spec_p, NULL))
         return 0;
-    char **envp = kb_kernelspec_env_add_path(*envp_p, "PYTHONPATH", self->display_dir);
-    *owned = kb_kernelspec_with_arg(*spec_p, "--ext=kernelbridge_display");
+    char **envp = kb_kernelspec_env_add_path(*envp_p, "PYTHONPATH", self->python_dir);
+    *owned = display ? kb_kernelspec_with_arg(*spec_p, "--ext=kernelbridge_display")
+                     : kb_kernelspec_dup(*spec_p);
     if (!envp || !*owned) {
         kb_strv_free(envp);
         kb_kernelspec_destroy(owned);
@@ -105,7 +109,6 @@ void kb_engine_template_env(kb_engine_t *self, kb_template_env_t *out)
                                 .plain = &self->plain_launcher,
                                 .kernel_opts = s_kernel_opts,
                                 .state_dir = self->state_dir,
-                                .python_dir = self->python_dir,
                                 .system_python = self->system_python,
                                 .other_users = self->users != NULL,
                                 .start_timeout = self->config.start_timeout,

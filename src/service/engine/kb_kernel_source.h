@@ -37,6 +37,12 @@ typedef struct {
                                   kb_error_t *err);
     /*  Whether one more kernel fits under the daemon's limit. */
     bool (*has_room)(void *impl);
+    /*  A kernel of this source whose start failed (start_failed, why):
+        true when it was forked from a template, which is now marked
+        failed: the owner retires it and launches again, and that launch
+        is an ordinary one (the user sees no error because of the
+        template). False, or NULL: the failure is the owner's to report. */
+    bool (*fork_failed)(void *impl, kb_kernel_t *kernel, const char *why);
 } kb_kernel_source_t;
 
 #endif

@@ -21,26 +21,20 @@
 
 static const char *const s_expression = "__import__('kernelbridge_fork').last";
 
-/*  The code of a request: the package's dir on sys.path (once), then
-    kernelbridge_fork.<call>(<arg>), arg passed as JSON text. NULL: OOM. */
-static char *s_code(const char *python_dir, const char *call, const json_t *arg)
+/*  The code of a request: kernelbridge_fork.<call>(<arg>), arg passed as
+    JSON text (the package's dir is on the kernel's PYTHONPATH since its
+    launch: kb_engine_launch.c). NULL: OOM. */
+static char *s_code(const char *call, const json_t *arg)
 {
-    json_t *dir = json_string(python_dir);
     char *arg_text = json_dumps(arg, JSON_COMPACT | JSON_ENCODE_ANY);
     json_t *arg_string = arg_text ? json_string(arg_text) : NULL;
-    char *dir_literal = dir ? json_dumps(dir, JSON_ENCODE_ANY) : NULL;
     char *arg_literal = arg_string ? json_dumps(arg_string, JSON_ENCODE_ANY) : NULL;
-    char *code = dir_literal && arg_literal
-                     ? kb_buf_sprintf("__import__('sys').path.append(%s) if %s not in "
-                                      "__import__('sys').path else None\n"
-                                      "__import__('kernelbridge_fork').%s("
-                                      "__import__('json').loads(%s))\n",
-                                      dir_literal, dir_literal, call, arg_literal)
-                     : NULL;
-    json_decref(dir);
+    char *code = arg_literal ? kb_buf_sprintf("__import__('kernelbridge_fork').%s("
+                                              "__import__('json').loads(%s))\n",
+                                              call, arg_literal)
+                             : NULL;
     json_decref(arg_string);
     free(arg_text);
-    free(dir_literal);
     free(arg_literal);
     return code;
 }
@@ -49,7 +43,7 @@ static char *s_code(const char *python_dir, const char *call, const json_t *arg)
 int kb_fork_send(kb_engine_t *engine, kb_kernel_t *kernel, const char *call, const json_t *arg,
                  char *msg_id)
 {
-    char *code = s_code(engine->python_dir, call, arg);
+    char *code = s_code(call, arg);
     json_t *content = code ? json_pack("{s:s, s:b, s:b, s:b, s:b, s:{s:s}}", "code", code, "silent",
                                        1, "store_history", 0, "allow_stdin", 0, "stop_on_error", 0,
                                        "user_expressions", "fork", s_expression)

@@ -58,10 +58,21 @@ typedef struct {
     char why[600]; /* why the last attempt failed */
 } kb_template_t;
 
+/*  A kernel forked from a template, until its start can no longer fail
+    (the start timeout after it was forked). */
+typedef struct {
+    pid_t pid;
+    unsigned long long pid_start;
+    kb_template_t *item;
+    pid_t template_pid; /* the template it came from */
+    int64_t until_ms;
+} kb_template_fork_t;
+
 struct kb_templates {
     kb_template_env_t env;
     kb_template_t **items;
     size_t count;
+    kb_vec_t starting; /* kb_template_fork_t: forks not yet past their start */
     kb_timer_t timer;
     bool stopping;
 };
@@ -87,6 +98,7 @@ void kb_templates_destroy(kb_templates_t **self_p)
     for (size_t i = 0; i < self->count; i++)
         s_item_free(self->items[i]);
     free(self->items);
+    kb_vec_free(&self->starting);
     free(self);
 }
 
@@ -207,6 +219,7 @@ int kb_templates_new(const kb_template_env_t *env, const char *const *entries, k
     kb_templates_t *self = kb_xcalloc(1, sizeof *self);
     self->env = *env;
     self->items = kb_xcalloc(n, sizeof *self->items);
+    kb_vec_init(&self->starting, sizeof(kb_template_fork_t), 0);
     kb_timer_init(&self->timer);
     for (size_t i = 0; i < n; i++) {
         kb_template_t *item = s_parse(env, entries[i], err);
@@ -265,23 +278,16 @@ static void s_failed(kb_template_t *item, const char *fmt, ...)
     item->retry_at_ms = zclock_mono() + KB_TEMPLATE_RETRY_MS;
 }
 
-/*  The silent request that makes the kernel the template: the package's
-    dir on sys.path, then kernelbridge_fork.template({path, modules}), its
-    answer (the frozen pid) in a user expression. 0 / -1. */
-static int s_send(const kb_template_env_t *env, kb_kernel_t *kernel, const json_t *arg,
-                  char *msg_id)
+/*  The silent request that makes the kernel the template:
+    kernelbridge_fork.template({path, modules}) (the package's dir is on
+    the kernel's PYTHONPATH since its launch), its answer (the frozen pid)
+    in a user expression. 0 / -1. */
+static int s_send(kb_kernel_t *kernel, const json_t *arg, char *msg_id)
 {
-    json_t *dir = json_string(env->python_dir ? env->python_dir : "");
-    char *dir_text = dir ? json_dumps(dir, JSON_ENCODE_ANY) : NULL;
     char *arg_text = json_dumps(arg, JSON_COMPACT);
-    char *code = dir_text && arg_text
-                     ? kb_buf_sprintf("__import__('sys').path.append(%s) if %s not in "
-                                      "__import__('sys').path else None\n"
-                                      "__import__('kernelbridge_fork').template(%s)\n",
-                                      dir_text, dir_text, arg_text)
+    char *code = arg_text
+                     ? kb_buf_sprintf("__import__('kernelbridge_fork').template(%s)\n", arg_text)
                      : NULL;
-    json_decref(dir);
-    free(dir_text);
     free(arg_text);
     json_t *content
         = code ? json_pack("{s:s, s:b, s:b, s:b, s:b, s:{s:s}}", "code", code, "silent", 1,
@@ -323,7 +329,7 @@ static void s_on_ready(kb_kernel_t *kernel, void *arg)
         return;
     }
     json_t *arg_json = json_pack("{s:s, s:O}", "path", item->path, "modules", item->modules);
-    int rc = arg_json ? s_send(env, kernel, arg_json, item->msg_id) : -1;
+    int rc = arg_json ? s_send(kernel, arg_json, item->msg_id) : -1;
     json_decref(arg_json);
     if (rc != 0)
         s_failed(item, "cannot send the template request to its kernel");
@@ -500,6 +506,37 @@ static pid_t s_ask(const kb_template_t *item, const char *line, kb_error_t *err)
     return result;
 }
 
+/*  The index-th fork is past its start, or failed: forgotten. */
+static void s_forget(kb_templates_t *self, size_t index)
+{
+    kb_vec_t *v = &self->starting;
+    if (index + 1 < v->len)
+        memcpy(kb_vec_at(v, index), kb_vec_at(v, v->len - 1), v->size);
+    v->len--;
+}
+
+/*  A fork is remembered until its start can no longer fail, so that a
+    failure is the template's (kb_templates_fork_failed); older ones are
+    forgotten now. Out of memory: not remembered (its failure is then
+    reported as a start's). */
+static void s_remember(kb_templates_t *self, kb_template_t *item, pid_t pid,
+                       unsigned long long start)
+{
+    int64_t now = zclock_mono();
+    for (size_t i = self->starting.len; i-- > 0;)
+        if (((kb_template_fork_t *)kb_vec_at(&self->starting, i))->until_ms < now)
+            s_forget(self, i);
+    kb_template_fork_t fork
+        = { .pid = pid,
+            .pid_start = start,
+            .item = item,
+            .template_pid = item->pid,
+            .until_ms = now + (int64_t)(self->env.start_timeout * 1000) + 5000 };
+    if (kb_vec_push(&self->starting, &fork) != KB_BUF_OK)
+        zsys_warning("template %s: out of memory: fork %d is not followed", item->language,
+                     (int)pid);
+}
+
 /*  The request's line: the connection, the new kernel's cwd and env. */
 static char *s_request_line(const json_t *info, const char *cwd, const json_t *env)
 {
@@ -566,7 +603,40 @@ kb_kernel_t *kb_templates_launch(kb_templates_t *self, const kb_kernelspec_t *sp
     }
     kb_kernel_set_observer(kernel, self->env.observer);
     item->forks++;
+    s_remember(self, item, pid, start);
     return kernel;
+}
+
+bool kb_templates_fork_failed(kb_templates_t *self, const kb_kernel_t *kernel, const char *why)
+{
+    pid_t pid = kb_kernel_pid(kernel);
+    unsigned long long start = kb_kernel_pid_start(kernel);
+    for (size_t i = 0; self && pid > 0 && i < self->starting.len; i++) {
+        kb_template_fork_t *fork = kb_vec_at(&self->starting, i);
+        if (fork->pid != pid || fork->pid_start != start)
+            continue;
+        kb_template_t *item = fork->item;
+        pid_t from = fork->template_pid;
+        s_forget(self, i);
+        if (item->state == KB_TEMPLATE_READY && item->pid == from)
+            s_failed(item, "its fork %d did not start: %s", (int)pid, why);
+        return true;
+    }
+    return false;
+}
+
+json_t *kb_templates_pids(const kb_templates_t *self)
+{
+    json_t *pids = json_array();
+    for (size_t i = 0; pids && self && i < self->count; i++) {
+        const kb_template_t *item = self->items[i];
+        pid_t pid = item->state == KB_TEMPLATE_READY ? item->pid
+                    : item->kernel                   ? kb_kernel_pid(item->kernel)
+                                                     : 0;
+        if (pid > 0)
+            json_array_append_new(pids, json_integer(pid));
+    }
+    return pids;
 }
 
 json_t *kb_templates_json(const kb_templates_t *self)

@@ -38,7 +38,7 @@ typedef struct {
     kb_checkpoints_t *checkpoints;   /* the frozen processes are recorded there */
     const kb_kernel_source_t *plain; /* launches never from a template; retires; finds specs */
     void (*kernel_opts)(void *impl, const kb_kernelspec_t *spec, kb_kernel_opts_t *out);
-    const char *state_dir, *python_dir, *system_python;
+    const char *state_dir, *system_python;
     bool other_users;     /* kernels run as other users: templates are refused */
     double start_timeout; /* for a forked kernel to answer kernel_info */
     kb_kernel_observer_t *observer;
@@ -78,6 +78,18 @@ void kb_templates_stop(kb_templates_t *self);
 kb_kernel_t *kb_templates_launch(kb_templates_t *self, const kb_kernelspec_t *spec, const char *cwd,
                                  const json_t *env, uint64_t data_limit,
                                  const kb_kernel_callbacks_t *callbacks, void *arg);
+
+/*  A kernel kb_templates_launch gave whose start then failed (it died,
+    or did not answer kernel_info: why): true when it is one of those,
+    and its template, if still the one it came from, is marked failed
+    (ended, made again after a delay): the next launch of that language
+    is an ordinary one. False for any other kernel. */
+bool kb_templates_fork_failed(kb_templates_t *self, const kb_kernel_t *kernel, const char *why);
+
+/*  The pids of the templates' processes: each frozen template's, and
+    each kernel being made into one; a JSON array (caller owns; NULL: out
+    of memory). Empty when there are none. */
+json_t *kb_templates_pids(const kb_templates_t *self);
 
 /*  [{language, kernel_name, state, pid, modules, forks, failures, why}],
     or NULL when there are none. Caller owns. */

@@ -84,12 +84,15 @@ static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg)
     kb_pooled_t *pooled = arg;
     kb_pool_slot_t *slot = pooled->slot;
     kb_pool_t *self = slot->pool;
+    /* forked from a template, now marked failed: the next one starts the ordinary way */
+    bool forked = self->launcher->fork_failed
+                  && self->launcher->fork_failed(self->launcher->impl, kernel, why);
     zsys_warning("pool %s: a kernel failed to start: %s", slot->key, why);
     s_forget(self, pooled);
     self->launcher->retire(self->launcher->impl, pooled->kernel, true);
     s_pooled_free(&pooled);
-    slot->failures++;
-    s_schedule_refill(slot, s_retry_delay(slot));
+    slot->failures += !forked;
+    s_schedule_refill(slot, forked ? 1 : s_retry_delay(slot));
 }
 
 static void s_on_exited(kb_kernel_t *kernel, void *arg)
@@ -149,6 +152,16 @@ bool kb_pool_owns(kb_pool_t *self, pid_t pid)
 size_t kb_pool_size(kb_pool_t *self)
 {
     return self->pooled ? zlistx_size(self->pooled) : 0;
+}
+
+json_t *kb_pool_pids(kb_pool_t *self)
+{
+    json_t *pids = json_array();
+    for (kb_pooled_t *p = pids && self->pooled ? zlistx_first(self->pooled) : NULL; p;
+         p = zlistx_next(self->pooled))
+        if (p->kernel && kb_kernel_pid(p->kernel) > 0)
+            json_array_append_new(pids, json_integer(kb_kernel_pid(p->kernel)));
+    return pids;
 }
 
 /*  Start kernels until the slot has its count, within max_contexts. */

@@ -50,6 +50,10 @@ bool kb_pool_owns(kb_pool_t *self, pid_t pid);
 /*  Kernels in the pool, ready or starting. */
 size_t kb_pool_size(kb_pool_t *self);
 
+/*  The pids of the kernels in the pool, ready or starting (those spawned:
+    pid > 0), as a JSON array. Caller owns; NULL: out of memory. */
+json_t *kb_pool_pids(kb_pool_t *self);
+
 /*  A kernel went away: refill whatever the limit kept from refilling. */
 void kb_pool_poke(kb_pool_t *self);
 

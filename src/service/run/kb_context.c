@@ -47,22 +47,6 @@ static const kb_kernel_callbacks_t s_kernel_callbacks = {
     .iopub_dropped = s_on_iopub_dropped,
 };
 
-/*  Where a kernel starts (kb_launch: in cwd, relative to the daemon's
-    directory, else in the daemon's), absolute. Caller owns it; NULL: OOM. */
-static char *s_start_dir(const char *cwd)
-{
-    char here[PATH_MAX], *resolved;
-    if (cwd && *cwd && (resolved = realpath(cwd, NULL)))
-        return resolved;
-    if (!getcwd(here, sizeof here))
-        snprintf(here, sizeof here, "/");
-    if (!cwd || !*cwd)
-        return strdup(here);
-    if (*cwd == '/')
-        return strdup(cwd);
-    return kb_buf_sprintf("%s%s%s", here, strcmp(here, "/") ? "/" : "", cwd);
-}
-
 /* ---- the run queue -------------------------------------------------------------- */
 
 static void s_changed(kb_context_t *self)
@@ -312,6 +296,7 @@ static void s_over(kb_context_t *self, const char *why, bool vanished)
 static void s_became_ready(kb_context_t *self)
 {
     self->ready = true;
+    self->relaunched = false;
     self->ready_at = kb_now();
     s_settle(self, true, NULL);
     kb_call_t *call;
@@ -366,11 +351,38 @@ static void s_start_failed(kb_context_t *self, const char *why)
     self->env->gone(self, why, false, self->env->gone_arg); /* it never lived */
 }
 
+static int s_start_kernel(kb_context_t *self, kb_error_t *err);
+
+/*  A kernel forked from a template failed to start: the template is
+    marked failed, and the kernel is started again the ordinary way (once
+    per start): no error for the user. True when it was such a kernel. */
+static bool s_relaunch(kb_context_t *self, kb_kernel_t *kernel, const char *why)
+{
+    const kb_kernel_source_t *launcher = self->env->launcher;
+    if (self->adopted || self->relaunched || !launcher->fork_failed
+        || !launcher->fork_failed(launcher->impl, kernel, why))
+        return false;
+    zsys_warning("context %s: its kernel forked from the template failed to start (%s); "
+                 "started the ordinary way",
+                 self->id, why);
+    self->relaunched = true;
+    s_retire_kernel(self, true);
+    if (self->hub)
+        kb_hub_kernel_gone(self->hub, NULL);
+    kb_error_t err;
+    if (s_start_kernel(self, &err) != 0)
+        s_start_failed(self, err.message);
+    else if (self->hub)
+        kb_hub_kernel_new(self->hub, self->kernel);
+    return true;
+}
+
 static void s_on_start_failed(kb_kernel_t *kernel, const char *why, void *arg)
 {
     kb_context_t *self = arg;
     if (!self->adopted || self->attaching || self->fresh) { /* a fork: it never lived */
-        s_start_failed(self, why);
+        if (!s_relaunch(self, kernel, why))
+            s_start_failed(self, why);
         return;
     }
     /*  It lived before the restart: it vanishes, and says why. */
@@ -521,7 +533,7 @@ static kb_context_t *s_alloc(const kb_context_env_t *env, const kb_kernelspec_t 
     for (char *p = self->language; p && *p; p++)
         *p = (char)tolower((unsigned char)*p);
     self->cwd = opts->cwd ? strdup(opts->cwd) : NULL;
-    self->start_dir = s_start_dir(opts->cwd);
+    self->start_dir = kb_context_start_dir(opts->cwd);
     self->kernel_env = opts->env ? json_deep_copy(opts->env) : NULL;
     self->is_default = opts->is_default;
     self->isolated = opts->isolated;
@@ -627,17 +639,6 @@ static void s_delete(kb_context_t *self, const char *why)
 void kb_context_delete(kb_context_t *self)
 {
     s_delete(self, "deleted by a client");
-}
-
-double kb_context_idle_for(const kb_context_t *self, double now)
-{
-    if (!self->ready || self->over || self->attaching || self->barrier || self->running
-        || zlistx_size(self->queue) > 0 || self->setup || kb_context_jobs_pending(&self->jobs))
-        return -1;
-    if (self->hub && (kb_hub_count(self->hub) > 0 || kb_hub_busy(self->hub)))
-        return -1;
-    return now
-           - (self->ready_at > self->last_activity_at ? self->ready_at : self->last_activity_at);
 }
 
 void kb_context_cull(kb_context_t *self, const char *why)
@@ -791,9 +792,4 @@ void kb_context_release(kb_context_t *self)
         kb_kernel_release(&self->kernel); /* left running for the next daemon */
     else
         s_retire_kernel(self, !self->ready);
-}
-
-bool kb_context_settled(const kb_context_t *self)
-{
-    return self->ready || self->over;
 }

@@ -1,5 +1,6 @@
 /*  kb_context_impl.h - struct kb_context, private to src/service/run: written
-    by kb_context.c alone, read by kb_context_view.c (what a context shows).
+    by kb_context.c alone, read by kb_context_view.c (what a context shows,
+    whether it is idle or settled).
     Include it after kb_context.h, whose types it uses. Engine thread only. */
 #ifndef KB_CONTEXT_IMPL_H_INCLUDED
 #define KB_CONTEXT_IMPL_H_INCLUDED
@@ -36,11 +37,12 @@ struct kb_context {
     zlistx_t *held;        /* kb_call_t * answered when the kernel is ready */
     kb_execution_t *setup; /* applying cwd/env to a kernel taken from the pool */
     char setup_msg_id[96];
-    bool adopted;   /* its kernel was taken over after a daemon restart */
-    bool attached;  /* a kernel this daemon did not start (connection_info) */
-    bool barrier;   /* adopted: the shell may still run the old daemon's cell */
-    bool fresh;     /* adopted, but a new process (a fork): no barrier needed */
-    bool attaching; /* attached by a request now (not restored), not answered yet */
+    bool adopted;    /* its kernel was taken over after a daemon restart */
+    bool attached;   /* a kernel this daemon did not start (connection_info) */
+    bool barrier;    /* adopted: the shell may still run the old daemon's cell */
+    bool fresh;      /* adopted, but a new process (a fork): no barrier needed */
+    bool attaching;  /* attached by a request now (not restored), not answered yet */
+    bool relaunched; /* its kernel forked from a template failed: started again, ordinary */
     char barrier_msg_id[96];
     long long memory_limit, pids_limit; /* 0: none */
     kb_watch_t *watch;                  /* the kernel's tree; NULL for an attached kernel */
@@ -55,5 +57,10 @@ struct kb_context {
     json_t *forked_from; /* {context_id, execution_count, generation}, or NULL */
     json_t *restored_from; /* {checkpoint_id, execution_count}, or NULL */
 };
+
+/*  Where a kernel starts (kb_launch: in cwd, relative to the daemon's
+    directory, else in the daemon's), absolute. Caller owns it; NULL: OOM.
+    (kb_context_view.c) */
+char *kb_context_start_dir(const char *cwd);
 
 #endif

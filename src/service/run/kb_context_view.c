@@ -6,7 +6,9 @@
 
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <czmq.h>
 
@@ -239,4 +241,36 @@ bool kb_context_channels_ready(kb_context_t *self)
 kb_kernel_t *kb_context_kernel(const kb_context_t *self)
 {
     return self->kernel;
+}
+
+double kb_context_idle_for(const kb_context_t *self, double now)
+{
+    if (!self->ready || self->over || self->attaching || self->barrier || self->running
+        || zlistx_size(self->queue) > 0 || self->setup || kb_context_jobs_pending(&self->jobs))
+        return -1;
+    if (self->hub && (kb_hub_count(self->hub) > 0 || kb_hub_busy(self->hub)))
+        return -1;
+    return now
+           - (self->ready_at > self->last_activity_at ? self->ready_at : self->last_activity_at);
+}
+
+bool kb_context_settled(const kb_context_t *self)
+{
+    return self->ready || self->over;
+}
+
+/*  Where a kernel starts (kb_launch: in cwd, relative to the daemon's
+    directory, else in the daemon's), absolute. Caller owns it; NULL: OOM. */
+char *kb_context_start_dir(const char *cwd)
+{
+    char here[PATH_MAX], *resolved;
+    if (cwd && *cwd && (resolved = realpath(cwd, NULL)))
+        return resolved;
+    if (!getcwd(here, sizeof here))
+        snprintf(here, sizeof here, "/");
+    if (!cwd || !*cwd)
+        return strdup(here);
+    if (*cwd == '/')
+        return strdup(cwd);
+    return kb_buf_sprintf("%s%s%s", here, strcmp(here, "/") ? "/" : "", cwd);
 }
