@@ -575,7 +575,7 @@ static void k_exited(kb_kernel_t *kernel, void *arg)
 }
 
 static const kb_kernel_callbacks_t s_kernel_callbacks
-    = { k_ready, k_start_failed, k_message, k_exited, NULL };
+    = { k_ready, k_start_failed, k_message, k_exited, NULL, NULL };
 
 static void on_tick(kb_timer_t *timer, void *arg)
 {

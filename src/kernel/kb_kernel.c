@@ -662,6 +662,8 @@ int kb_kernel_interrupt(kb_kernel_t *self)
     if (self->state == KB_KERNEL_DEAD || self->state == KB_KERNEL_DYING)
         return -1;
     kb_kernel_apply(self, KB_KEV_INTERRUPT);
+    if (self->callbacks.interrupting)
+        self->callbacks.interrupting(self, self->arg);
     bool by_message
         = self->pid == 0
           || (self->spec->interrupt_mode && strcmp(self->spec->interrupt_mode, "message") == 0);

@@ -73,6 +73,8 @@ typedef struct {
        over the max message size was refused (or the connection broke);
        what the kernel published until ZeroMQ connected again is lost */
     void (*iopub_dropped)(kb_kernel_t *kernel, void *arg);
+    /* an interrupt is about to be sent (SIGINT, or interrupt_request) */
+    void (*interrupting)(kb_kernel_t *kernel, void *arg);
 } kb_kernel_callbacks_t;
 
 /*  Launch a kernel from spec on loop. Returns NULL with err when it cannot

@@ -178,6 +178,27 @@ def test_an_interrupted_long_run_is_restored(kernel_daemon_factory):
     assert d.ok("GET", "/health")["limits"]["priority"]["lowered_runs"] == 1
 
 
+def test_a_lowered_run_is_raised_back_when_it_is_interrupted(kernel_daemon_factory, tmp_path):
+    # the kernel answers the interrupt at the daemon's priority: on a busy
+    # machine nice 19 could leave it no CPU within the interrupt grace
+    d = kernel_daemon_factory("--pool", "python=0", "--hog-after", "0.3")
+    create(d, language="python", context_id="c")
+    seen = tmp_path / "nice"
+    code = ("import os, threading, time\n"
+            "try:\n"
+            "    t = time.time() + 60\n"
+            "    while time.time() < t: pass\n"
+            "except KeyboardInterrupt:\n"
+            "    with open(%r, 'w') as f:\n"
+            "        f.write(str(os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))\n"
+            "    raise\n" % str(seen))
+    r = run(d, "c", code, timeout=1.5)
+    assert r["error"] is not None and r["process"]["reason"] == "timed_out", r
+    assert wait_until(seen.exists, 10)
+    assert int(seen.read_text()) == os.getpriority(os.PRIO_PROCESS, d.proc.pid)
+    assert d.ok("GET", "/health")["limits"]["priority"]["lowered_runs"] == 1
+
+
 def test_hog_after_zero_never_lowers(kernel_daemon_factory):
     d = kernel_daemon_factory("--pool", "python=0", "--hog-after", "0")
     create(d, language="python", context_id="c")

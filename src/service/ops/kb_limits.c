@@ -60,6 +60,7 @@ struct kb_watch {
     bool paused;            /* limits not enforced (a fork is being made) */
     bool lowered;           /* its run was busy past hog_after: below everyone's priority */
     unsigned hog_passes;    /* the tree's threads set to KB_HOG_NICE this many times */
+    bool hog_spared;        /* its run is being interrupted: not lowered (again) */
     int64_t run_start_ms;   /* when the run started */
     int64_t over_since_ms;  /* over the memory limit since; 0: under */
     kb_tree_sample_t last;  /* the latest sample */
@@ -258,7 +259,7 @@ static void s_renice(kb_watch_t *self, int nice)
 static void s_check_hog(kb_watch_t *self, int64_t now)
 {
     kb_limits_t *limits = self->limits;
-    if (!self->running || !limits->hog_after_ms || limits->hog_why)
+    if (!self->running || !limits->hog_after_ms || limits->hog_why || self->hog_spared)
         return;
     if (!self->lowered) {
         if (now - self->run_start_ms < limits->hog_after_ms)
@@ -603,6 +604,7 @@ void kb_watch_run_start(kb_watch_t *self)
     double t0 = s_wall();
     self->running = true;
     self->pids_hit = false;
+    self->hog_spared = false;
     self->run_start_ms = kb_loop_now_ms(self->limits->loop);
     kb_proctree_root_peak_reset(self->tree);
     s_sample(self, true);
@@ -610,6 +612,14 @@ void kb_watch_run_start(kb_watch_t *self)
     self->run_peak = self->last.rss_bytes;
     s_update_active(self);
     self->limits->start_s += s_wall() - t0;
+}
+
+void kb_watch_interrupting(kb_watch_t *self)
+{
+    if (!self || !self->running)
+        return;
+    self->hog_spared = true;
+    s_restore_hog(self);
 }
 
 void kb_watch_run_end(kb_watch_t *self, kb_resources_t *out)

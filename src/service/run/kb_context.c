@@ -39,12 +39,19 @@ static void s_on_iopub_dropped(kb_kernel_t *kernel, void *arg)
         kb_run_message_refused(self->running, kb_kernel_max_message(kernel));
 }
 
+static void s_on_interrupting(kb_kernel_t *kernel, void *arg)
+{
+    kb_watch_interrupting(((kb_context_t *)arg)->watch); /* a lowered run answers in time */
+    (void)kernel;
+}
+
 static const kb_kernel_callbacks_t s_kernel_callbacks = {
     .ready = s_on_ready,
     .start_failed = s_on_start_failed,
     .message = s_on_message,
     .exited = s_on_exited,
     .iopub_dropped = s_on_iopub_dropped,
+    .interrupting = s_on_interrupting,
 };
 
 /* ---- the run queue -------------------------------------------------------------- */
@@ -241,15 +248,6 @@ static void s_on_limit(kb_watch_t *watch, kb_watch_event_t event, const kb_watch
     }
 }
 
-/*  The RLIMIT_DATA of the context's kernel: its memory limit, unless its
-    kernelspec opts out. 0: none. */
-static uint64_t s_data_limit(const kb_context_t *self)
-{
-    if (self->memory_limit <= 0 || kb_kernelspec_quirks(self->spec).no_rlimit_data)
-        return 0;
-    return (uint64_t)self->memory_limit;
-}
-
 /*  Watch the kernel's tree (one this daemon started). set_rlimit: the
     kernel did not get its RLIMIT_DATA at launch (one from the pool). */
 static void s_watch_start(kb_context_t *self, bool set_rlimit)
@@ -258,7 +256,7 @@ static void s_watch_start(kb_context_t *self, bool set_rlimit)
     if (!self->env->limits || pid <= 0)
         return;
     self->watch = kb_watch_new(self->env->limits, pid, self->memory_limit, self->pids_limit,
-                               set_rlimit && s_data_limit(self), s_on_limit, self);
+                               set_rlimit && kb_context_data_limit(self), s_on_limit, self);
     if (!self->watch)
         zsys_warning("context %s: out of memory for its watch: its limits are not enforced",
                      self->id);
@@ -481,7 +479,7 @@ static bool s_take_pooled(kb_context_t *self)
     if (setup && !code)
         return false; /* out of memory for the snippet: start cold */
     kb_kernel_t *kernel
-        = launcher->take_pooled(launcher->impl, self->spec->name, s_data_limit(self));
+        = launcher->take_pooled(launcher->impl, self->spec->name, kb_context_data_limit(self));
     if (!kernel) {
         free(code);
         return false;
@@ -506,7 +504,7 @@ static int s_start_kernel(kb_context_t *self, kb_error_t *err)
     const kb_kernel_source_t *launcher = self->env->launcher;
     self->ready = false;
     self->kernel = launcher->launch(launcher->impl, self->spec, self->cwd, self->kernel_env,
-                                    s_data_limit(self), &s_kernel_callbacks, self, err);
+                                    kb_context_data_limit(self), &s_kernel_callbacks, self, err);
     if (!self->kernel)
         return -1;
     self->limit_why[0] = 0;

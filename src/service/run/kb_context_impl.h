@@ -63,4 +63,8 @@ struct kb_context {
     (kb_context_view.c) */
 char *kb_context_start_dir(const char *cwd);
 
+/*  The RLIMIT_DATA of the context's kernel: its memory limit, unless its
+    kernelspec opts out. 0: none. (kb_context_view.c) */
+uint64_t kb_context_data_limit(const kb_context_t *self);
+
 #endif

@@ -274,3 +274,10 @@ char *kb_context_start_dir(const char *cwd)
         return strdup(cwd);
     return kb_buf_sprintf("%s%s%s", here, strcmp(here, "/") ? "/" : "", cwd);
 }
+
+uint64_t kb_context_data_limit(const kb_context_t *self)
+{
+    if (self->memory_limit <= 0 || kb_kernelspec_quirks(self->spec).no_rlimit_data)
+        return 0;
+    return (uint64_t)self->memory_limit;
+}
