@@ -283,8 +283,26 @@ typedef struct kb_kernel_observer {
     before the loop runs again: nothing is reported before that. */
 void kb_kernel_set_observer(kb_kernel_t *self, kb_kernel_observer_t *observer);
 
+/*  Output flow control. A kernel of ours (not attached) whose iopub
+    messages are read more than KB_FLOW_LAG_MS after the kernel dated them
+    (the engine falls behind: several kernels flood at once) is paused:
+    SIGSTOP to its process group, while the daemon reads what it queued.
+    It goes on (SIGCONT) as soon as nothing is left to read, or before any
+    signal, control request or client message is sent to it, and when it
+    is released. Only while it runs a request (busy or interrupting). So
+    the output the daemon holds unread is what kernels publish in about
+    KB_FLOW_LAG_MS, whatever their number, and nothing is lost to a full
+    queue. */
+#define KB_FLOW_LAG_MS 30
+bool kb_kernel_paused(const kb_kernel_t *self);
+unsigned long long kb_kernel_pauses(const kb_kernel_t *self); /* since it started */
+
+/*  Let a paused kernel go on now (SIGCONT to its group). Safe when not paused. */
+void kb_kernel_resume(kb_kernel_t *self);
+
 /*  Heartbeat periods in a row without an echo (0 = healthy). A kernel with
-    a pidfd runs no heartbeat: 2 when its process is stopped, else 0. */
+    a pidfd runs no heartbeat: 2 when its process is stopped (not by the
+    flow control: a paused kernel is 0), else 0. */
 unsigned kb_kernel_heartbeat_misses(const kb_kernel_t *self);
 
 /*  language_info.name from the kernel_info_reply, or NULL. Borrowed. */
