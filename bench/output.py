@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The output axis: runs that print a lot, against the daemon's bounds.
 
-    /usr/bin/python3 bench/output.py [--rounds N] [--parts rate,single,concurrent,stall]
+    /usr/bin/python3 bench/output.py [--rounds N] [--parts rate,single,concurrent,concurrent8,stall]
         [--binary PATH] [--results PATH] [--json FILE] [--memory-bound GIB]
 
 One part after the other, each on a `kernelbridge serve` of its own
@@ -42,7 +42,7 @@ sys.path.insert(0, HERE)
 
 from kbbench import cli, machine, output_axis, output_report  # noqa: E402
 
-PARTS = ("rate", "single", "concurrent", "stall")
+PARTS = ("rate", "single", "concurrent", "concurrent8", "stall")
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ struct kb_kernel_io_state {
     bool paused;                    /* its process group stopped (SIGSTOP) until its iopub
                                        backlog is read */
     unsigned long long pauses;      /* times it was paused */
+    int64_t lag_us;                 /* how old the last iopub message read while it ran was */
 };
 
 struct kb_kernel {

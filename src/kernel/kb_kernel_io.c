@@ -74,16 +74,23 @@ static bool s_ours(const kb_kernel_t *self)
     being judged after its connection dropped, is left alone. */
 static void s_flow_check(kb_kernel_t *self, const kb_msg_t *msg)
 {
-    if (self->io.paused || (self->state != KB_KERNEL_BUSY && self->state != KB_KERNEL_INTERRUPTING)
-        || kb_timer_active(&self->io.iopub_drop_timer))
+    if (self->state != KB_KERNEL_BUSY && self->state != KB_KERNEL_INTERRUPTING)
         return;
     int64_t dated = s_date_us(json_string_value(json_object_get(msg->header, "date")));
-    if (dated < 0 || s_wall_us() - dated <= (int64_t)KB_FLOW_LAG_MS * 1000 || !s_ours(self))
+    self->io.lag_us = dated < 0 ? 0 : s_wall_us() - dated;
+    if (self->io.paused || kb_timer_active(&self->io.iopub_drop_timer)
+        || self->io.lag_us <= (int64_t)KB_FLOW_LAG_MS * 1000 || !s_ours(self))
         return;
     if (kill(-self->pgid, SIGSTOP) != 0)
         return;
     self->io.paused = true;
     self->io.pauses++;
+}
+
+bool kb_kernel_iopub_behind(kb_kernel_t *self)
+{
+    return self->io.paused || self->io.lag_us > (int64_t)KB_FLOW_LAG_MS * 1000
+           || (self->iopub && (zsock_events(self->iopub) & ZMQ_POLLIN));
 }
 
 void kb_kernel_resume(kb_kernel_t *self)
@@ -413,7 +420,12 @@ static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t 
     size_t bytes = 0;
     for (int batch = 0;; batch++) {
         if (batch == KB_DRAIN_BATCH || bytes >= KB_DRAIN_BYTES) {
-            kb_io_poke(io);
+            /*  The loop calls a poked watch only when a message waits: a
+                paused kernel with none left goes on now. */
+            if (channel == KB_CHANNEL_IOPUB && !(zsock_events(sock) & ZMQ_POLLIN))
+                kb_kernel_resume(self);
+            else
+                kb_io_poke(io);
             return;
         }
         size_t count = 0;
