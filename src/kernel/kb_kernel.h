@@ -293,7 +293,7 @@ void kb_kernel_set_observer(kb_kernel_t *self, kb_kernel_observer_t *observer);
     the output the daemon holds unread is what kernels publish in about
     KB_FLOW_LAG_MS, whatever their number, and nothing is lost to a full
     queue. */
-#define KB_FLOW_LAG_MS 30
+#define KB_FLOW_LAG_MS 10
 bool kb_kernel_paused(const kb_kernel_t *self);
 unsigned long long kb_kernel_pauses(const kb_kernel_t *self); /* since it started */
 

@@ -22,7 +22,7 @@
 #include "wire/kb_wire.h"
 
 #define KB_DRAIN_BATCH 256        /* messages read per socket per loop turn */
-#define KB_DRAIN_BYTES (4u << 20) /* and bytes, about: a flood takes turns with others */
+#define KB_DRAIN_BYTES (2u << 20) /* and bytes, about: a flood takes turns with others */
 
 const char *kb_channel_name(kb_channel_t channel)
 {

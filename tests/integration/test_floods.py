@@ -151,6 +151,8 @@ def concurrent_floods(daemon_factory, n, mib, budget_mib):
     assert health["kernels_paused"] == 0, health  # all went on once read
     assert smp.samples > 10
     over = max(smp.peak_kib, smp.hwm_kib) * KIB - idle
+    print("%d floods: daemon peak %d MiB over idle, %d pauses"
+          % (n, over // MIB, health["kernel_pauses"]))
     assert over <= budget_mib * MIB + SLACK, \
         "daemon peak %d MiB over idle (budget %d MiB + 64)" % (over // MIB, budget_mib)
     return health
