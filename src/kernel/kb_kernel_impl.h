@@ -29,6 +29,7 @@ struct kb_kernel_io_state {
                                        backlog is read */
     unsigned long long pauses;      /* times it was paused */
     int64_t lag_us;                 /* how old the last iopub message read while it ran was */
+    int64_t read_ms;                /* when it was read (kb_launch_now_ms) */
 };
 
 struct kb_kernel {

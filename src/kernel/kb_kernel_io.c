@@ -23,6 +23,7 @@
 
 #define KB_DRAIN_BATCH 256        /* messages read per socket per loop turn */
 #define KB_DRAIN_BYTES (2u << 20) /* and bytes, about: a flood takes turns with others */
+#define KB_FLOW_RECENT_MS 500     /* a late message read this recently: output still flows */
 
 const char *kb_channel_name(kb_channel_t channel)
 {
@@ -78,6 +79,7 @@ static void s_flow_check(kb_kernel_t *self, const kb_msg_t *msg)
         return;
     int64_t dated = s_date_us(json_string_value(json_object_get(msg->header, "date")));
     self->io.lag_us = dated < 0 ? 0 : s_wall_us() - dated;
+    self->io.read_ms = kb_launch_now_ms();
     if (self->io.paused || kb_timer_active(&self->io.iopub_drop_timer)
         || self->io.lag_us <= (int64_t)KB_FLOW_LAG_MS * 1000 || !s_ours(self))
         return;
@@ -89,8 +91,9 @@ static void s_flow_check(kb_kernel_t *self, const kb_msg_t *msg)
 
 bool kb_kernel_iopub_behind(kb_kernel_t *self)
 {
-    return self->io.paused || self->io.lag_us > (int64_t)KB_FLOW_LAG_MS * 1000
-           || (self->iopub && (zsock_events(self->iopub) & ZMQ_POLLIN));
+    return self->io.paused || (self->iopub && (zsock_events(self->iopub) & ZMQ_POLLIN))
+           || (self->io.lag_us > (int64_t)KB_FLOW_LAG_MS * 1000
+               && kb_launch_now_ms() - self->io.read_ms < KB_FLOW_RECENT_MS);
 }
 
 void kb_kernel_resume(kb_kernel_t *self)
