@@ -30,6 +30,7 @@ struct kb_kernel_io_state {
     unsigned long long pauses;      /* times it was paused */
     int64_t lag_us;                 /* how old the last iopub message read while it ran was */
     int64_t read_ms;                /* when it was read (kb_launch_now_ms) */
+    int64_t paused_us, resumed_us;  /* when its last pause began and ended (wall clock) */
 };
 
 struct kb_kernel {

@@ -24,6 +24,7 @@
 #define KB_DRAIN_BATCH 256        /* messages read per socket per loop turn */
 #define KB_DRAIN_BYTES (2u << 20) /* and bytes, about: a flood takes turns with others */
 #define KB_FLOW_RECENT_MS 500     /* a late message read this recently: output still flows */
+#define KB_FLOW_REFILL_US 5000    /* a paused kernel goes on this long before its backlog ends */
 
 const char *kb_channel_name(kb_channel_t channel)
 {
@@ -80,12 +81,21 @@ static void s_flow_check(kb_kernel_t *self, const kb_msg_t *msg)
     int64_t dated = s_date_us(json_string_value(json_object_get(msg->header, "date")));
     self->io.lag_us = dated < 0 ? 0 : s_wall_us() - dated;
     self->io.read_ms = kb_launch_now_ms();
+    /*  Paused, and what is left to read is what it sent in its last few
+        milliseconds: it goes on now, so that its next output is there when
+        the engine has read the rest (the engine does not wait idle). */
+    if (self->io.paused && dated >= self->io.paused_us - KB_FLOW_REFILL_US)
+        kb_kernel_resume(self);
+    /*  What it sent before its last pause ended waited through the pause:
+        late, but no sign that the engine is behind what it sends now. */
     if (self->io.paused || kb_timer_active(&self->io.iopub_drop_timer)
-        || self->io.lag_us <= (int64_t)KB_FLOW_LAG_MS * 1000 || !s_ours(self))
+        || self->io.lag_us <= (int64_t)KB_FLOW_LAG_MS * 1000 || dated < self->io.resumed_us
+        || !s_ours(self))
         return;
     if (kill(-self->pgid, SIGSTOP) != 0)
         return;
     self->io.paused = true;
+    self->io.paused_us = s_wall_us();
     self->io.pauses++;
 }
 
@@ -101,6 +111,7 @@ void kb_kernel_resume(kb_kernel_t *self)
     if (!self->io.paused)
         return;
     self->io.paused = false;
+    self->io.resumed_us = s_wall_us();
     if (s_ours(self))
         kill(-self->pgid, SIGCONT);
 }
