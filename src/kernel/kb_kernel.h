@@ -287,10 +287,10 @@ void kb_kernel_set_observer(kb_kernel_t *self, kb_kernel_observer_t *observer);
     messages are read more than KB_FLOW_LAG_MS after the kernel dated them
     (the engine falls behind: several kernels flood at once) is paused:
     SIGSTOP to its process group, while the daemon reads what it queued.
-    It goes on (SIGCONT) as soon as nothing is left to read, or before any
-    signal, control request or client message is sent to it, and when it
-    is released. Only while it runs a request (busy or interrupting). So
-    the output the daemon holds unread is what kernels publish in about
+    It goes on (SIGCONT) once what is left to read is what it sent in its
+    last 5 ms before the pause, or before any signal, control request or
+    client message is sent to it, and when it is released. Only while it runs a request (busy or
+   interrupting). So the output the daemon holds unread is what kernels publish in about
     KB_FLOW_LAG_MS, whatever their number, and nothing is lost to a full
     queue. */
 #define KB_FLOW_LAG_MS 10

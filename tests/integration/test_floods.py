@@ -3,8 +3,9 @@ daemon's one engine thread reads them, keep the daemon's memory within
 --max-output-memory + 64 MiB, and lose nothing silently (what the budget
 drops is counted). Kernels the engine falls behind on are paused (their
 process group stopped) until their backlog is read; a paused kernel goes on
-when its run is interrupted, is deleted with its context, and its death is
-reported like any other.
+when its run is interrupted, is deleted with its context, its death is
+reported like any other, and one left stopped by a daemon killed meanwhile
+goes on when the next daemon adopts it.
 
 Real ipykernel kernels, the real daemon over HTTP; the daemon's memory read
 from /proc (VmRSS sampled every 10 ms, and its peak VmHWM, reset through
@@ -283,3 +284,38 @@ def test_a_kernel_killed_while_paused_is_reported_as_died(daemon_factory):
     assert result["error"]["name"] == "KernelDied", result["error"]
     assert wait_until(lambda: not pid_alive(pids[0]), 20)
     assert d.ok("GET", "/health")["output_memory"]["kernels_paused"] == 0
+
+
+def test_a_kernel_left_paused_by_a_crash_goes_on_when_adopted(daemon_factory, tmp_path):
+    """The daemon SIGKILLed while a kernel is paused: the kernel stays
+    stopped until the next daemon adopts it, which lets it go on."""
+    state = tmp_path / "state"
+    d = daemon_factory("--pool", "python=0", state_dir=state)
+    ctxs, pids, _ = contexts(d, 1)
+    try:
+        s, _, _ = paused_flood(d, ctxs[0], pids[0])
+        try:
+            for _ in range(20):  # the daemon frozen while the kernel is stopped, then killed
+                os.kill(d.proc.pid, signal.SIGSTOP)
+                if proc_state(pids[0]) == "T":
+                    break
+                os.kill(d.proc.pid, signal.SIGCONT)
+                wait_until(lambda: proc_state(pids[0]) == "T", 1, interval=0.001)
+            assert proc_state(pids[0]) == "T"
+            d.proc.kill()
+            d.proc.wait(30)
+        finally:
+            s.close()
+        time.sleep(0.5)
+        assert proc_state(pids[0]) == "T"  # nobody resumed it
+        d2 = daemon_factory("--pool", "python=0", state_dir=state)
+        assert wait_until(lambda: proc_state(pids[0]) not in ("T", None), 30), proc_state(pids[0])
+        assert d2.ok("GET", "/contexts/%s" % ctxs[0])["pid"] == pids[0]
+        d2.ok("DELETE", "/contexts/%s" % ctxs[0], status=204)
+        assert wait_until(lambda: not pid_alive(pids[0]), 20)
+    finally:
+        for target in (-pids[0], pids[0]):  # never left flooding
+            try:
+                os.kill(target, signal.SIGKILL)
+            except OSError:
+                pass
