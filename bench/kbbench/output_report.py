@@ -145,6 +145,8 @@ def _concurrent(R: dict[str, Any], res: dict[str, Any], p: Any) -> None:
           f"| {_each([x.get('stdout_bytes', 0) / MIB for x in r['runs']], '{:.1f}')} "
           f"| {_each([x.get('truncated', x.get('error')) for x in r['runs']])} | {r['wall_s']:.2f} |")
     p("")
+    if not all("purge" in r for r in R["rounds"]):
+        return
     slack = _bound("purge.after_5s_minus_idle_mib")
     p("After those runs: every record deleted (`GET /processes`, then `DELETE /processes/{id}` "
       "each), then VmRSS every 0.25 s for 5 s (MiB):")
