@@ -297,9 +297,9 @@ void kb_kernel_set_observer(kb_kernel_t *self, kb_kernel_observer_t *observer);
 bool kb_kernel_paused(const kb_kernel_t *self);
 unsigned long long kb_kernel_pauses(const kb_kernel_t *self); /* since it started */
 
-/*  Its iopub output is still being read: paused, messages waiting, or the
-    last one read while it ran, less than 0.5 s ago, was older than
-    KB_FLOW_LAG_MS. What it sent last (status: idle) is then still to come. */
+/*  Its iopub output is still being read: paused, messages waiting, or (a
+    kernel that was ever paused) a message read while it ran in the last
+    2 s. What it sent last (status: idle) is then still to come. */
 bool kb_kernel_iopub_behind(kb_kernel_t *self);
 
 /*  Let a paused kernel go on now (SIGCONT to its group). Safe when not paused. */

@@ -23,7 +23,7 @@
 
 #define KB_DRAIN_BATCH 256        /* messages read per socket per loop turn */
 #define KB_DRAIN_BYTES (2u << 20) /* and bytes, about: a flood takes turns with others */
-#define KB_FLOW_RECENT_MS 500     /* a late message read this recently: output still flows */
+#define KB_FLOW_RECENT_MS 2000    /* a message read this recently: output still flows */
 #define KB_FLOW_REFILL_US 5000    /* a paused kernel goes on this long before its backlog ends */
 
 const char *kb_channel_name(kb_channel_t channel)
@@ -102,8 +102,7 @@ static void s_flow_check(kb_kernel_t *self, const kb_msg_t *msg)
 bool kb_kernel_iopub_behind(kb_kernel_t *self)
 {
     return self->io.paused || (self->iopub && (zsock_events(self->iopub) & ZMQ_POLLIN))
-           || (self->io.lag_us > (int64_t)KB_FLOW_LAG_MS * 1000
-               && kb_launch_now_ms() - self->io.read_ms < KB_FLOW_RECENT_MS);
+           || (self->io.pauses && kb_launch_now_ms() - self->io.read_ms < KB_FLOW_RECENT_MS);
 }
 
 void kb_kernel_resume(kb_kernel_t *self)
