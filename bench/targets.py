@@ -72,6 +72,8 @@ OUTPUT = (
            "`truncated: true`, stdout exactly the cap, every round", "7", "==", True, "bool"),
     Target("output", "concurrent.peak_minus_idle_mib", "four 200 MiB runs at once, 256 MiB "
            "budget: peak RSS − idle (budget + 64 MiB)", "7", "<=", 320, "MiB"),
+    Target("output", "concurrent8.peak_minus_idle_mib", "eight 200 MiB runs at once, 256 MiB "
+           "budget: peak RSS − idle (budget + 64 MiB)", "7", "<=", 320, "MiB"),
     Target("output", "purge.after_5s_minus_idle_mib", "every record purged: RSS − idle 5 s "
            "after the last DELETE", "7", "<=", 16, "MiB"),
     Target("output", "stall.peak_minus_idle_mib", "an SSE reader stalled 10 s during a 200 MiB "

@@ -16,6 +16,7 @@ part's leftovers do not count in another's), each for `rounds` rounds:
               connection of its own (`--max-output-memory 256M` when the
               daemon has it); then `purge`: every record deleted and the RSS
               sampled every 0.25 s for 5 s
+  concurrent8 the same with eight runs on eight contexts
   stall       an SSE client (`Accept: text/event-stream`, a 64 KiB receive
               buffer) of a 200 MiB chunked run that reads the headers, reads
               nothing for 10 s, then reads to the end
@@ -46,7 +47,7 @@ from .output_io import (MemoryGuard, RssSampler, STALL_S, answer, bridge_run, pu
 MIB = 1024 * 1024
 CAP = 64 * MIB  # the daemon's default --max-output
 BUDGET_MIB = 256  # --max-output-memory for the concurrent runs
-RATE_MIB, BIG_MIB, CONCURRENT = 100, 200, 4
+RATE_MIB, BIG_MIB, CONCURRENT, CONCURRENT8 = 100, 200, 4, 8
 SHAPES = ("one-message", "chunked")
 PURGE_WINDOW_S, PURGE_EVERY_S = 5.0, 0.25
 
@@ -178,18 +179,21 @@ class OutputAxis:
         finally:
             s.close()
 
-    def concurrent(self) -> dict[str, Any]:
+    def concurrent8(self) -> dict[str, Any]:
+        return self.concurrent(CONCURRENT8)
+
+    def concurrent(self, n: int = CONCURRENT) -> dict[str, Any]:
         extra = ("--max-output-memory", f"{BUDGET_MIB}M") if self.output_memory else ()
-        s = self._setup("concurrent", extra, CONCURRENT)
-        conns = [Http(s.daemon.port) for _ in range(CONCURRENT)]
+        s = self._setup(f"concurrent{n}", extra, n)
+        conns = [Http(s.daemon.port) for _ in range(n)]
         try:
             rounds = []
             for i in range(self.rounds):
                 self.log(f"output: concurrent round {i + 1}/{self.rounds}: "
-                         f"{CONCURRENT} x {BIG_MIB} MiB at once")
+                         f"{n} x {BIG_MIB} MiB at once")
                 gc.collect()
-                got: list[Any] = [None] * CONCURRENT
-                barrier = threading.Barrier(CONCURRENT)
+                got: list[Any] = [None] * n
+                barrier = threading.Barrier(n)
 
                 def worker(w: int) -> None:
                     try:
@@ -198,7 +202,7 @@ class OutputAxis:
                     except Exception as e:  # reported, not raised: the others go on
                         got[w] = e
 
-                threads = [threading.Thread(target=worker, args=(w,)) for w in range(CONCURRENT)]
+                threads = [threading.Thread(target=worker, args=(w,)) for w in range(n)]
                 with RssSampler(s.daemon.pid) as smp:
                     t0 = time.perf_counter()
                     for t in threads:
@@ -207,16 +211,17 @@ class OutputAxis:
                         t.join(600)
                     wall = time.perf_counter() - t0
                 runs = []
-                for w in range(CONCURRENT):  # one answer parsed at a time: bounded memory
+                for w in range(n):  # one answer parsed at a time: bounded memory
                     g, got[w] = got[w], None
                     runs.append({"error": repr(g)} if not isinstance(g, tuple) else answer(*g))
                     del g
                 self.guard.check()
                 r = dict(smp.figures(s.idle_kib), wall_s=wall, runs=runs)
-                r["purge"] = self._purge(s)
+                if n == CONCURRENT:  # the purge is measured once, after the four
+                    r["purge"] = self._purge(s)
                 rounds.append(r)
             return {"idle_kib": s.idle_kib, "max_output_memory": BUDGET_MIB if extra else None,
-                    "rounds": rounds}
+                    "n": n, "rounds": rounds}
         finally:
             for h in conns:
                 h.close()
@@ -263,7 +268,8 @@ class OutputAxis:
 
 def measure(binary: str, workdir: str, rounds: int = 3, seed: int = 7, bound_gib: float = 3.0,
             log: Callable[[str], None] = print,
-            parts: tuple[str, ...] = ("rate", "single", "concurrent", "stall")) -> dict[str, Any]:
+            parts: tuple[str, ...] = ("rate", "single", "concurrent", "concurrent8", "stall"),
+            ) -> dict[str, Any]:
     """Every part in turn; a part that fails records its error and the next goes on."""
     guard = MemoryGuard(int(bound_gib * 1024 * 1024), log).start()
     axis = OutputAxis(binary, workdir, rounds, seed, guard, log)

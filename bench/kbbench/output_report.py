@@ -43,7 +43,7 @@ def _errors(runs: list[dict[str, Any]]) -> list[str]:
 def tables(res: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     for part, fn in (("rate", _rate), ("single", _single), ("concurrent", _concurrent),
-                     ("stall", _stall)):
+                     ("concurrent8", _concurrent), ("stall", _stall)):
         if part not in res:
             continue
         R = res[part]
@@ -126,10 +126,12 @@ def _concurrent(R: dict[str, Any], res: dict[str, Any], p: Any) -> None:
     note = (f"`--max-output-memory {budget}M`" if budget else
             "this daemon has no `--max-output-memory` (not in `serve --help`): run without it, "
             f"the target taken at {BUDGET_MIB} MiB")
-    target = _bound("concurrent.peak_minus_idle_mib")
-    p(f"### {CONCURRENT} runs of {BIG_MIB} MiB at once: the daemon's RSS (MiB)")
+    n = R.get("n", CONCURRENT)
+    target = _bound("concurrent.peak_minus_idle_mib" if n == CONCURRENT
+                    else f"concurrent{n}.peak_minus_idle_mib")
+    p(f"### {n} runs of {BIG_MIB} MiB at once: the daemon's RSS (MiB)")
     p("")
-    p(f"Chunked (1 MiB flushes), {CONCURRENT} contexts, each run on an HTTP connection of its own "
+    p(f"Chunked (1 MiB flushes), {n} contexts, each run on an HTTP connection of its own "
       f"(threads started together); {note}; default cap. Peak as above; target idle + "
       f"{target} MiB.")
     p("")
@@ -143,6 +145,8 @@ def _concurrent(R: dict[str, Any], res: dict[str, Any], p: Any) -> None:
           f"| {_each([x.get('stdout_bytes', 0) / MIB for x in r['runs']], '{:.1f}')} "
           f"| {_each([x.get('truncated', x.get('error')) for x in r['runs']])} | {r['wall_s']:.2f} |")
     p("")
+    if not all("purge" in r for r in R["rounds"]):
+        return
     slack = _bound("purge.after_5s_minus_idle_mib")
     p("After those runs: every record deleted (`GET /processes`, then `DELETE /processes/{id}` "
       "each), then VmRSS every 0.25 s for 5 s (MiB):")
@@ -222,9 +226,13 @@ def _single_figures(R: dict[str, Any], out: Figures) -> None:
 def _concurrent_figures(R: dict[str, Any], out: Figures) -> None:
     errs = [x for r in R["rounds"] for x in r["runs"] if "error" in x]
     worst = max(r["peak_minus_idle_kib"] for r in R["rounds"])
-    out["concurrent.peak_minus_idle_mib"] = figure(
-        f"{CONCURRENT} runs at once: peak − idle, worst round",
+    n = R.get("n", CONCURRENT)
+    part = "concurrent" if n == CONCURRENT else f"concurrent{n}"
+    out[f"{part}.peak_minus_idle_mib"] = figure(
+        f"{n} runs at once: peak − idle, worst round",
         None if errs or not R["max_output_memory"] else worst / 1024, "MiB")
+    if n != CONCURRENT:
+        return  # the purge is measured after the four
     after = max(r["purge"]["at_5s_kib"] - r["idle_kib"] for r in R["rounds"])
     out["purge.after_5s_minus_idle_mib"] = figure("after purge: RSS − idle at 5 s, worst round",
                                                   after / 1024, "MiB")
@@ -246,7 +254,8 @@ def figures(res: dict[str, Any]) -> Figures:
     """The figures of the parts measured; a failed part gives none."""
     out: Figures = {}
     for part, fn in (("rate", _rate_figures), ("single", _single_figures),
-                     ("concurrent", _concurrent_figures), ("stall", _stall_figures)):
+                     ("concurrent", _concurrent_figures), ("concurrent8", _concurrent_figures),
+                     ("stall", _stall_figures)):
         if part in res and "error" not in res[part]:
             fn(res[part], out)
     return out

@@ -126,14 +126,16 @@ static bool s_still_ours(const kb_kernel_t *self)
 }
 
 /*  sig to the kernel's process group (and to the kernel, should it have
-    left its group), once it is known to be the kernel still. 0 / -1. */
-static int s_kill(const kb_kernel_t *self, int sig)
+    left its group), once it is known to be the kernel still; a group
+    paused for its output's sake goes on, to take sig. 0 / -1. */
+static int s_kill(kb_kernel_t *self, int sig)
 {
     if (!s_still_ours(self)) {
         errno = ESRCH;
         return -1;
     }
     int group = kill(-self->pgid, sig);
+    kb_kernel_resume(self);
     /*  The leader is one of its group unless it left it: signalled again,
         it would get sig twice when it took the first already (a second
         SIGINT lands while ipykernel reports the first KeyboardInterrupt,
@@ -322,28 +324,6 @@ static int s_start_heartbeat(kb_kernel_t *self)
     return 0;
 }
 
-/*  A stopped or traced process (state T or t in /proc/<pid>/stat). */
-static bool s_process_stopped(pid_t pid)
-{
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *file = fopen(path, "re");
-    if (!file)
-        return false;
-    size_t n = fread(buf, 1, sizeof buf - 1, file);
-    fclose(file);
-    buf[n] = 0;
-    const char *close_paren = strrchr(buf, ')'); /* the name may hold spaces and parens */
-    return close_paren && close_paren[1] == ' ' && (close_paren[2] == 'T' || close_paren[2] == 't');
-}
-
-unsigned kb_kernel_heartbeat_misses(const kb_kernel_t *self)
-{
-    if (self->hb || self->state == KB_KERNEL_DEAD || self->pid <= 0)
-        return self->hb_misses;
-    return s_process_stopped(self->pid) ? 2 : 0;
-}
-
 /*  A kernel with nothing yet: no process, no sockets, timers stopped. */
 kb_kernel_t *kb_kernel_blank(kb_loop_t *loop, const kb_kernelspec_t *spec,
                              const kb_kernel_callbacks_t *callbacks, void *arg, kb_error_t *err)
@@ -464,7 +444,7 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err)
     self->iopub = zsock_new(ZMQ_SUB);
     if (self->iopub) {
         zsock_set_subscribe(self->iopub, "");
-        zsock_set_rcvhwm(self->iopub, 100000);
+        zsock_set_rcvhwm(self->iopub, 100000); /* the bytes: paced in kb_kernel_io.c */
         zsock_set_maxmsgsize(self->iopub, max_message);
     }
     self->iopub = kb_kernel_connect_endpoint(self->iopub, endpoint);
@@ -654,6 +634,7 @@ void kb_kernel_release(kb_kernel_t **self_p)
         return;
     kb_kernel_t *self = *self_p;
     *self_p = NULL;
+    kb_kernel_resume(self); /* a next daemon finds it running */
     s_free(self, false);
 }
 

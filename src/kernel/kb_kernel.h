@@ -285,8 +285,31 @@ typedef struct kb_kernel_observer {
     before the loop runs again: nothing is reported before that. */
 void kb_kernel_set_observer(kb_kernel_t *self, kb_kernel_observer_t *observer);
 
+/*  Output flow control. A kernel of ours (not attached) whose iopub
+    messages are read more than KB_FLOW_LAG_MS after the kernel dated them
+    (the engine falls behind: several kernels flood at once) is paused:
+    SIGSTOP to its process group, while the daemon reads what it queued.
+    It goes on (SIGCONT) once what is left to read is what it sent in its
+    last 5 ms before the pause, or before any signal, control request or
+    client message is sent to it, and when it is released. Only while it runs a request (busy or
+   interrupting). So the output the daemon holds unread is what kernels publish in about
+    KB_FLOW_LAG_MS, whatever their number, and nothing is lost to a full
+    queue. */
+#define KB_FLOW_LAG_MS 10
+bool kb_kernel_paused(const kb_kernel_t *self);
+unsigned long long kb_kernel_pauses(const kb_kernel_t *self); /* since it started */
+
+/*  Its iopub output is still being read: paused, messages waiting, or (a
+    kernel that was ever paused) a message read while it ran in the last
+    2 s. What it sent last (status: idle) is then still to come. */
+bool kb_kernel_iopub_behind(kb_kernel_t *self);
+
+/*  Let a paused kernel go on now (SIGCONT to its group). Safe when not paused. */
+void kb_kernel_resume(kb_kernel_t *self);
+
 /*  Heartbeat periods in a row without an echo (0 = healthy). A kernel with
-    a pidfd runs no heartbeat: 2 when its process is stopped, else 0. */
+    a pidfd runs no heartbeat: 2 when its process is stopped (not by the
+    flow control: a paused kernel is 0), else 0. */
 unsigned kb_kernel_heartbeat_misses(const kb_kernel_t *self);
 
 /*  language_info.name from the kernel_info_reply, or NULL. Borrowed. */

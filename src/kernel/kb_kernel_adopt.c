@@ -8,6 +8,7 @@
 */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,10 @@ kb_kernel_t *kb_kernel_adopt(kb_loop_t *loop, const kb_kernelspec_t *spec,
         kb_error_set(err, KB_ERR_INTERNAL, "process %d is gone", (int)self->pid);
         goto fail;
     }
+    /*  A daemon that ended while the kernel was paused for its output
+        (kb_kernel.h) left it stopped: it goes on, to answer. */
+    if (self->pid > 0 && self->pgid > 0 && kb_kernel_proc_stopped(self->pid))
+        kill(-self->pgid, SIGCONT);
     /*  Ours now: its uid is in use until it is destroyed, and so is its dir. */
     kb_kernel_take_files(self, opts);
     kb_kernel_ask_ready(self, opts->timeout > 0 ? opts->timeout : 1.0);

@@ -25,6 +25,12 @@ struct kb_kernel_io_state {
     kb_io_t iopub_monitor_io;
     kb_timer_t iopub_drop_timer;    /* a disconnection, judged 100 ms later */
     unsigned long long iopub_drops; /* iopub connections dropped while the kernel lived */
+    bool paused;                    /* its process group stopped (SIGSTOP) until its iopub
+                                       backlog is read */
+    unsigned long long pauses;      /* times it was paused */
+    int64_t lag_us;                 /* how old the last iopub message read while it ran was */
+    int64_t read_ms;                /* when it was read (kb_launch_now_ms) */
+    int64_t paused_us, resumed_us;  /* when its last pause began and ended (wall clock) */
 };
 
 struct kb_kernel {
@@ -130,6 +136,9 @@ void kb_kernel_send_kernel_info(kb_kernel_t *self);
 void kb_kernel_on_shell(kb_io_t *io, void *arg);
 void kb_kernel_on_iopub(kb_io_t *io, void *arg);
 void kb_kernel_on_control(kb_io_t *io, void *arg);
+
+/*  A stopped or traced process (state T or t in /proc/<pid>/stat). */
+bool kb_kernel_proc_stopped(pid_t pid);
 
 /*  Close the control and stdin sockets, if they were connected, and free
     the rest of self->io. */

@@ -8,9 +8,12 @@
 */
 #include "kernel/kb_kernel.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kernel/kb_kernel_impl.h"
@@ -18,12 +21,98 @@
 #include "util/kb_clock.h"
 #include "wire/kb_wire.h"
 
-#define KB_DRAIN_BATCH 256 /* messages read per socket per loop turn */
+#define KB_DRAIN_BATCH 256        /* messages read per socket per loop turn */
+#define KB_DRAIN_BYTES (2u << 20) /* and bytes, about: a flood takes turns with others */
+#define KB_FLOW_RECENT_MS 2000    /* a message read this recently: output still flows */
+#define KB_FLOW_REFILL_US 5000    /* a paused kernel goes on this long before its backlog ends */
 
 const char *kb_channel_name(kb_channel_t channel)
 {
     static const char *const names[] = { "shell", "iopub", "control", "stdin" };
     return (unsigned)channel < 4 ? names[channel] : "?";
+}
+
+/* ---- iopub flow control ------------------------------------------------------ */
+
+/*  Microseconds since the epoch of a Jupyter date, "2026-12-03T13:02:28.123456Z"
+    (or +00:00, or no zone: UTC, as kernels send it); -1 when it is not one. */
+static int64_t s_date_us(const char *date)
+{
+    struct tm tm = { 0 };
+    int used = 0;
+    if (!date
+        || sscanf(date, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &used)
+               != 6)
+        return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    int64_t us = 0, scale = 100000;
+    const char *p = date + used;
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++, scale /= 10)
+            us += (*p - '0') * scale;
+    time_t secs = timegm(&tm);
+    return secs == (time_t)-1 ? -1 : (int64_t)secs * 1000000 + us;
+}
+
+static int64_t s_wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*  Still the process we started or adopted (its pid not reused). */
+static bool s_ours(const kb_kernel_t *self)
+{
+    return self->pid > 0 && self->pgid > 0 && !self->reaped
+           && (self->own_child || kb_proc_start_time(self->pid) == self->pid_start);
+}
+
+/*  The kernel's iopub message was dated lag_us ago: past KB_FLOW_LAG_MS,
+    the engine is behind it, and it waits (stopped) while its backlog is
+    read. Only while it runs a request: a starting or dying kernel, or one
+    being judged after its connection dropped, is left alone. */
+static void s_flow_check(kb_kernel_t *self, const kb_msg_t *msg)
+{
+    if (self->state != KB_KERNEL_BUSY && self->state != KB_KERNEL_INTERRUPTING)
+        return;
+    int64_t dated = s_date_us(json_string_value(json_object_get(msg->header, "date")));
+    self->io.lag_us = dated < 0 ? 0 : s_wall_us() - dated;
+    self->io.read_ms = kb_launch_now_ms();
+    /*  Paused, and what is left to read is what it sent in its last few
+        milliseconds: it goes on now, so that its next output is there when
+        the engine has read the rest (the engine does not wait idle). */
+    if (self->io.paused && dated >= self->io.paused_us - KB_FLOW_REFILL_US)
+        kb_kernel_resume(self);
+    /*  What it sent before its last pause ended waited through the pause:
+        late, but no sign that the engine is behind what it sends now. */
+    if (self->io.paused || kb_timer_active(&self->io.iopub_drop_timer)
+        || self->io.lag_us <= (int64_t)KB_FLOW_LAG_MS * 1000 || dated < self->io.resumed_us
+        || !s_ours(self))
+        return;
+    if (kill(-self->pgid, SIGSTOP) != 0)
+        return;
+    self->io.paused = true;
+    self->io.paused_us = s_wall_us();
+    self->io.pauses++;
+}
+
+bool kb_kernel_iopub_behind(kb_kernel_t *self)
+{
+    return self->io.paused || (self->iopub && (zsock_events(self->iopub) & ZMQ_POLLIN))
+           || (self->io.pauses && kb_launch_now_ms() - self->io.read_ms < KB_FLOW_RECENT_MS);
+}
+
+void kb_kernel_resume(kb_kernel_t *self)
+{
+    if (!self->io.paused)
+        return;
+    self->io.paused = false;
+    self->io.resumed_us = s_wall_us();
+    if (s_ours(self))
+        kill(-self->pgid, SIGCONT);
 }
 
 /* ---- sending -------------------------------------------------------------- */
@@ -72,6 +161,8 @@ int kb_kernel_send(kb_kernel_t *self, kb_channel_t channel, const char *msg_type
         != 0)
         return -1;
     bool control = channel == KB_CHANNEL_CONTROL;
+    if (control)
+        kb_kernel_resume(self); /* to answer it */
     zsock_t *sock = control ? kb_kernel_control(self) : self->shell;
     int rc = sock ? 0 : -1;
     for (size_t i = 0; i < count && rc == 0; i++)
@@ -233,6 +324,7 @@ int kb_kernel_send_frames(kb_kernel_t *self, kb_channel_t channel, const kb_fram
 {
     if (self->state == KB_KERNEL_DEAD || count == 0)
         return -1;
+    kb_kernel_resume(self); /* a client's request is answered */
     zsock_t *sock = NULL;
     kb_io_t *io = NULL;
     if (channel == KB_CHANNEL_SHELL) {
@@ -338,9 +430,15 @@ static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t 
     void *socket = zsock_resolve(sock);
     zmq_msg_t parts[KB_WIRE_MAX_FRAMES];
     kb_frame_t frames[KB_WIRE_MAX_FRAMES];
+    size_t bytes = 0;
     for (int batch = 0;; batch++) {
-        if (batch == KB_DRAIN_BATCH) {
-            kb_io_poke(io);
+        if (batch == KB_DRAIN_BATCH || bytes >= KB_DRAIN_BYTES) {
+            /*  The loop calls a poked watch only when a message waits: a
+                paused kernel with none left goes on now. */
+            if (channel == KB_CHANNEL_IOPUB && !(zsock_events(sock) & ZMQ_POLLIN))
+                kb_kernel_resume(self);
+            else
+                kb_io_poke(io);
             return;
         }
         size_t count = 0;
@@ -351,6 +449,8 @@ static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t 
             zmq_msg_init(&part);
             if (zmq_msg_recv(&part, socket, ZMQ_DONTWAIT) < 0) {
                 zmq_msg_close(&part);
+                if (count == 0 && channel == KB_CHANNEL_IOPUB)
+                    kb_kernel_resume(self); /* its backlog is read */
                 if (count == 0)
                     return; /* nothing waiting */
                 break;      /* cannot happen mid-message; treat as truncated */
@@ -360,6 +460,7 @@ static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t 
                 parts[count] = part;
                 frames[count].data = zmq_msg_data(&parts[count]);
                 frames[count].size = zmq_msg_size(&parts[count]);
+                bytes += frames[count].size;
                 count++;
             } else {
                 overflow = true;
@@ -373,6 +474,8 @@ static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t 
             kb_error_t err;
             kb_wire_status_t status = kb_wire_decode(self->conn.wire, frames, count, &msg, &err);
             if (status == KB_WIRE_OK) {
+                if (channel == KB_CHANNEL_IOPUB)
+                    s_flow_check(self, msg);
                 s_dispatch(self, channel, msg);
                 kb_msg_destroy(&msg);
             } else {

@@ -4,6 +4,9 @@
 */
 #include "kernel/kb_kernel_impl.h"
 
+#include <stdio.h>
+#include <string.h>
+
 pid_t kb_kernel_pid(const kb_kernel_t *self)
 {
     return self->pid;
@@ -72,4 +75,38 @@ bool kb_kernel_adopted(const kb_kernel_t *self)
 uint64_t kb_kernel_max_message(const kb_kernel_t *self)
 {
     return self->max_message;
+}
+
+/*  A stopped or traced process (state T or t in /proc/<pid>/stat). */
+bool kb_kernel_proc_stopped(pid_t pid)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *file = fopen(path, "re");
+    if (!file)
+        return false;
+    size_t n = fread(buf, 1, sizeof buf - 1, file);
+    fclose(file);
+    buf[n] = 0;
+    const char *close_paren = strrchr(buf, ')'); /* the name may hold spaces and parens */
+    return close_paren && close_paren[1] == ' ' && (close_paren[2] == 'T' || close_paren[2] == 't');
+}
+
+bool kb_kernel_paused(const kb_kernel_t *self)
+{
+    return self->io.paused;
+}
+
+unsigned long long kb_kernel_pauses(const kb_kernel_t *self)
+{
+    return self->io.pauses;
+}
+
+unsigned kb_kernel_heartbeat_misses(const kb_kernel_t *self)
+{
+    if (self->io.paused) /* stopped by us until its output is read: not late */
+        return 0;
+    if (self->hb || self->state == KB_KERNEL_DEAD || self->pid <= 0)
+        return self->hb_misses;
+    return kb_kernel_proc_stopped(self->pid) ? 2 : 0;
 }

@@ -371,6 +371,20 @@ static json_t *s_kernel_memory_json(kb_engine_t *self)
                      "pool", pool, "templates", templates);
 }
 
+/*  The contexts' kernels paused now until their output is read, and how
+    often they were (kb_kernel.h's flow control), into output_memory. */
+static void s_flow_json(kb_engine_t *self, json_t *output_memory)
+{
+    unsigned long long paused = 0, pauses = 0;
+    for (kb_context_t *ctx = zhashx_first(self->contexts); ctx; ctx = zhashx_next(self->contexts)) {
+        kb_kernel_t *kernel = kb_context_kernel(ctx);
+        paused += kernel && kb_kernel_paused(kernel);
+        pauses += kernel ? kb_kernel_pauses(kernel) : 0;
+    }
+    json_object_set_new(output_memory, "kernels_paused", json_integer((json_int_t)paused));
+    json_object_set_new(output_memory, "kernel_pauses", json_integer((json_int_t)pauses));
+}
+
 static void s_handle_health(kb_engine_t *self, kb_call_t *call)
 {
     size_t count = 0;
@@ -410,8 +424,10 @@ static void s_handle_health(kb_engine_t *self, kb_call_t *call)
                   "state", state, "limits", limits, "dropped_messages",
                   json_object_get(dropped, "total"), "dropped_messages_by_reason",
                   json_object_get(dropped, "by_reason"));
-    if (health)
+    if (health) {
         json_object_set_new(health, "kernel_memory", s_kernel_memory_json(self));
+        s_flow_json(self, json_object_get(health, "output_memory"));
+    }
     if (health && templates) {
         json_object_set(health, "template", json_array_get(templates, 0));
         json_object_set(health, "templates", templates);

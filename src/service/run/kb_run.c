@@ -18,6 +18,7 @@
 #include "util/kb_alloc.h"
 #include "util/kb_clock.h"
 
+#define KB_BACKLOG_WAIT 120.0    /* the grace prolonged while the kernel's output is read */
 #define KB_INTERRUPTED_REPLY 0.2 /* after an interrupt, wait for the other of reply and idle */
 
 /* struct kb_run: kb_run_impl.h */
@@ -508,6 +509,13 @@ static void s_on_message(kb_run_t *self, kb_channel_t channel, const kb_msg_t *m
 
 static void s_step_overdue(kb_run_t *self)
 {
+    if (self->kernel && self->completion_wait < KB_BACKLOG_WAIT
+        && kb_kernel_iopub_behind(self->kernel)) { /* its idle is in a paced flood's backlog */
+        self->completion_wait += self->settings->completion_grace;
+        kb_timer_start(self->settings->loop, &self->completion_timer,
+                       kb_loop_delay_ms(self->settings->completion_grace), 0, s_on_timer, self);
+        return;
+    }
     kb_execution_t *exec = s_current(self);
     char text[200];
     snprintf(text, sizeof text,

@@ -1,0 +1,329 @@
+"""Floods bounded by bytes: several kernels printing at once, faster than the
+daemon's one engine thread reads them, keep the daemon's memory within
+--max-output-memory + 64 MiB, and lose nothing silently (what the budget
+drops is counted). Kernels the engine falls behind on are paused (their
+process group stopped) until their backlog is read; a paused kernel goes on
+when its run is interrupted, is deleted with its context, its death is
+reported like any other, and one left stopped by a daemon killed meanwhile
+goes on when the next daemon adopts it.
+
+Real ipykernel kernels, the real daemon over HTTP; the daemon's memory read
+from /proc (VmRSS sampled every 10 ms, and its peak VmHWM, reset through
+clear_refs before each flood). Floods write 1 MiB flushed pieces (one stream
+message each) and end with a value (an execute_result). Memory: each kernel
+holds a 1 MiB string and what its PUB socket queues; the daemon is checked
+against its bound; everything stays far under 3 GiB."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import threading
+import time
+
+from conftest import Daemon, pid_alive, wait_until
+
+KIB = 1024
+MIB = 1024 * 1024
+SLACK = 64 * MIB  # what the daemon may hold over its output budget
+LINE = "x" * 1023 + "\n"
+
+
+def flood(mib):
+    """Print mib MiB of 1 KiB lines in flushed 1 MiB pieces, then a value."""
+    return ("import sys\n"
+            "s = ('x' * 1023 + '\\n') * 1024\n"
+            f"for i in range({mib}):\n"
+            "    sys.stdout.write(s)\n"
+            "    sys.stdout.flush()\n"
+            "'flood done'\n")
+
+
+def status_kib(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise AssertionError("no %s for %d" % (field, pid))
+
+
+def proc_state(pid):
+    """The state letter of /proc/<pid>/stat ('T' when stopped), or None."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2]
+
+
+class RssSampler:
+    """The daemon's VmRSS every 10 ms, and its peak (VmHWM reset at start)."""
+
+    def __init__(self, pid):
+        self.pid, self.peak_kib, self.samples = pid, 0, 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self):
+        while not self.stop.is_set():
+            try:
+                self.peak_kib = max(self.peak_kib, status_kib(self.pid, "VmRSS"))
+                self.samples += 1
+            except (OSError, AssertionError):
+                return
+            self.stop.wait(0.01)
+
+    def __enter__(self):
+        with open("/proc/%d/clear_refs" % self.pid, "w") as f:
+            f.write("5")  # VmHWM back to VmRSS
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(5)
+        self.hwm_kib = status_kib(self.pid, "VmHWM")
+
+
+def contexts(d, n):
+    """n python contexts, each warmed with 1+1; (ids, kernel pids, idle VmRSS in bytes)."""
+    ctxs = [d.ok("POST", "/contexts", {"language": "python"}, status=201) for _ in range(n)]
+    for c in ctxs:
+        d.run("1+1", context_id=c["context_id"])
+    for p in d.ok("GET", "/processes")["processes"]:
+        d.ok("DELETE", "/processes/%s" % p["process_id"], status=204)
+    time.sleep(0.5)
+    return ([c["context_id"] for c in ctxs], [c["pid"] for c in ctxs],
+            status_kib(d.proc.pid, "VmRSS") * KIB)
+
+
+def dropped_of(d, process_id):
+    """The byte count of the system line that says what the run dropped (0 when none)."""
+    frames = d.ok("GET", "/processes/%s/logs" % process_id)["frames"]
+    said = [f["data"] for f in frames
+            if f["channel"] == "system" and "bytes of output were dropped" in f["data"]]
+    assert len(said) <= 1, said
+    return int(said[0].split()[0]) if said else 0
+
+
+def check_counts(d, result, printed):
+    """Nothing lost silently: kept + dropped = printed; idle and the value came."""
+    proc = result["process"]
+    assert proc["reason"] == "exited" and proc["exit_code"] == 0, proc
+    assert result["error"] is None, result["error"]
+    frames = d.ok("GET", "/processes/%s/logs" % proc["process_id"])["frames"]
+    system = [f["data"] for f in frames if f["channel"] == "system"]
+    assert [r["text"] for r in result["results"]] == ["'flood done'"], system
+    out = result["logs"]["stdout"]
+    n = len(out)
+    assert out == LINE * (n // KIB) + "x" * (n % KIB), "stdout is not the lines printed, in order"
+    dropped = dropped_of(d, proc["process_id"])
+    assert n + dropped == printed, (n, dropped, printed)
+    assert result["truncated"] is (dropped > 0)
+
+
+def concurrent_floods(daemon_factory, n, mib, budget_mib):
+    d = daemon_factory("--pool", "python=0", "--max-output-memory", "%dM" % budget_mib)
+    ctxs, _, idle = contexts(d, n)
+    got = [None] * n
+    barrier = threading.Barrier(n)
+
+    def go(i):
+        try:
+            barrier.wait(30)
+            got[i] = d.ok("POST", "/run", {"code": flood(mib), "context_id": ctxs[i],
+                                          "timeout": 300}, timeout=400)
+        except Exception as e:  # noqa: BLE001 (reported below)
+            got[i] = e
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(n)]
+    with RssSampler(d.proc.pid) as smp:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(450)
+    health = d.ok("GET", "/health")["output_memory"]
+    for r in got:
+        assert isinstance(r, dict), r
+        check_counts(d, r, mib * MIB)
+    assert any(r["truncated"] for r in got)  # more was printed than the budget holds
+    assert health["peak"] <= health["limit"] == budget_mib * MIB, health
+    assert health["kernels_paused"] == 0, health  # all went on once read
+    assert smp.samples > 10
+    over = max(smp.peak_kib, smp.hwm_kib) * KIB - idle
+    print("%d floods: daemon peak %d MiB over idle, %d pauses"
+          % (n, over // MIB, health["kernel_pauses"]))
+    assert over <= budget_mib * MIB + SLACK, \
+        "daemon peak %d MiB over idle (budget %d MiB + 64)" % (over // MIB, budget_mib)
+    return health
+
+
+def test_four_floods_at_once_keep_the_budget_and_count_every_byte(daemon_factory):
+    concurrent_floods(daemon_factory, 4, 160, 128)
+
+
+def test_eight_floods_at_once_keep_the_budget_and_count_every_byte(daemon_factory):
+    health = concurrent_floods(daemon_factory, 8, 96, 128)
+    # eight kernels on this machine's CPUs outrun the engine: it paused them
+    assert health["kernel_pauses"] > 0, health
+
+
+def test_a_stalled_sse_reader_holds_cursors_only(daemon_factory):
+    """An SSE client of a 200 MiB flood that reads nothing for 6 s: the daemon
+    holds the run's capped output (64 MiB) and cursors, not the stream; the
+    result event comes once it reads again."""
+    d = daemon_factory("--pool", "python=0")
+    ctxs, _, idle = contexts(d, 1)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * KIB)
+    try:
+        with RssSampler(d.proc.pid) as smp:
+            sock.connect(("127.0.0.1", d.port))
+            body = json.dumps({"code": flood(200), "context_id": ctxs[0],
+                               "timeout": 300}).encode()
+            sock.sendall(b"POST /run HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n"
+                         b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                         % len(body) + body)
+            time.sleep(6)  # read nothing
+            data = bytearray()
+            sock.settimeout(120)
+            while not data.endswith(b"\r\n0\r\n\r\n"):
+                chunk = sock.recv(1 << 20)
+                assert chunk, "the stream ended early"
+                data += chunk
+    finally:
+        sock.close()
+    over = max(smp.peak_kib, smp.hwm_kib) * KIB - idle
+    assert over <= 64 * MIB + SLACK, "daemon peak %d MiB over idle" % (over // MIB)
+    head, _, body = bytes(data).decode().partition("\r\n\r\n")
+    assert head.startswith("HTTP/1.1 200")
+    chunks, rest = [], body  # undo the chunked framing
+    while rest:
+        size, _, rest = rest.partition("\r\n")
+        if int(size, 16) == 0:
+            break
+        chunks.append(rest[:int(size, 16)])
+        rest = rest[int(size, 16) + 2:]
+    last = "".join(chunks).rstrip("\n").rsplit("\n\n", 1)[-1]
+    assert last.startswith("event: result\n"), last[:200]
+    payload = json.loads(last.split("\ndata: ", 1)[1])
+    assert payload["truncated"] is True and len(payload["logs"]["stdout"]) == 64 * MIB
+    assert [r["text"] for r in payload["results"]] == ["'flood done'"]
+
+
+def paused_flood(d, ctx, kernel_pid):
+    """Start a flood on ctx through SSE and have its kernel paused: the daemon
+    is stopped for 0.4 s (as an engine starved of CPU would be), so that it
+    then reads messages older than its lag bound. Returns the open stream
+    once the kernel is seen stopped."""
+    s = d.run_stream(flood(100000), context_id=ctx, timeout=300)
+    events = s.events()
+    start = next(events)
+    assert start.event == "start", start
+    assert wait_until(lambda: d.ok("GET", "/contexts/%s" % ctx)["state"] == "busy", 30)
+    for _ in range(5):
+        os.kill(d.proc.pid, signal.SIGSTOP)
+        time.sleep(0.4)
+        os.kill(d.proc.pid, signal.SIGCONT)
+        if wait_until(lambda: proc_state(kernel_pid) == "T", 3, interval=0.001):
+            return s, events, start.data["process_id"]
+    s.close()
+    raise AssertionError("the kernel was never paused")
+
+
+def ended(events):
+    last = None
+    for ev in events:
+        last = ev
+    assert last is not None and last.event == "result", last
+    return last.data
+
+
+def test_a_paused_kernel_goes_on_when_its_run_is_interrupted(daemon_factory):
+    d = daemon_factory("--pool", "python=0")
+    ctxs, pids, _ = contexts(d, 1)
+    s, events, run_id = paused_flood(d, ctxs[0], pids[0])
+    try:
+        d.ok("POST", "/processes/%s/signals" % run_id, {"signal": "SIGINT"}, status=202)
+        result = ended(events)
+    finally:
+        s.close()
+    assert result["process"]["reason"] == "signaled", result["process"]
+    assert result["error"]["name"] == "KeyboardInterrupt", result["error"]
+    assert proc_state(pids[0]) not in ("T", None)
+    assert d.ok("GET", "/health")["output_memory"]["kernels_paused"] == 0
+    after = d.run("6*7", context_id=ctxs[0], timeout=60)
+    assert [r["text"] for r in after["results"]] == ["42"], after
+
+
+def test_a_paused_kernel_is_deleted_with_its_context(daemon_factory):
+    d = daemon_factory("--pool", "python=0")
+    ctxs, pids, _ = contexts(d, 1)
+    s, events, _ = paused_flood(d, ctxs[0], pids[0])
+    try:
+        d.ok("DELETE", "/contexts/%s" % ctxs[0], status=204)
+        result = ended(events)
+    finally:
+        s.close()
+    assert result["error"] is not None, result
+    assert wait_until(lambda: not pid_alive(pids[0]), 20), proc_state(pids[0])
+
+
+def test_a_kernel_killed_while_paused_is_reported_as_died(daemon_factory):
+    d = daemon_factory("--pool", "python=0")
+    ctxs, pids, _ = contexts(d, 1)
+    s, events, _ = paused_flood(d, ctxs[0], pids[0])
+    try:
+        os.kill(pids[0], signal.SIGKILL)
+        result = ended(events)
+    finally:
+        s.close()
+    assert result["process"]["reason"] == "failed", result["process"]
+    assert result["process"]["signal"] == "SIGKILL", result["process"]
+    assert result["error"]["name"] == "KernelDied", result["error"]
+    assert wait_until(lambda: not pid_alive(pids[0]), 20)
+    assert d.ok("GET", "/health")["output_memory"]["kernels_paused"] == 0
+
+
+def test_a_kernel_left_paused_by_a_crash_goes_on_when_adopted(daemon_factory, tmp_path):
+    """The daemon SIGKILLed while a kernel is paused: the kernel stays
+    stopped until the next daemon adopts it, which lets it go on."""
+    state = tmp_path / "state"
+    d = Daemon(("--pool", "python=0"), state_dir=state)  # killed here: not the factory's
+    crashed = False
+    ctxs, pids = [], [0]
+    try:
+        ctxs, pids, _ = contexts(d, 1)
+        s, _, _ = paused_flood(d, ctxs[0], pids[0])
+        try:
+            for _ in range(20):  # the daemon frozen while the kernel is stopped, then killed
+                os.kill(d.proc.pid, signal.SIGSTOP)
+                if proc_state(pids[0]) == "T":
+                    break
+                os.kill(d.proc.pid, signal.SIGCONT)
+                wait_until(lambda: proc_state(pids[0]) == "T", 1, interval=0.001)
+            assert proc_state(pids[0]) == "T"
+            d.proc.kill()
+            d.proc.wait(30)
+            crashed = True
+        finally:
+            s.close()
+        time.sleep(0.5)
+        assert proc_state(pids[0]) == "T"  # nobody resumed it
+        d2 = daemon_factory("--pool", "python=0", state_dir=state)
+        assert wait_until(lambda: proc_state(pids[0]) not in ("T", None), 30), proc_state(pids[0])
+        assert d2.ok("GET", "/contexts/%s" % ctxs[0])["pid"] == pids[0]
+        d2.ok("DELETE", "/contexts/%s" % ctxs[0], status=204)
+        assert wait_until(lambda: not pid_alive(pids[0]), 20)
+    finally:
+        for target in (-pids[0], pids[0]) if pids[0] else ():  # never left flooding
+            try:
+                os.kill(target, signal.SIGKILL)
+            except OSError:
+                pass
+        if crashed:
+            shutil.rmtree(d.dir, ignore_errors=True)
+        else:
+            d.close()
