@@ -78,7 +78,7 @@ static void s_flow_check(kb_kernel_t *self, const kb_msg_t *msg)
 {
     if (self->state != KB_KERNEL_BUSY && self->state != KB_KERNEL_INTERRUPTING)
         return;
-    int64_t dated = s_date_us(json_string_value(json_object_get(msg->header, "date")));
+    int64_t dated = s_date_us(msg->date);
     self->io.lag_us = dated < 0 ? 0 : s_wall_us() - dated;
     self->io.read_ms = kb_launch_now_ms();
     /*  Paused, and what is left to read is what it sent in its last few
