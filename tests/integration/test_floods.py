@@ -197,16 +197,18 @@ def test_a_stalled_sse_reader_holds_cursors_only(daemon_factory):
         sock.close()
     over = max(smp.peak_kib, smp.hwm_kib) * KIB - idle
     assert over <= 64 * MIB + SLACK, "daemon peak %d MiB over idle" % (over // MIB)
-    head, _, body = bytes(data).decode().partition("\r\n\r\n")
-    assert head.startswith("HTTP/1.1 200")
-    chunks, rest = [], body  # undo the chunked framing
-    while rest:
-        size, _, rest = rest.partition("\r\n")
-        if int(size, 16) == 0:
+    raw = bytes(data)
+    at = raw.index(b"\r\n\r\n") + 4
+    assert raw.startswith(b"HTTP/1.1 200")
+    chunks = []  # undo the chunked framing (by offsets: the body is ~100 MB)
+    while True:
+        eol = raw.index(b"\r\n", at)
+        size = int(raw[at:eol], 16)
+        if size == 0:
             break
-        chunks.append(rest[:int(size, 16)])
-        rest = rest[int(size, 16) + 2:]
-    last = "".join(chunks).rstrip("\n").rsplit("\n\n", 1)[-1]
+        chunks.append(raw[eol + 2:eol + 2 + size])
+        at = eol + 2 + size + 2
+    last = b"".join(chunks).decode().rstrip("\n").rsplit("\n\n", 1)[-1]
     assert last.startswith("event: result\n"), last[:200]
     payload = json.loads(last.split("\ndata: ", 1)[1])
     assert payload["truncated"] is True and len(payload["logs"]["stdout"]) == 64 * MIB
