@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """What the IPython extension kernelbridge_display costs a run (concept:
-display; docs/charts.md, issue 36 point 7).
+display; docs/charts.md).
 
 One daemon as started by default (Python contexts load the extension) and
 one context on Debian's ipykernel, in which the extension is unloaded and

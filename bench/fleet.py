@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A fleet of daemons routed by sandbox through the SDK (SPEC section 12, issue 19):
+"""A fleet of daemons routed by sandbox through the SDK (SPEC section 12):
 
   place     three daemons kb-0..2 (own state dirs, no pool), N contexts
             created through the SDK without a sandbox (AsyncInterpreterService

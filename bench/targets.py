@@ -144,15 +144,15 @@ EDGES = (
 
 BASH = (
     Target("bash", "echo.ratio_p50", "`echo 1` on a bash context through POST /run, p50 ÷ a fresh "
-           "`bash -c 'echo 1'` process's p50", "3, issue 20", "<=", 3.0, "x"),
+           "`bash -c 'echo 1'` process's p50", "3", "<=", 3.0, "x"),
 )
 
 DISPLAY = (
     Target("display", "plain.added_us", "`1+1` through POST /run, p50 with the IPython "
-           "extension kernelbridge_display minus without, interleaved", "2, issue 36", "<=",
+           "extension kernelbridge_display minus without, interleaved", "2", "<=",
            200, "µs"),
     Target("display", "chart.added_pct", "a run showing a 1000-point line chart, p50 with the "
-           "extension over without, interleaved", "2, issue 36", "<=", 10, "%"),
+           "extension over without, interleaved", "2", "<=", 10, "%"),
 )
 
 FLEET = (
@@ -171,21 +171,21 @@ MCP = (
 
 REGRESS = (
     Target("regress", "run.p50_ratio", "POST /run p50 against the build before a "
-           "reorganisation, interleaved", "7, issue 31", "<=", 1.05, "x"),
+           "reorganisation, interleaved", "7", "<=", 1.05, "x"),
     Target("regress", "run.cpu_ratio", "the daemon's CPU per run against the build before",
-           "7, issue 31", "<=", 1.05, "x"),
+           "7", "<=", 1.05, "x"),
     Target("regress", "memory.per_context_added_kib", "the daemon's RSS per context, added "
-           "over the build before", "7, issue 31", "<=", 8, "KiB"),
+           "over the build before", "7", "<=", 8, "KiB"),
 )
 
 FORK = (
     Target("fork", "first_run_p50_ms.500mib", "fork to the first run's result, parent holding "
-           "500 MiB, p50", "7, 13, issue 32", "<=", 50, "ms"),
+           "500 MiB, p50", "7, 13", "<=", 50, "ms"),
     Target("fork", "first_run_p50_ms.2048mib", "the same, parent holding 2 GiB, p50",
-           "7, 13, issue 32", "<=", 150, "ms"),
+           "7, 13", "<=", 150, "ms"),
     Target("fork", "many.32_forks_s", "32 forks of the 500 MiB context in one request",
-           "7, 13, issue 32", "<=", 1.0, "s"),
-    Target("fork", "uss_mib.500mib", "a fresh fork's private memory (USS), p50", "7, 13, issue 32",
+           "7, 13", "<=", 1.0, "s"),
+    Target("fork", "uss_mib.500mib", "a fresh fork's private memory (USS), p50", "7, 13",
            "<=", 16, "MiB"),
 )
 
@@ -205,11 +205,11 @@ HOGS = (
 
 TEMPLATE = (
     Target("template", "create_p50_ms.template", "POST /contexts from the template, cold, p50",
-           "7, 13, issue 33", "<=", 20, "ms"),
+           "7, 13", "<=", 20, "ms"),
     Target("template", "idle_uss_mib.template", "an idle context's private memory (USS) from the "
-           "template, p50", "7, 13, issue 33", "<=", 12, "MiB"),
+           "template, p50", "7, 13", "<=", 12, "MiB"),
     Target("template", "idle_pss_ratio", "idle contexts' total PSS, template / started kernels",
-           "7, 13, issue 33", "<=", 0.25, "x"),
+           "7, 13", "<=", 0.25, "x"),
 )
 
 TARGETS = (LATENCY + OVERHEAD + POOL + OUTPUT + SCALE + E2B + JUPYTER + DURABILITY + LIMITS + EDGES

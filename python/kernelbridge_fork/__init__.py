@@ -1,4 +1,4 @@
-"""Fork a running, idle ipykernel into a new, whole kernel (issue 32).
+"""Fork a running, idle ipykernel into a new, whole kernel.
 
 The daemon asks the kernel with a silent execute_request on its shell channel
 (so the request waits in the kernel's queue between runs, and neither the

@@ -15,6 +15,11 @@ from kernelbridge_fork.spawn import ForkResult, checked_connection, remember, sp
 
 MAX_REQUEST = 64 * 1024
 
+# How often a frozen process looks whether its socket is still in place: a
+# daemon that is gone for good (its state dir removed, the socket unlinked
+# or replaced) leaves no process waiting forever.
+ORPHAN_CHECK_S = 10.0
+
 
 def freeze(path, *, timeout=30.0, fresh=False):
     """Fork this idle ipykernel into a frozen process listening on the unix
@@ -96,9 +101,16 @@ def _serve(path, ready, fork_one):
             os._exit(0)
 
         signal.signal(signal.SIGTERM, leave)
+        bound = os.stat(path)
+        listener.settimeout(ORPHAN_CHECK_S)
         ready()
         while True:
-            conn, _ = listener.accept()
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                if not _same_file(path, bound):
+                    os._exit(0)  # nobody can reach it any more
+                continue
             with conn:
                 _answer(conn, fork_one)
     finally:
@@ -132,6 +144,14 @@ def _read_line(conn):
             raise ForkFailed("the peer closed the connection before a whole line")
         buf += chunk
     return json.loads(buf.split(b"\n", 1)[0])
+
+
+def _same_file(path, bound):
+    try:
+        now = os.stat(path)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (bound.st_dev, bound.st_ino)
 
 
 def _unlink(path):

@@ -1,4 +1,4 @@
-"""The container image, built and run for real (issue 38).
+"""The container image, built and run for real.
 
 scripts/build-image.sh builds kernelbridge:<version> (cached layers: fast
 when nothing changed); each test runs it with podman as deploy/k8s's
@@ -32,7 +32,7 @@ from .imagelib import Container, children, cmdline, get, podman
 
 import kernelbridge  # isort: skip  (the working tree's SDK, put on sys.path by imagelib)
 
-HEALTH_AGAIN_WITHIN = 2.0  # seconds, issue 38
+HEALTH_AGAIN_WITHIN = 2.0  # seconds
 
 
 @pytest.fixture(scope="module")

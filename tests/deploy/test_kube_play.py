@@ -1,5 +1,5 @@
 """`podman kube play` of a Pod made from deploy/k8s's StatefulSet pod
-template (issue 38, point 4): the same securityContext, env, args, probes
+template: the same securityContext, env, args, probes
 and volumes (the claim of volumeClaimTemplates becomes a podman volume of
 the same name), the token in a podman secret named as the manifest's
 secretKeyRef, the port published on loopback only. The pod starts, its

@@ -1,6 +1,6 @@
 // deploy/k8s against Kubernetes' OpenAPI schemas (kubernetes-models' validators,
 // with unknown fields refused as the API server's strict field validation
-// does), the points of issue 19 checked one by one, the Containerfile's
+// does), the manifests' requirements checked one by one, the Containerfile's
 // defaults against the manifests, and yamllint on deploy/.
 //
 // Run: node --test --test-force-exit tests/deploy/test_manifests.mjs

@@ -3,6 +3,7 @@ socket, stay forkable."""
 
 import os
 import signal
+import time
 
 import kernelbridge_fork
 import pytest
@@ -70,6 +71,22 @@ def test_the_frozen_process_runs_nothing_and_sigterm_removes_its_socket(parent, 
     os.kill(frozen, signal.SIGTERM)
     assert wait_exit(frozen) == 0
     assert not path.exists()
+
+
+def test_a_frozen_process_whose_socket_is_removed_exits(parent, forks, tmp_path):
+    # a daemon gone for good (its state dir removed) leaves nothing waiting
+    _, kc = parent
+    execute(kc, "import kernelbridge_fork.frozen as frozen_mod; frozen_mod.ORPHAN_CHECK_S = 0.2")
+    try:
+        path = tmp_path / "ckpt.sock"
+        frozen = freeze(kc, path)
+        forks.pids.append(frozen)
+        time.sleep(0.5)
+        assert os.path.exists(f"/proc/{frozen}")  # its socket is there: it stays
+        path.unlink()
+        assert wait_exit(frozen) == 0
+    finally:
+        execute(kc, "frozen_mod.ORPHAN_CHECK_S = 10.0")
 
 
 def test_a_request_with_bad_connection_info_answers_an_error_and_the_checkpoint_stays(

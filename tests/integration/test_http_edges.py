@@ -191,7 +191,7 @@ def test_a_body_over_our_limit_gets_our_error(edges):
 
 
 def test_what_the_library_cannot_parse_gets_its_status(edges):
-    """The library's own answer (contract change of issue 31: its body is
+    """The library's own answer (a changed contract: its body is
     its own, so only the status is ours to check); the daemon goes on,
     and keeps no descriptor of those connections."""
     baseline = open_fds(edges.proc.pid)

@@ -1,4 +1,4 @@
-"""The shape of bench/ that bench/README.md promises (issue 18): files of at
+"""The shape of bench/ that bench/README.md promises: files of at
 most 400 lines and functions of at most 80, every module importable without
 running anything, every target a row of bench/targets.py, and
 docs/PERFORMANCE.md's generated tables exactly what the committed

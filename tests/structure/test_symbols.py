@@ -1,4 +1,4 @@
-"""No symbol of another library is defined in our code (issue 31): neither
+"""No symbol of another library is defined in our code: neither
 the daemon nor libkernelbridge.so may define a function or variable that
 libmicrohttpd, libzmq, czmq, jansson, SQLite, wslay, OpenSSL or the C
 library define, which the dynamic linker would bind ahead of theirs, for

@@ -58,7 +58,7 @@ def test_every_source_file_is_seen():
     assert len(names) > 100 and "service/engine/kb_engine.c" in names
 
 
-# No function over 100 lines and no file over 800 in src/ (issue 31).
+# No function over 100 lines and no file over 800 in src/.
 MAX_FUNCTION_LINES = 100
 MAX_FILE_LINES = 800
 DEFINITION = re.compile(r"^(?!typedef\b|struct\b|enum\b|union\b|#)[A-Za-z_][^;]*\(")
@@ -283,7 +283,7 @@ def test_every_struct_has_a_declared_writer():
 
 
 
-# One error convention (issue 31): a function reports an error through a
+# One error convention: a function reports an error through a
 # last `kb_error_t *err`, never through a (char *err, size_t errlen) pair.
 ERROR_PAIR_ALLOWED: list[str] = []
 ERROR_PAIR = re.compile(r"\bchar\s*\*\s*(\w*(?:err|why|reason|fail)\w*)\s*,\s*size_t\s+\w+")

@@ -1,4 +1,4 @@
-"""The daemon's newer fields as optional attributes (issue 18, point 3), in
+"""The daemon's newer fields as optional attributes, in
 both APIs, against real daemons; and the published API's objects unchanged
 around them."""
 
@@ -223,7 +223,7 @@ def test_seed_context_and_earlier_api_signatures_unchanged():
     for name, published in SEED_CODE_INTERPRETER_SIGNATURES.items():
         _assert_signature(kernelbridge.AsyncCodeInterpreter, name, published, True)
         _assert_signature(kernelbridge.CodeInterpreter, name, published, False)
-    # the published constructors first; the routing keywords (issue 19) only after, keyword-only
+    # the published constructors first; the routing keywords only after, keyword-only
     for cls, published in ((kernelbridge.AsyncInterpreterService, ["sandbox_id", "transport", "process"]),
                            (kernelbridge.InterpreterService, ["impl", "bridge"]),
                            (kernelbridge.InterpreterContext, ["impl", "bridge"])):

@@ -1,4 +1,4 @@
-"""Routing by sandbox (issue 19, SPEC section 12): a fleet of real daemons.
+"""Routing by sandbox (SPEC section 12): a fleet of real daemons.
 
 Three daemons on this machine with sandbox ids kb-0..2, each on its own
 state dir (no kernel pool: ``--pool python=0``), are one service to the SDK

@@ -1,4 +1,4 @@
-"""The SDK's shape (issue 18): layers without an import cycle, mypy --strict
+"""The SDK's shape: layers without an import cycle, mypy --strict
 clean, and a blocking API derived from the async one by one mechanism
 (tools/gen_sync.py) rather than written twice."""
 
