@@ -120,7 +120,7 @@ else
   echo "tests/mcp-inspector/node_modules is missing: run scripts/setup.sh"; failed=1
 fi
 
-step "Kubernetes manifests: schemas's points, yamllint (tests/deploy)"
+step "Kubernetes manifests: schemas, the manifests' requirements, yamllint (tests/deploy)"
 if [ -d tests/deploy/node_modules/kubernetes-models ]; then
   timeout 300 node --test --test-force-exit tests/deploy/test_manifests.mjs || failed=1
 else
