@@ -29,8 +29,13 @@ static pid_t s_leader(int children, int orphans, int pipe_fd)
     if (pid != 0)
         return pid;
     setsid();
+    pid_t parents[64];
+    int n_parents = 0;
     for (int i = 0; i < children; i++) {
-        if (fork() == 0) {
+        pid_t child = fork();
+        if (child != 0 && i < orphans && n_parents < 64)
+            parents[n_parents++] = child;
+        if (child == 0) {
             if (i < orphans) {
                 if (fork() == 0) {
                     pause();
@@ -42,7 +47,8 @@ static pid_t s_leader(int children, int orphans, int pipe_fd)
             _exit(0);
         }
     }
-    s_sleep_ms(100); /* the orphans' parents have exited */
+    for (int i = 0; i < n_parents; i++)
+        waitpid(parents[i], NULL, 0); /* the orphans' parents have exited */
     char ok = 1;
     if (write(pipe_fd, &ok, 1) != 1)
         _exit(1);
@@ -64,6 +70,18 @@ static unsigned s_pids(kb_proctree_t *tree)
     kb_tree_sample_t sample;
     kb_proctree_sample(tree, &sample);
     return sample.pids;
+}
+
+/*  Polls until the tree counts `want` live processes (a killed process
+    takes its time to die on a loaded machine), for 10 s at most. */
+static unsigned s_wait_pids(kb_proctree_t *tree, unsigned want)
+{
+    unsigned n = s_pids(tree);
+    for (int i = 0; i < 1000 && n != want; i++) {
+        s_sleep_ms(10);
+        n = s_pids(tree);
+    }
+    return n;
 }
 
 static void s_reap(pid_t leader)
@@ -92,10 +110,9 @@ static void test_finds_children_grandchildren_and_orphans(void)
     CHECK(s_pids(tree) == 7);
 
     CHECK(kb_proctree_kill_over(tree, 3) == 4);
-    s_sleep_ms(50);
-    CHECK(s_pids(tree) == 3);
+    CHECK(s_wait_pids(tree, 3) == 3);
     CHECK(kb_proctree_kill_descendants(tree) >= 2);
-    s_sleep_ms(50);
+    CHECK(s_wait_pids(tree, 1) == 1);
     CHECK(kb_procscan_update(scan) == 0);
     CHECK(s_pids(tree) == 1);
     kb_proctree_destroy(&tree);
@@ -133,8 +150,7 @@ static void test_new_processes_join_between_updates(void)
     CHECK(s_pids(tree2) == 4);
     /*  signalling only the descendants leaves the root */
     CHECK(kb_proctree_signal(tree2, SIGKILL, false) == 3);
-    s_sleep_ms(50);
-    CHECK(s_pids(tree2) == 1);
+    CHECK(s_wait_pids(tree2, 1) == 1);
     /*  a root that is gone: -1 */
     s_reap(leader2);
     kb_tree_sample_t sample;
@@ -256,8 +272,10 @@ static pid_t s_forker(int go, int ack)
                 pause();
             _exit(0);
         }
-        if (c == 'z')
-            s_sleep_ms(50); /* it has exited: a zombie */
+        if (c == 'z') { /* it has exited: a zombie, not reaped */
+            siginfo_t info;
+            waitid(P_PID, (id_t)child, &info, WEXITED | WNOWAIT);
+        }
         if (write(ack, &c, 1) != 1)
             _exit(1);
     }
