@@ -586,6 +586,49 @@ static void test_error_iopub(void)
     events_reset(&ev);
 }
 
+/*  A message the kernel refused to send (over the max message size): the
+    result is truncated, its error says so, a system line too; output after
+    it is kept, and an error the code raises later wins. */
+static void test_refused_message(void)
+{
+    events_t ev;
+    kb_execution_t *exe = new_run(&ev, 0, false);
+    CHECK(iopub(exe, "kernelbridge_refused",
+                "{\"msg_type\": \"stream\", \"bytes\": 9000000,"
+                " \"limit\": 4194304}")
+          == 1);
+    CHECK(iopub(exe, "kernelbridge_refused", "{\"msg_type\": \"stream\"}") == -1);
+    CHECK(iopub(exe, "stream", "{\"name\": \"stdout\", \"text\": \"after\\n\"}") == 1);
+    CHECK(ev.count == 3 && ev.type[0] == KB_EVENT_SYSTEM && ev.type[1] == KB_EVENT_ERROR
+          && ev.type[2] == KB_EVENT_STDOUT);
+    CHECK(shell(exe, "{\"status\": \"ok\", \"execution_count\": 1}") == 1);
+    CHECK(idle(exe) == 1);
+    kb_result_t *result = kb_execution_finish(exe, KB_REASON_EXITED, 1, NULL, NULL);
+    CHECK(result->truncated);
+    CHECK(result->error && strcmp(result->error->name, "MessageTooLarge") == 0
+          && strstr(result->error->value, "a stream message of 9000000 bytes")
+          && strstr(result->error->value, "max message size of 4194304 bytes"));
+    kb_result_destroy(&result);
+    kb_execution_destroy(&exe);
+    events_reset(&ev);
+
+    exe = new_run(&ev, 0, false);
+    CHECK(iopub(exe, "kernelbridge_refused",
+                "{\"msg_type\": \"stream\", \"bytes\": 9000000,"
+                " \"limit\": 4194304}")
+          == 1);
+    CHECK(iopub(exe, "error",
+                "{\"ename\": \"ZeroDivisionError\", \"evalue\": \"x\","
+                " \"traceback\": []}")
+          == 1);
+    result = kb_execution_finish(exe, KB_REASON_EXITED, 1, NULL, NULL);
+    CHECK(result->truncated && result->error
+          && strcmp(result->error->name, "ZeroDivisionError") == 0);
+    kb_result_destroy(&result);
+    kb_execution_destroy(&exe);
+    events_reset(&ev);
+}
+
 /*  xeus-python names errors by the class's repr; the result names the class. */
 static void test_error_class_repr(void)
 {
@@ -1182,6 +1225,7 @@ int main(void)
     RUN_TEST(test_strip_ansi);
     RUN_TEST(test_output_cap);
     RUN_TEST(test_set_error_and_system);
+    RUN_TEST(test_refused_message);
     RUN_TEST(test_to_json_shape);
     RUN_TEST(test_event_order);
     RUN_TEST(test_many_appends);

@@ -9,7 +9,9 @@ Loaded with ``%load_ext kernelbridge_display`` (or through IPython's
 - ``application/vnd.kernelbridge.table+json`` beside the HTML of every
   pandas DataFrame: its columns as lists.
 
-And a PIL image saved to a path is also displayed (images.py).
+And a PIL image saved to a path is also displayed (images.py); a
+published message over the daemon's --max-message-size is replaced by a
+small one that says so (guard.py).
 
 It costs nothing to other objects: the formatters know their types by name
 (module and class), so an object's type is matched against them without
@@ -21,7 +23,7 @@ read gives no MIME type, never an error in the cell's output.
 from IPython.core.formatters import BaseFormatter
 from traitlets import ObjectName, Unicode
 
-from . import images
+from . import guard, images
 
 CHART_MIME = "application/vnd.kernelbridge.chart+json"
 TABLE_MIME = "application/vnd.kernelbridge.table+json"
@@ -93,6 +95,7 @@ def load_ipython_extension(ipython):
     formatters[CHART_MIME] = ChartFormatter({("matplotlib.figure", "Figure"): _chart}, parent=parent)
     formatters[TABLE_MIME] = TableFormatter({("pandas.core.frame", "DataFrame"): _table}, parent=parent)
     images.install()
+    guard.install()
 
 
 def unload_ipython_extension(ipython):
@@ -100,3 +103,4 @@ def unload_ipython_extension(ipython):
     formatters.pop(CHART_MIME, None)
     formatters.pop(TABLE_MIME, None)
     images.uninstall()
+    guard.uninstall()

@@ -201,8 +201,8 @@ static const flag_t flags[] = {
       .help = "all output held in memory, running and finished" },
     { "max-message-size", "BYTES", "KB_MAX_MESSAGE_SIZE", FLAG_BYTES,
       FIELD(service.max_message_bytes), .value = "128M",
-      .help = "largest kernel message taken; a larger one is refused at the socket and its run "
-              "ends with an error saying so" },
+      .help = "largest kernel message taken; a larger one is not sent by an IPython kernel, or "
+              "is refused at the socket, and its run ends with an error saying so" },
     { "memory-limit", "BYTES", "KB_MEMORY_LIMIT", FLAG_BYTES, FIELD(service.memory_limit),
       .shown = "none",
       .help = "resident memory of each context's kernel and its processes, for contexts and "

@@ -99,6 +99,10 @@ char **kb_kernelspec_build_env(const kb_kernelspec_t *self, char *const *base_en
     memory. */
 char **kb_kernelspec_env_add_path(char *const *envp, const char *name, const char *dir);
 
+/*  A copy of envp with name=value, in place of any value it had; as
+    kb_kernelspec_env_add_path otherwise. */
+char **kb_kernelspec_env_set(char *const *envp, const char *name, const char *value);
+
 /*  The environment variables every kernel is launched with unless its
     kernelspec env or the caller's extra_env set them: kernels have no
     terminal, so TERM is "dumb" (octave_kernel's readline, run on a pty,

@@ -270,27 +270,39 @@ fail:
     return NULL;
 }
 
-char **kb_kernelspec_env_add_path(char *const *envp, const char *name, const char *dir)
+/*  envp with name set to value: appended to a non-empty value after ":"
+    (append), or in its place. */
+static char **s_env_with(char *const *envp, const char *name, const char *value, bool append)
 {
-    assert(name && dir);
+    assert(name && value);
     kb_strv_t out = KB_STRV_INIT;
     size_t namelen = strlen(name);
     bool found = false;
     for (size_t i = 0; envp && envp[i]; i++) {
         const char *entry = envp[i];
         bool match = strncmp(entry, name, namelen) == 0 && entry[namelen] == '=';
-        const char *value = entry + namelen + 1;
-        char *copy = !match   ? strdup(entry)
-                     : *value ? kb_buf_sprintf("%s:%s", entry, dir)
-                              : kb_buf_sprintf("%s=%s", name, dir);
+        const char *old = entry + namelen + 1;
+        char *copy = !match           ? strdup(entry)
+                     : append && *old ? kb_buf_sprintf("%s:%s", entry, value)
+                                      : kb_buf_sprintf("%s=%s", name, value);
         found = found || match;
         if (kb_strv_push(&out, copy) != KB_BUF_OK)
             goto fail;
     }
-    if (!found && kb_strv_push(&out, kb_buf_sprintf("%s=%s", name, dir)) != KB_BUF_OK)
+    if (!found && kb_strv_push(&out, kb_buf_sprintf("%s=%s", name, value)) != KB_BUF_OK)
         goto fail;
     return kb_strv_take(&out);
 fail:
     kb_strv_clear(&out);
     return NULL;
+}
+
+char **kb_kernelspec_env_add_path(char *const *envp, const char *name, const char *dir)
+{
+    return s_env_with(envp, name, dir, true);
+}
+
+char **kb_kernelspec_env_set(char *const *envp, const char *name, const char *value)
+{
+    return s_env_with(envp, name, value, false);
 }

@@ -1,13 +1,18 @@
 """The largest kernel message the daemon takes (--max-message-size, default
-128 MiB): a larger one is refused by ZeroMQ as it arrives (ZMQ_MAXMSGSIZE),
-never held whole; the run ends with MessageTooLarge, `truncated: true` and
-a system line saying so; the context goes on working (its iopub socket is
-connected again). Real ipykernel kernels, the daemon's memory read from
-/proc (its peak, VmHWM, reset before each run through clear_refs).
+128 MiB). IPython's kernels get the limit at launch and do not send a
+larger published message: the extension kernelbridge_display sends a
+small note in its place, so what the run publishes after it is kept. Any
+other message larger is refused by ZeroMQ as it arrives (ZMQ_MAXMSGSIZE),
+never held whole (the backstop, shown here with --no-display-ext). Either
+way the run ends with MessageTooLarge, `truncated: true` and a system line
+saying so, and the context goes on working. Real ipykernel kernels, the
+daemon's memory read from /proc (its peak, VmHWM, reset before each run
+through clear_refs).
 
 Memory: the kernel holds the 200 MiB string and its JSON (well under
 1 GiB); the daemon is checked to stay within the run's cap + 32 MiB."""
 
+import re
 import subprocess
 
 from conftest import BINARY
@@ -40,6 +45,11 @@ def peak_over_idle(d, ctx, code):
     return result, (rss_kib(d.proc.pid, "VmHWM") - idle) * 1024
 
 
+def system_lines(d, result):
+    frames = d.ok("GET", "/processes/%s/logs" % result["process"]["process_id"])["frames"]
+    return [f["data"] for f in frames if f["channel"] == "system"]
+
+
 def check_refused(d, ctx, result, limit):
     assert result["error"]["name"] == "MessageTooLarge", result
     assert "max message size of %d bytes" % limit in result["error"]["value"], result
@@ -57,18 +67,54 @@ def test_one_message_over_the_default_limit_is_refused_never_held(kernel_daemon_
     ctx = create(d, language="python")["context_id"]
     result, peak = peak_over_idle(d, ctx, "import sys\nsys.stdout.write('x' * (200 << 20))\n'end'")
     check_refused(d, ctx, result, 128 * MIB)
+    assert "a stream message of" in result["error"]["value"], result["error"]
     assert result["logs"]["stdout"] == "", result["logs"]["stdout"][:100]
+    # what came after the refused message is not lost
+    assert [r["text"] for r in result["results"]] == ["'end'"], result["results"]
     assert peak <= CAP + 32 * MIB, "daemon peak %d MiB over idle" % (peak // MIB)
 
 
-def test_a_smaller_limit_refuses_smaller_messages(kernel_daemon_factory):
+def test_output_after_a_refused_message_is_kept(kernel_daemon_factory):
     d = kernel_daemon_factory("--pool", "python=0", "--max-message-size", "4M")
+    ctx = create(d, language="python")["context_id"]
+    code = ("import sys\nprint('before', flush=True)\nsys.stdout.write('x' * (8 << 20))\n"
+            "sys.stdout.flush()\nprint('after')\ndisplay('shown')\n'end'")
+    result = run(d, ctx, code)
+    check_refused(d, ctx, result, 4 * MIB)
+    assert result["logs"]["stdout"] == "before\nafter\n", result["logs"]["stdout"][:100]
+    assert [r["text"] for r in result["results"]] == ["'shown'", "'end'"], result["results"]
+    # the size counted is the whole message's: its content and its header
+    size = int(re.search(r"a stream message of (\d+) bytes", result["error"]["value"]).group(1))
+    assert 8 * MIB < size < 8 * MIB + 4096, result["error"]
+
+
+def test_a_result_over_the_limit_is_refused_and_the_run_ends_at_once(kernel_daemon_factory):
+    d = kernel_daemon_factory("--pool", "python=0", "--max-message-size", "4M")
+    ctx = create(d, language="python")["context_id"]
+    result = run(d, ctx, "print('ok')\n'y' * (8 << 20)")
+    check_refused(d, ctx, result, 4 * MIB)
+    assert "a execute_result message of" in result["error"]["value"], result["error"]
+    assert result["results"] == [] and result["logs"]["stdout"] == "ok\n", result
+    # the kernel sent the note in its place: no connection was dropped
+    system = system_lines(d, result)
+    assert any("was not sent by the kernel" in line for line in system), system
+    assert not any("connection was made again" in line for line in system), system
+    # an error raised after a refused message is the run's error
+    failed = run(d, ctx, "import sys\nsys.stdout.write('z' * (8 << 20))\n1/0")
+    assert failed["error"]["name"] == "ZeroDivisionError", failed["error"]
+    assert failed["truncated"] is True
+
+
+def test_a_smaller_limit_refuses_smaller_messages_at_the_socket(kernel_daemon_factory):
+    """Without the extension the socket's limit refuses the message."""
+    d = kernel_daemon_factory("--pool", "python=0", "--max-message-size", "4M", "--no-display-ext")
     ctx = create(d, language="python")["context_id"]
     # under the limit: taken whole
     ok = run(d, ctx, "import sys\nsys.stdout.write('y' * (3 << 20))")
     assert ok["error"] is None and len(ok["logs"]["stdout"]) == 3 * MIB, ok["error"]
     result = run(d, ctx, "import sys\nsys.stdout.write('x' * (8 << 20))")
     check_refused(d, ctx, result, 4 * MIB)
+    assert any("connection was made again" in line for line in system_lines(d, result))
     assert d.ok("GET", "/health")["status"] == "ok"
 
 

@@ -2,6 +2,7 @@
     extension for IPython's, the kernels' dirs and options), and what it
     lends the templates new kernels are forked from. Engine thread only.
 */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "service/engine/kb_engine.h"
@@ -31,9 +32,12 @@ void kb_engine_kernel_opts(kb_engine_t *self, const kb_kernelspec_t *spec, kb_ke
     last on PYTHONPATH, given once at launch: the fork requests import
     kernelbridge_fork from it, and a fork inherits it. IPython's kernels
     load the extension kernelbridge_display (in that dir) at start
-    (`--ext`): a pool kernel has it ready, and a fork inherits it. *spec_p
-    and *envp_p are replaced by the copies that say so (*owned: the spec
-    to free). 0, or -1 when out of memory. */
+    (`--ext`): a pool kernel has it ready, and a fork inherits it. The
+    extension keeps the kernel's published messages within the max message
+    size, given in KERNELBRIDGE_MAX_MESSAGE_SIZE (so that one too large is
+    replaced by a note, rather than refused at the socket with what follows
+    it). *spec_p and *envp_p are replaced by the copies that say so
+    (*owned: the spec to free). 0, or -1 when out of memory. */
 static int s_with_display(kb_engine_t *self, const kb_kernelspec_t **spec_p, char ***envp_p,
                           kb_kernelspec_t **owned)
 {
@@ -42,6 +46,13 @@ static int s_with_display(kb_engine_t *self, const kb_kernelspec_t **spec_p, cha
     if (!display && !kb_kernelspec_forkable(*spec_p, NULL))
         return 0;
     char **envp = kb_kernelspec_env_add_path(*envp_p, "PYTHONPATH", self->python_dir);
+    if (envp && display && self->config.max_message_bytes > 0) {
+        char limit[32];
+        snprintf(limit, sizeof limit, "%llu", (unsigned long long)self->config.max_message_bytes);
+        char **with_limit = kb_kernelspec_env_set(envp, "KERNELBRIDGE_MAX_MESSAGE_SIZE", limit);
+        kb_strv_free(envp);
+        envp = with_limit;
+    }
     *owned = display ? kb_kernelspec_with_arg(*spec_p, "--ext=kernelbridge_display")
                      : kb_kernelspec_dup(*spec_p);
     if (!envp || !*owned) {

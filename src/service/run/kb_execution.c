@@ -581,6 +581,35 @@ static int fold_status(kb_execution_t *self, json_t *content)
     return 1;
 }
 
+/*  A message the kernel did not publish because it was over the max
+    message size (python/kernelbridge_display/guard.py sends this note in
+    its place): its output is lost, and the result says so. */
+static int fold_refused(kb_execution_t *self, json_t *content)
+{
+    const char *type = json_string_value(json_object_get(content, "msg_type"));
+    json_int_t bytes = json_integer_value(json_object_get(content, "bytes"));
+    json_int_t limit = json_integer_value(json_object_get(content, "limit"));
+    if (!type || bytes <= 0 || limit <= 0)
+        return -1;
+    char note[240], value[200];
+    snprintf(note, sizeof note,
+             "a %.40s message of %lld bytes, over the max message size of %lld bytes, was not "
+             "sent by the kernel (--max-message-size); its output is lost",
+             type, (long long)bytes, (long long)limit);
+    snprintf(value, sizeof value,
+             "the kernel had a %.40s message of %lld bytes, over the max message size of %lld "
+             "bytes; it was refused and its output is lost",
+             type, (long long)bytes, (long long)limit);
+    self->result->truncated = true;
+    kb_execution_system(self, note);
+    if (!self->result->error) {
+        kb_run_error_t *err = kb_run_error_new("MessageTooLarge", value, NULL);
+        if (err)
+            install_error(self, err);
+    }
+    return 1;
+}
+
 int kb_execution_fold_iopub(kb_execution_t *self, const kb_msg_t *msg)
 {
     assert(self);
@@ -606,6 +635,8 @@ int kb_execution_fold_iopub(kb_execution_t *self, const kb_msg_t *msg)
         return fold_error(self, content);
     if (strcmp(type, "status") == 0)
         return fold_status(self, content);
+    if (strcmp(type, "kernelbridge_refused") == 0)
+        return fold_refused(self, content);
     if (strcmp(type, "execute_input") == 0) {
         if (take_execution_count(self, content))
             emit(self, KB_EVENT_INPUT,
