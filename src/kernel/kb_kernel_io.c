@@ -35,25 +35,39 @@ const char *kb_channel_name(kb_channel_t channel)
 /* ---- iopub flow control ------------------------------------------------------ */
 
 /*  Microseconds since the epoch of a Jupyter date, "2026-12-03T13:02:28.123456Z"
-    (or +00:00, or no zone: UTC, as kernels send it); -1 when it is not one. */
+    (or +00:00, or no zone: UTC, as kernels send it); -1 when it is not one.
+    The seconds of the last date read are kept (per thread): a kernel's
+    messages mostly share them, and sscanf with timegm costs more than the
+    rest of a message's flow check. */
 static int64_t s_date_us(const char *date)
 {
-    struct tm tm = { 0 };
-    int used = 0;
-    if (!date
-        || sscanf(date, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &used)
-               != 6)
+    enum { SECONDS_LEN = 19 }; /* "2026-12-03T13:02:28" */
+    static _Thread_local char last[SECONDS_LEN + 1];
+    static _Thread_local time_t last_secs;
+    if (!date || strlen(date) < SECONDS_LEN)
         return -1;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
+    if (memcmp(date, last, SECONDS_LEN) != 0) {
+        struct tm tm = { 0 };
+        int used = 0;
+        if (sscanf(date, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                   &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &used)
+                != 6
+            || used != SECONDS_LEN)
+            return -1;
+        tm.tm_year -= 1900;
+        tm.tm_mon -= 1;
+        time_t secs = timegm(&tm);
+        if (secs == (time_t)-1)
+            return -1;
+        memcpy(last, date, SECONDS_LEN);
+        last_secs = secs;
+    }
     int64_t us = 0, scale = 100000;
-    const char *p = date + used;
+    const char *p = date + SECONDS_LEN;
     if (*p == '.')
         for (p++; *p >= '0' && *p <= '9'; p++, scale /= 10)
             us += (*p - '0') * scale;
-    time_t secs = timegm(&tm);
-    return secs == (time_t)-1 ? -1 : (int64_t)secs * 1000000 + us;
+    return (int64_t)last_secs * 1000000 + us;
 }
 
 static int64_t s_wall_us(void)

@@ -277,21 +277,22 @@ static void doc_free(void *cls)
 void kb_http_reply_doc(kb_http_req_t *req, unsigned status, kb_result_doc_t *doc)
 {
     kb_doc_reply_t *reply = calloc(1, sizeof *reply);
-    if (!reply || kb_buf_reserve(&reply->first, KB_DOC_BUFFERED) != KB_BUF_OK) {
-        free(reply);
+    if (!reply) {
         kb_result_doc_destroy(&doc);
         kb_http_reply_errorf(req, KB_ERR_INTERNAL, "out of memory");
         return;
     }
     reply->doc = doc;
-    size_t n = kb_result_doc_read(doc, reply->first.data, KB_DOC_BUFFERED);
-    if (n == (size_t)-1) {
+    /*  Read on the stack, kept at its size: a buffer of KB_DOC_BUFFERED
+        for every answer would be a mapping of its own, made and unmapped
+        per run (malloc's fixed mmap threshold, kb_cli_serve.c). */
+    char first[KB_DOC_BUFFERED];
+    size_t n = kb_result_doc_read(doc, first, sizeof first);
+    if (n == (size_t)-1 || kb_buf_append(&reply->first, first, n) != KB_BUF_OK) {
         doc_free(reply);
         kb_http_reply_errorf(req, KB_ERR_INTERNAL, "cannot render the result");
         return;
     }
-    reply->first.len = n;
-    reply->first.data[n] = '\0';
     char more[16];
     size_t m = kb_result_doc_read(doc, more, sizeof more);
     if (m == (size_t)-1 || (m > 0 && kb_buf_append(&reply->first, more, m) != KB_BUF_OK)) {

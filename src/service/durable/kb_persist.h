@@ -1,10 +1,10 @@
 /*  kb_persist.h - what the engine keeps in the state dir's database, and
     when: rows of contexts and kernels, process records and their log
     frames, written by a thread of their own in one transaction per loop
-    turn at most, and one per run for short runs: a turn whose only news
-    is a run in flight (its record's first row, its output so far) may be
-    held, and goes with the turn that ends the run, or after
-    KB_PERSIST_HOLD_MS.
+    turn at most: a turn whose only news is records (their rows, their
+    output so far) and counts may be held, and goes with the next turn
+    that is not, or after KB_PERSIST_HOLD_MS; back-to-back short runs share
+    a transaction.
 
     The engine thread queues writes (copies of the rows; for log frames, a
     reference to the record's output and a range of cursors, read by the
@@ -49,10 +49,10 @@ void kb_persist_touch(kb_persist_t *self);
 #define KB_PERSIST_HOLD_MS 20
 
 /*  From a collector: nothing in this turn's batch must reach the disk at
-    once (the start and the output so far of runs still in flight): the
-    batch waits for the next turn that is not held, at most
-    KB_PERSIST_HOLD_MS, so that a short run's start and end are one
-    transaction. A turn in which any collector does not call it hands
+    once (records, a context's counts): the batch waits for the next turn
+    that is not held, at most KB_PERSIST_HOLD_MS, so that a short run's
+    start and end, and the runs of those 20 ms, are one transaction. A turn
+    in which any collector that queued writes does not call it hands
     everything queued over. */
 void kb_persist_hold(kb_persist_t *self);
 

@@ -144,10 +144,8 @@ static void s_collect(kb_persist_t *persist, void *arg)
 {
     kb_procstore_t *self = arg;
     kb_proc_t *proc;
-    bool in_flight = true; /* every record of this turn is a run still running */
     while ((proc = zlistx_detach(self->dirty, NULL))) {
         proc->dirty = false;
-        in_flight = in_flight && proc->running;
         if (proc->row_dirty || !proc->stored)
             s_put_row(self, proc);
         proc->row_dirty = false;
@@ -155,8 +153,11 @@ static void s_collect(kb_persist_t *persist, void *arg)
         kb_persist_frames(persist, proc->id, proc->log, proc->stored_until, next);
         proc->stored_until = next;
     }
-    if (in_flight) /* its end comes soon for a short run: one transaction for both */
-        kb_persist_hold(persist);
+    /*  A record waits for the next batch (KB_PERSIST_HOLD_MS at most): a
+        short run's start and end are one transaction, and back-to-back
+        runs share one. A crash loses what the last 20 ms ended (SPEC
+        section 8: records are kept up to the last batch). */
+    kb_persist_hold(persist);
 }
 
 void kb_procstore_set_persist(kb_procstore_t *self, kb_persist_t *persist)

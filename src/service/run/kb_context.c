@@ -56,10 +56,15 @@ static const kb_kernel_callbacks_t s_kernel_callbacks = {
 
 /* ---- the run queue -------------------------------------------------------------- */
 
-static void s_changed(kb_context_t *self)
+static void s_changed_now(kb_context_t *self, bool urgent)
 {
     if (self->env->changed && !self->over)
-        self->env->changed(self, self->env->gone_arg);
+        self->env->changed(self, urgent, self->env->gone_arg);
+}
+
+static void s_changed(kb_context_t *self)
+{
+    s_changed_now(self, true);
 }
 
 /*  The run in progress ends: what it cost the kernel's tree. */
@@ -146,7 +151,7 @@ static void s_on_run_ended(kb_run_t *run, long long execution_count, void *arg)
     if (execution_count >= 0)
         self->execution_count = execution_count;
     self->last_activity_at = kb_now();
-    s_changed(self);
+    s_changed_now(self, false); /* a count: it goes with the run's record */
     if (self->isolated)
         s_over(self, "isolated run finished", false);
     else
