@@ -680,6 +680,43 @@ done:
     s_seen_free(&seen);
 }
 
+/*  Asking whether a kernel's output is behind reads its iopub socket's
+    ZMQ_EVENTS, which takes the edge its watch waits for: the watch must be
+    poked then, or the messages waiting are never read (a flood's run used
+    to wait out its backlog grace with them, its output lost). Asked every
+    millisecond through a flood of small messages, every one still comes
+    (the pause before asking stands for a busy loop turn: messages arrive
+    meanwhile, and their edge is what the question takes). */
+static void s_ask_behind(kb_timer_t *timer, void *arg)
+{
+    (void)timer;
+    usleep(300);
+    kb_kernel_iopub_behind(arg);
+}
+
+static void test_asking_whether_output_is_behind_loses_no_message(void)
+{
+    kb_seen_t seen;
+    s_seen_init(&seen);
+    kb_kernel_t *kernel = s_launch_ready(&seen, "ipc");
+    if (!kernel)
+        goto done;
+    kb_timer_t ask;
+    kb_timer_init(&ask);
+    kb_timer_start(seen.loop, &ask, 1, 1, s_ask_behind, kernel);
+    for (int round = 0; round < 3; round++) {
+        CHECK(s_exec(&seen, kernel,
+                     "import sys\nfor i in range(2000):\n    print(i, flush=True)\n"
+                     "sys.stdout.flush()\n'done'",
+                     60));
+        CHECK(seen.replied && seen.idle);
+    }
+    kb_timer_stop(&ask);
+done:
+    kb_kernel_destroy(&kernel);
+    s_seen_free(&seen);
+}
+
 /* ---- connection files ----------------------------------------------------- */
 
 static bool s_is_random_name(const char *path, const char *suffix)
@@ -852,6 +889,7 @@ int main(void)
     RUN_TEST(test_adopt_with_a_wrong_key_fails_in_time);
     RUN_TEST(test_attached_kernel);
     RUN_TEST(test_kernel_output_goes_to_its_log);
+    RUN_TEST(test_asking_whether_output_is_behind_loses_no_message);
     kb_kernelspec_destroy(&spec);
     kb_test_rmtree(tmp);
     kb_test_rmtree(ipc_dir);

@@ -113,9 +113,20 @@ static void s_flow_check(kb_kernel_t *self, const kb_msg_t *msg)
     self->io.pauses++;
 }
 
+/*  ZMQ_EVENTS of a socket whose watch is edge-triggered: asking takes the
+    edge (ZeroMQ handles the commands that signal its descriptor), so a
+    socket with input now is drained next turn, as if it had fired. */
+static int s_events(zsock_t *sock, kb_io_t *io)
+{
+    int events = zsock_events(sock);
+    if (events & ZMQ_POLLIN)
+        kb_io_poke(io);
+    return events;
+}
+
 bool kb_kernel_iopub_behind(kb_kernel_t *self)
 {
-    return self->io.paused || (self->iopub && (zsock_events(self->iopub) & ZMQ_POLLIN))
+    return self->io.paused || (self->iopub && (s_events(self->iopub, &self->iopub_io) & ZMQ_POLLIN))
            || (self->io.pauses && kb_launch_now_ms() - self->io.read_ms < KB_FLOW_RECENT_MS);
 }
 
@@ -214,7 +225,7 @@ int kb_kernel_open_stdin(kb_kernel_t *self)
 
 bool kb_kernel_stdin_connected(kb_kernel_t *self)
 {
-    return self->io.stdin_sock && (zsock_events(self->io.stdin_sock) & ZMQ_POLLOUT);
+    return self->io.stdin_sock && (s_events(self->io.stdin_sock, &self->io.stdin_io) & ZMQ_POLLOUT);
 }
 
 #define KB_IOPUB_DROP_JUDGED_MS 100
@@ -449,10 +460,8 @@ static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t 
         if (batch == KB_DRAIN_BATCH || bytes >= KB_DRAIN_BYTES) {
             /*  The loop calls a poked watch only when a message waits: a
                 paused kernel with none left goes on now. */
-            if (channel == KB_CHANNEL_IOPUB && !(zsock_events(sock) & ZMQ_POLLIN))
+            if (!(s_events(sock, io) & ZMQ_POLLIN) && channel == KB_CHANNEL_IOPUB)
                 kb_kernel_resume(self);
-            else
-                kb_io_poke(io);
             return;
         }
         size_t count = 0;
