@@ -66,7 +66,7 @@ OUTPUT = (
     Target("output", "single.chunked.peak_minus_idle_mib", "one 200 MiB run in 1 MiB messages, "
            "64 MiB cap: peak RSS − idle (cap + 32 MiB)", "7", "<=", 96, "MiB"),
     Target("output", "single.one-message.refused", "one 200 MiB run as one message, over "
-           "--max-message-size (128 MiB): refused at the socket, MessageTooLarge and "
+           "--max-message-size (128 MiB): not sent by the kernel (its note instead), MessageTooLarge and "
            "`truncated: true`, every round", "6", "==", True, "bool"),
     Target("output", "single.chunked.truncated_at_cap", "one 200 MiB run in 1 MiB messages: "
            "`truncated: true`, stdout exactly the cap, every round", "7", "==", True, "bool"),
