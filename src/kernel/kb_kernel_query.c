@@ -3,8 +3,8 @@
     field is set in kb_kernel.c.
 */
 #include "kernel/kb_kernel_impl.h"
+#include "kernel/kb_proctree.h"
 
-#include <stdio.h>
 #include <string.h>
 
 pid_t kb_kernel_pid(const kb_kernel_t *self)
@@ -80,14 +80,9 @@ uint64_t kb_kernel_max_message(const kb_kernel_t *self)
 /*  A stopped or traced process (state T or t in /proc/<pid>/stat). */
 bool kb_kernel_proc_stopped(pid_t pid)
 {
-    char path[64], buf[512];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *file = fopen(path, "re");
-    if (!file)
+    char buf[512];
+    if (kb_proc_read(pid, "stat", buf, sizeof buf) < 0)
         return false;
-    size_t n = fread(buf, 1, sizeof buf - 1, file);
-    fclose(file);
-    buf[n] = 0;
     const char *close_paren = strrchr(buf, ')'); /* the name may hold spaces and parens */
     return close_paren && close_paren[1] == ' ' && (close_paren[2] == 'T' || close_paren[2] == 't');
 }

@@ -510,6 +510,58 @@ def raw_http(port, data, timeout=30.0):
     return b"".join(chunks)
 
 
+def sse_post(port, body, rcvbuf):
+    """POST /run for text/event-stream on a socket whose receive buffer is
+    rcvbuf bytes (set before connecting), nothing read yet; body is JSON."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        sock.connect(("127.0.0.1", port))
+        data = json.dumps(body).encode()
+        sock.sendall(b"POST /run HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                     % len(data) + data)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def read_chunked_body(sock, timeout):
+    """Reads a chunked HTTP response to its last chunk; returns its body,
+    the framing undone (by offsets: bodies of ~100 MB are read here)."""
+    data = bytearray()
+    sock.settimeout(timeout)
+    while not data.endswith(b"\r\n0\r\n\r\n"):
+        chunk = sock.recv(1 << 20)
+        assert chunk, "the stream ended early"
+        data += chunk
+    raw = bytes(data)
+    assert raw.startswith(b"HTTP/1.1 200"), raw[:200]
+    at = raw.index(b"\r\n\r\n") + 4
+    chunks = []
+    while True:
+        eol = raw.index(b"\r\n", at)
+        size = int(raw[at:eol], 16)
+        if size == 0:
+            return b"".join(chunks)
+        chunks.append(raw[eol + 2:eol + 2 + size])
+        at = eol + 2 + size + 2
+
+
+def system_lines(d, process_id):
+    """The system lines of a record's log."""
+    frames = d.ok("GET", "/processes/%s/logs" % process_id)["frames"]
+    return [f["data"] for f in frames if f["channel"] == "system"]
+
+
+def dropped_of(d, process_id):
+    """The byte count of the system line that says what the run dropped (0 when none)."""
+    said = [s for s in system_lines(d, process_id) if "bytes of output were dropped" in s]
+    assert len(said) <= 1, said
+    return int(said[0].split()[0]) if said else 0
+
+
 @pytest.fixture
 def daemon_factory():
     """Start daemons with given args / env; all are stopped at the end."""

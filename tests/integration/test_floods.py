@@ -18,11 +18,10 @@ import json
 import os
 import shutil
 import signal
-import socket
 import threading
 import time
 
-from conftest import Daemon, pid_alive, wait_until
+from conftest import Daemon, dropped_of, pid_alive, read_chunked_body, sse_post, wait_until
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -99,15 +98,6 @@ def contexts(d, n):
             status_kib(d.proc.pid, "VmRSS") * KIB)
 
 
-def dropped_of(d, process_id):
-    """The byte count of the system line that says what the run dropped (0 when none)."""
-    frames = d.ok("GET", "/processes/%s/logs" % process_id)["frames"]
-    said = [f["data"] for f in frames
-            if f["channel"] == "system" and "bytes of output were dropped" in f["data"]]
-    assert len(said) <= 1, said
-    return int(said[0].split()[0]) if said else 0
-
-
 def check_counts(d, result, printed):
     """Nothing lost silently: kept + dropped = printed; idle and the value came."""
     proc = result["process"]
@@ -176,39 +166,17 @@ def test_a_stalled_sse_reader_holds_cursors_only(daemon_factory):
     result event comes once it reads again."""
     d = daemon_factory("--pool", "python=0")
     ctxs, _, idle = contexts(d, 1)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * KIB)
-    try:
-        with RssSampler(d.proc.pid) as smp:
-            sock.connect(("127.0.0.1", d.port))
-            body = json.dumps({"code": flood(200), "context_id": ctxs[0],
-                               "timeout": 300}).encode()
-            sock.sendall(b"POST /run HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n"
-                         b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
-                         % len(body) + body)
+    with RssSampler(d.proc.pid) as smp:
+        sock = sse_post(d.port, {"code": flood(200), "context_id": ctxs[0], "timeout": 300},
+                        64 * KIB)
+        try:
             time.sleep(6)  # read nothing
-            data = bytearray()
-            sock.settimeout(120)
-            while not data.endswith(b"\r\n0\r\n\r\n"):
-                chunk = sock.recv(1 << 20)
-                assert chunk, "the stream ended early"
-                data += chunk
-    finally:
-        sock.close()
+            body = read_chunked_body(sock, 120)
+        finally:
+            sock.close()
     over = max(smp.peak_kib, smp.hwm_kib) * KIB - idle
     assert over <= 64 * MIB + SLACK, "daemon peak %d MiB over idle" % (over // MIB)
-    raw = bytes(data)
-    at = raw.index(b"\r\n\r\n") + 4
-    assert raw.startswith(b"HTTP/1.1 200")
-    chunks = []  # undo the chunked framing (by offsets: the body is ~100 MB)
-    while True:
-        eol = raw.index(b"\r\n", at)
-        size = int(raw[at:eol], 16)
-        if size == 0:
-            break
-        chunks.append(raw[eol + 2:eol + 2 + size])
-        at = eol + 2 + size + 2
-    last = b"".join(chunks).decode().rstrip("\n").rsplit("\n\n", 1)[-1]
+    last = body.decode().rstrip("\n").rsplit("\n\n", 1)[-1]
     assert last.startswith("event: result\n"), last[:200]
     payload = json.loads(last.split("\ndata: ", 1)[1])
     assert payload["truncated"] is True and len(payload["logs"]["stdout"]) == 64 * MIB

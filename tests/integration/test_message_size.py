@@ -15,7 +15,7 @@ Memory: the kernel holds the 200 MiB string and its JSON (well under
 import re
 import subprocess
 
-from conftest import BINARY
+from conftest import BINARY, system_lines
 from kernels_testlib import create, kernel_daemon_factory, run  # noqa: F401 (fixture)
 
 MIB = 1 << 20
@@ -43,11 +43,6 @@ def peak_over_idle(d, ctx, code):
     reset_peak(d.proc.pid)
     result = run(d, ctx, code)
     return result, (rss_kib(d.proc.pid, "VmHWM") - idle) * 1024
-
-
-def system_lines(d, result):
-    frames = d.ok("GET", "/processes/%s/logs" % result["process"]["process_id"])["frames"]
-    return [f["data"] for f in frames if f["channel"] == "system"]
 
 
 def check_refused(d, ctx, result, limit):
@@ -96,7 +91,7 @@ def test_a_result_over_the_limit_is_refused_and_the_run_ends_at_once(kernel_daem
     assert "a execute_result message of" in result["error"]["value"], result["error"]
     assert result["results"] == [] and result["logs"]["stdout"] == "ok\n", result
     # the kernel sent the note in its place: no connection was dropped
-    system = system_lines(d, result)
+    system = system_lines(d, result["process"]["process_id"])
     assert any("was not sent by the kernel" in line for line in system), system
     assert not any("connection was made again" in line for line in system), system
     # an error raised after a refused message is the run's error
@@ -114,7 +109,7 @@ def test_a_smaller_limit_refuses_smaller_messages_at_the_socket(kernel_daemon_fa
     assert ok["error"] is None and len(ok["logs"]["stdout"]) == 3 * MIB, ok["error"]
     result = run(d, ctx, "import sys\nsys.stdout.write('x' * (8 << 20))")
     check_refused(d, ctx, result, 4 * MIB)
-    assert any("connection was made again" in line for line in system_lines(d, result))
+    assert any("connection was made again" in line for line in system_lines(d, result["process"]["process_id"]))
     assert d.ok("GET", "/health")["status"] == "ok"
 
 

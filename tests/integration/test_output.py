@@ -8,10 +8,9 @@ many stream messages (ipykernel otherwise joins what is written within
 
 import json
 import os
-import socket
 import threading
 
-from conftest import wait_until
+from conftest import dropped_of, read_chunked_body, sse_post, system_lines, wait_until
 from test_e2b import E2b
 
 KIB = 1024
@@ -28,18 +27,6 @@ def flood(total, piece=64 * KIB, stream="stdout"):
         f"    sys.{stream}.write(s)\n"
         f"    sys.{stream}.flush()\n"
     )
-
-
-def system_frames(d, process_id):
-    logs = d.ok("GET", f"/processes/{process_id}/logs")
-    return [f["data"] for f in logs["frames"] if f["channel"] == "system"]
-
-
-def dropped_of(d, process_id):
-    """The byte count of the system frame that says what was dropped."""
-    lines = [s for s in system_frames(d, process_id) if "bytes of output were dropped" in s]
-    assert len(lines) == 1, system_frames(d, process_id)
-    return int(lines[0].split()[0])
 
 
 def output_memory(d):
@@ -66,7 +53,7 @@ def test_the_cap_is_kept_exactly_and_the_drop_is_counted(daemon_factory):
     # under the cap nothing is dropped or said
     small = d.run(flood(512 * KIB))
     assert len(small["logs"]["stdout"]) == 512 * KIB and small["truncated"] is False
-    assert not [s for s in system_frames(d, small["process"]["process_id"]) if "dropped" in s]
+    assert not [s for s in system_lines(d, small["process"]["process_id"]) if "dropped" in s]
 
 
 def test_a_large_result_streams_and_matches_its_record(daemon_factory):
@@ -141,40 +128,16 @@ def test_finished_records_make_room_for_a_new_run_and_purge_gives_memory_back(da
 
 def test_a_stalled_sse_reader_gets_everything_up_to_the_cap_in_order(daemon_factory):
     d = daemon_factory("--pool", "python=0", "--max-output", "4M")
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16 * KIB)
+    sock = sse_post(d.port, {"code": flood(16 * MIB)}, 16 * KIB)
     try:
-        sock.connect(("127.0.0.1", d.port))
-        body = json.dumps({"code": flood(16 * MIB)}).encode()
-        sock.sendall(
-            b"POST /run HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\n"
-            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
-        )
         # read nothing while the kernel floods and the run ends
         assert wait_until(
             lambda: any(p["state"] == "terminal"
                         for p in d.ok("GET", "/processes")["processes"]), 120)
-        data = bytearray()
-        sock.settimeout(30)
-        while not data.endswith(b"\r\n0\r\n\r\n"):
-            chunk = sock.recv(1 << 20)
-            assert chunk, "the stream ended early"
-            data += chunk
+        body = read_chunked_body(sock, 30).decode()
     finally:
         sock.close()
-    text = bytes(data).decode()
-    head, _, body = text.partition("\r\n\r\n")
-    assert head.startswith("HTTP/1.1 200")
-    # undo the chunked framing
-    payload, rest = [], body
-    while rest:
-        size, _, rest = rest.partition("\r\n")
-        n = int(size, 16)
-        if n == 0:
-            break
-        payload.append(rest[:n])
-        rest = rest[n + 2:]
-    events = [block for block in "".join(payload).split("\n\n") if block.startswith("event:")]
+    events = [block for block in body.split("\n\n") if block.startswith("event:")]
     stdout = "".join(json.loads(e.split("\ndata: ", 1)[1])["text"]
                      for e in events if e.startswith("event: stdout"))
     assert len(stdout) == 4 * MIB and stdout == ("x" * 1023 + "\n") * 4096
