@@ -151,7 +151,7 @@ static void s_on_run_ended(kb_run_t *run, long long execution_count, void *arg)
     if (execution_count >= 0)
         self->execution_count = execution_count;
     self->last_activity_at = kb_now();
-    s_changed_now(self, false); /* a count: it goes with the run's record */
+    s_changed(self); /* at once: a crash keeps the count (test_durability) */
     if (self->isolated)
         s_over(self, "isolated run finished", false);
     else
