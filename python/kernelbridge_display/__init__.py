@@ -11,7 +11,8 @@ Loaded with ``%load_ext kernelbridge_display`` (or through IPython's
 
 And a PIL image saved to a path is also displayed (images.py); a
 published message over the daemon's --max-message-size is replaced by a
-small one that says so (guard.py).
+small one that says so (guard.py); the kernel's output waits for the
+daemon rather than being dropped by its iopub socket (backpressure.py).
 
 It costs nothing to other objects: the formatters know their types by name
 (module and class), so an object's type is matched against them without
@@ -23,7 +24,7 @@ read gives no MIME type, never an error in the cell's output.
 from IPython.core.formatters import BaseFormatter
 from traitlets import ObjectName, Unicode
 
-from . import guard, images
+from . import backpressure, guard, images
 
 CHART_MIME = "application/vnd.kernelbridge.chart+json"
 TABLE_MIME = "application/vnd.kernelbridge.table+json"
@@ -96,6 +97,7 @@ def load_ipython_extension(ipython):
     formatters[TABLE_MIME] = TableFormatter({("pandas.core.frame", "DataFrame"): _table}, parent=parent)
     images.install()
     guard.install()
+    backpressure.install(ipython)
 
 
 def unload_ipython_extension(ipython):
@@ -104,3 +106,4 @@ def unload_ipython_extension(ipython):
     formatters.pop(TABLE_MIME, None)
     images.uninstall()
     guard.uninstall()
+    backpressure.uninstall()

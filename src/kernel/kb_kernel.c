@@ -38,6 +38,7 @@
 
 #include "kernel/kb_kernel_impl.h"
 #include "kernel/kb_launch.h"
+#include "kernel/kb_proctree.h"
 
 #define KB_READY_TICK_MS 10  /* readiness check period */
 #define KB_KI_RESEND_MS 20   /* repeat kernel_info_request after this */
@@ -358,6 +359,19 @@ kb_kernel_t *kb_kernel_blank(kb_loop_t *loop, const kb_kernelspec_t *spec,
 /*  An adopted kernel's record taken over (kb_kernel_adopt.c): its pid
     (0: attached), which is ours with its start time, and its connection
     and files. 0, or -1 with err. */
+/*  Whether the kernel was launched asking its output to wait rather than
+    drop (its own /proc/<pid>/environ, which a fork shares with its
+    template): its iopub queue then starts small (kb_kernel_io.c). An
+    attached kernel is not asked. */
+static void s_read_nodrop(kb_kernel_t *self)
+{
+    enum { ENV_MAX = 256 << 10 };
+    char *env = self->pid > 0 ? malloc(ENV_MAX) : NULL;
+    ssize_t n = env ? kb_proc_read(self->pid, "environ", env, ENV_MAX) : -1;
+    self->nodrop_asked = n > 0 && kb_kernel_env_asks_nodrop(env, (size_t)n);
+    free(env);
+}
+
 int kb_kernel_take_record(kb_kernel_t *self, const kb_adopt_opts_t *opts, kb_error_t *err)
 {
     self->max_message = opts->max_message;
@@ -367,6 +381,7 @@ int kb_kernel_take_record(kb_kernel_t *self, const kb_adopt_opts_t *opts, kb_err
         self->pgid = opts->pid; /* our kernels lead their own group */
         self->pid_start = opts->pid_start;
         self->remove_files = true; /* it is ours now */
+        s_read_nodrop(self);
     }
     self->started_ms = s_now_ms();
     self->info = json_deep_copy(opts->connection);
@@ -444,7 +459,7 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err)
     self->iopub = zsock_new(ZMQ_SUB);
     if (self->iopub) {
         zsock_set_subscribe(self->iopub, "");
-        zsock_set_rcvhwm(self->iopub, 100000); /* the bytes: paced in kb_kernel_io.c */
+        zsock_set_rcvhwm(self->iopub, kb_kernel_iopub_hwm(self)); /* kb_kernel_io.c */
         zsock_set_maxmsgsize(self->iopub, max_message);
     }
     self->iopub = kb_kernel_connect_endpoint(self->iopub, endpoint);
@@ -517,6 +532,8 @@ kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,
         return NULL;
     self->remove_files = true;
     self->max_message = opts->max_message;
+    for (char *const *e = opts->envp; e && *e && !self->nodrop_asked; e++)
+        self->nodrop_asked = kb_kernel_env_asks_nodrop(*e, strlen(*e));
     if (opts->users) {
         if (kb_kernel_users_take(opts->users, &self->cred, err) != 0)
             goto fail;

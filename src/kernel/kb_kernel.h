@@ -300,8 +300,9 @@ bool kb_kernel_paused(const kb_kernel_t *self);
 unsigned long long kb_kernel_pauses(const kb_kernel_t *self); /* since it started */
 
 /*  Its iopub output is still being read: paused, messages waiting, or (a
-    kernel that was ever paused) a message read while it ran in the last
-    2 s. What it sent last (status: idle) is then still to come. */
+    kernel that was ever paused, or one whose output waits on its side
+    when the daemon's queue is full) a message read while it ran in the
+    last 2 s. What it sent last (status: idle) is then still to come. */
 bool kb_kernel_iopub_behind(kb_kernel_t *self);
 
 /*  Let a paused kernel go on now (SIGCONT to its group). Safe when not paused. */

@@ -11,6 +11,15 @@
 #include "kernel/kb_kernel.h"
 #include "kernel/kb_launch.h"
 
+/*  The iopub socket's receive queue, in messages, as connected
+    (kb_kernel_iopub_hwm). A kernel that waits instead of dropping (asked
+    at launch, said in its kernel_info_reply) gets a queue of about
+    KB_IOPUB_QUEUE_BYTES, from the size of its messages, between 2 and
+    KB_IOPUB_HWM_NODROP messages (kb_kernel_io.c); it starts at the most. */
+#define KB_IOPUB_HWM 100000
+#define KB_IOPUB_HWM_NODROP 8
+#define KB_IOPUB_QUEUE_BYTES (2 << 20)
+
 /*  What kb_kernel_io.c alone writes: the sockets it connects on first use
     and the readiness it reads from messages. */
 struct kb_kernel_io_state {
@@ -31,6 +40,10 @@ struct kb_kernel_io_state {
     int64_t lag_us;                 /* how old the last iopub message read while it ran was */
     int64_t read_ms;                /* when it was read (kb_launch_now_ms) */
     int64_t paused_us, resumed_us;  /* when its last pause began and ended (wall clock) */
+    bool nodrop;                    /* asked and said: its iopub waits instead of dropping */
+    int rcvhwm;                     /* the iopub socket's ZMQ_RCVHWM now; 0: as connected */
+    uint64_t iopub_read;            /* messages read from the iopub connection */
+    int64_t msg_bytes;              /* the size of its iopub messages, a moving average */
 };
 
 struct kb_kernel {
@@ -47,6 +60,8 @@ struct kb_kernel {
     bool adopted;                 /* started by someone else (pid > 0 or attached) */
     bool remove_files;            /* destroy removes connection file, log, ipc sockets */
     uint64_t max_message;         /* ZMQ_MAXMSGSIZE of its sockets; 0: none */
+    bool nodrop_asked;            /* launched with KERNELBRIDGE_IOPUB_NODROP=1: its output may
+                                     wait on its side (kb_kernel_io.c) */
     kb_kernel_users_t *users;     /* its uid came from there and goes back at destroy; or NULL */
     kb_kernel_cred_t cred;        /* who it runs as, with users */
     char *work_dir;               /* its private dir (HOME), removed at destroy; or NULL */
@@ -121,6 +136,14 @@ void kb_kernel_unwatch_iopub(kb_kernel_t *self);
 /*  Connect the iopub socket again: ZeroMQ does not, after a protocol error
     such as a message over ZMQ_MAXMSGSIZE. 0, or -1 with zmq_errno. */
 int kb_kernel_reconnect_iopub(kb_kernel_t *self);
+
+/*  The iopub queue it connects with: KB_IOPUB_HWM_NODROP when nodrop_asked,
+    else KB_IOPUB_HWM. */
+int kb_kernel_iopub_hwm(const kb_kernel_t *self);
+
+/*  Whether an environment (NUL-separated "NAME=value" strings, as
+    /proc/<pid>/environ; len bytes) asks for KERNELBRIDGE_IOPUB_NODROP=1. */
+bool kb_kernel_env_asks_nodrop(const char *env, size_t len);
 
 /*  The control socket, connected on first use; NULL when it cannot be. */
 zsock_t *kb_kernel_control(kb_kernel_t *self);

@@ -113,6 +113,83 @@ static void s_flow_check(kb_kernel_t *self, const kb_msg_t *msg)
     self->io.pauses++;
 }
 
+/*  A kernel that waits when the daemon's queue of its output is full
+    (kernelbridge_display's backpressure: asked at its launch, said in its
+    kernel_info_reply) gets a queue of about KB_IOPUB_QUEUE_BYTES: ZeroMQ's
+    I/O thread stops reading its connection there, whatever the engine
+    thread is doing, and the rest waits in the kernel. Any other kernel
+    keeps KB_IOPUB_HWM: a PUB socket drops what does not fit, without a
+    word.
+
+    The queue is counted in messages (ZMQ_RCVHWM, which ZeroMQ applies to a
+    connected socket too), so it is sized from the size of the kernel's
+    messages (the largest of late, decaying slowly), and changed when that
+    moves by half or double. It stays small: made smaller only at a note
+    (below), it must be small before a flood begins. The
+    writing side (ZeroMQ's I/O thread) knows how many messages were read
+    only from the reader's notes, sent every (hwm + 1) / 2 messages read: a
+    queue made smaller at another moment could look full to it while empty
+    to us, and stay so. So it is made smaller only right after such a note
+    (the messages read since the connection, counted here as ZeroMQ counts
+    them, a multiple of the old (hwm + 1) / 2), and larger at any time. */
+#define KB_NODROP_ENV "KERNELBRIDGE_IOPUB_NODROP=1"
+
+bool kb_kernel_env_asks_nodrop(const char *env, size_t len)
+{
+    size_t want = sizeof KB_NODROP_ENV; /* with its NUL */
+    for (size_t at = 0; at < len;) {
+        const char *entry = env + at;
+        size_t n = strnlen(entry, len - at);
+        if (n + 1 == want && memcmp(entry, KB_NODROP_ENV, n) == 0)
+            return true;
+        at += n + 1;
+    }
+    return false;
+}
+
+int kb_kernel_iopub_hwm(const kb_kernel_t *self)
+{
+    return self->nodrop_asked ? KB_IOPUB_HWM_NODROP : KB_IOPUB_HWM;
+}
+
+static int s_hwm(const kb_kernel_t *self)
+{
+    return self->io.rcvhwm ? self->io.rcvhwm : kb_kernel_iopub_hwm(self);
+}
+
+static void s_set_hwm(kb_kernel_t *self, int hwm)
+{
+    zsock_set_rcvhwm(self->iopub, hwm);
+    self->io.rcvhwm = hwm;
+}
+
+static void s_queue_bound(kb_kernel_t *self, size_t msg_bytes)
+{
+    self->io.iopub_read++;
+    if (!self->io.nodrop || !self->iopub)
+        return;
+    if ((int64_t)msg_bytes >= self->io.msg_bytes) /* a flood is taken at once */
+        self->io.msg_bytes = (int64_t)msg_bytes;
+    else
+        self->io.msg_bytes += ((int64_t)msg_bytes - self->io.msg_bytes) / 8;
+    int64_t want = KB_IOPUB_QUEUE_BYTES / (self->io.msg_bytes > 0 ? self->io.msg_bytes : 1);
+    int hwm = (int)(want < 2 ? 2 : want > KB_IOPUB_HWM_NODROP ? KB_IOPUB_HWM_NODROP : want);
+    int now = s_hwm(self);
+    if (hwm >= now * 2 || (hwm * 2 <= now && self->io.iopub_read % (uint64_t)((now + 1) / 2) == 0))
+        s_set_hwm(self, hwm);
+}
+
+/*  The kernel_info_reply says whether the kernel waits (asked at launch):
+    one that was asked and does not say so gets the large queue back. */
+static void s_nodrop_said(kb_kernel_t *self, const json_t *content)
+{
+    json_t *ours = json_object_get(content, "kernelbridge");
+    self->io.nodrop
+        = self->nodrop_asked && json_is_true(json_object_get(ours, "iopub_nodrop")) && self->iopub;
+    if (self->nodrop_asked && !self->io.nodrop && self->iopub && s_hwm(self) < KB_IOPUB_HWM)
+        s_set_hwm(self, KB_IOPUB_HWM);
+}
+
 /*  ZMQ_EVENTS of a socket whose watch is edge-triggered: asking takes the
     edge (ZeroMQ handles the commands that signal its descriptor), so a
     socket with input now is drained next turn, as if it had fired. */
@@ -127,7 +204,8 @@ static int s_events(zsock_t *sock, kb_io_t *io)
 bool kb_kernel_iopub_behind(kb_kernel_t *self)
 {
     return self->io.paused || (self->iopub && (s_events(self->iopub, &self->iopub_io) & ZMQ_POLLIN))
-           || (self->io.pauses && kb_launch_now_ms() - self->io.read_ms < KB_FLOW_RECENT_MS);
+           || ((self->io.pauses || self->io.nodrop)
+               && kb_launch_now_ms() - self->io.read_ms < KB_FLOW_RECENT_MS);
 }
 
 void kb_kernel_resume(kb_kernel_t *self)
@@ -289,6 +367,12 @@ static void s_on_iopub_monitor(kb_io_t *io, void *arg)
 
 int kb_kernel_reconnect_iopub(kb_kernel_t *self)
 {
+    /*  A new connection counts its messages from 0, and what the old one
+        still holds is read too: the queue is not sized again. */
+    if (self->io.nodrop) {
+        self->io.nodrop = false;
+        s_set_hwm(self, KB_IOPUB_HWM);
+    }
     void *socket = zsock_resolve(self->iopub);
     zmq_disconnect(socket, self->iopub_endpoint); /* ENOENT when ZeroMQ forgot it already */
     return zmq_connect(socket, self->iopub_endpoint);
@@ -414,6 +498,7 @@ static void s_dispatch(kb_kernel_t *self, kb_channel_t channel, const kb_msg_t *
             self->io.iopub_live = true;
         else if (strcmp(msg->msg_type, "kernel_info_reply") == 0) {
             self->io.info_replied = true;
+            s_nodrop_said(self, msg->content);
             json_t *info = json_object_get(msg->content, "language_info");
             const char *name = json_string_value(json_object_get(info, "name"));
             /* a copy that fails leaves the language unknown, as when none is named */
@@ -464,7 +549,7 @@ static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t 
                 kb_kernel_resume(self);
             return;
         }
-        size_t count = 0;
+        size_t count = 0, first_byte = bytes;
         bool overflow = false;
         int more = 1;
         while (more) {
@@ -490,6 +575,8 @@ static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t 
                 zmq_msg_close(&part);
             }
         }
+        if (channel == KB_CHANNEL_IOPUB)
+            s_queue_bound(self, bytes - first_byte);
         if (overflow) {
             kb_kernel_count_drop(self, KB_DROP_TOO_MANY_PARTS);
         } else {

@@ -49,7 +49,7 @@ void kb_persist_touch(kb_persist_t *self);
 #define KB_PERSIST_HOLD_MS 20
 
 /*  From a collector: nothing in this turn's batch must reach the disk at
-    once (records, a context's counts): the batch waits for the next turn
+    once (records): the batch waits for the next turn
     that is not held, at most KB_PERSIST_HOLD_MS, so that a short run's
     start and end, and the runs of those 20 ms, are one transaction. A turn
     in which any collector that queued writes does not call it hands

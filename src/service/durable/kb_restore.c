@@ -31,7 +31,6 @@ struct kb_restore {
     kb_persist_t *persist;       /* the writer, from kb_restore_finish */
     char *kernel_dir;            /* <state_dir>/kernels: connection files, kernel logs */
     zhashx_t *dirty_contexts;    /* id -> kb_context_t * whose row changed this turn */
-    bool urgent;                 /* a change of this turn must not wait */
     const kb_restore_env_t *env; /* during kb_restore_run */
     kb_restore_found_t *found;   /* idem */
 };
@@ -529,11 +528,10 @@ static int s_restore_kernels(kb_restore_t *self)
 
 /* ---- writing back -------------------------------------------------------------------- */
 
-void kb_restore_mark(kb_restore_t *self, kb_context_t *ctx, bool urgent)
+void kb_restore_mark(kb_restore_t *self, kb_context_t *ctx)
 {
     if (!self || !self->persist)
         return;
-    self->urgent = self->urgent || urgent;
     zhashx_update(self->dirty_contexts, kb_context_id(ctx), ctx);
     kb_persist_touch(self->persist);
 }
@@ -586,9 +584,6 @@ static void s_collect_contexts(kb_persist_t *persist, void *arg)
         free(strings);
     }
     zhashx_purge(self->dirty_contexts);
-    if (!self->urgent)
-        kb_persist_hold(persist);
-    self->urgent = false;
 }
 
 void kb_restore_found_fini(kb_restore_found_t *found)

@@ -36,8 +36,11 @@ void kb_engine_kernel_opts(kb_engine_t *self, const kb_kernelspec_t *spec, kb_ke
     extension keeps the kernel's published messages within the max message
     size, given in KERNELBRIDGE_MAX_MESSAGE_SIZE (so that one too large is
     replaced by a note, rather than refused at the socket with what follows
-    it). *spec_p and *envp_p are replaced by the copies that say so
-    (*owned: the spec to free). 0, or -1 when out of memory. */
+    it), and makes its iopub wait for the daemon instead of dropping
+    (KERNELBRIDGE_IOPUB_NODROP: the daemon bounds its queue of that
+    kernel's output by bytes, kb_kernel_io.c). *spec_p and *envp_p are
+    replaced by the copies that say so (*owned: the spec to free). 0, or
+    -1 when out of memory. */
 static int s_with_display(kb_engine_t *self, const kb_kernelspec_t **spec_p, char ***envp_p,
                           kb_kernelspec_t **owned)
 {
@@ -52,6 +55,11 @@ static int s_with_display(kb_engine_t *self, const kb_kernelspec_t **spec_p, cha
         char **with_limit = kb_kernelspec_env_set(envp, "KERNELBRIDGE_MAX_MESSAGE_SIZE", limit);
         kb_strv_free(envp);
         envp = with_limit;
+    }
+    if (envp && display) {
+        char **with_nodrop = kb_kernelspec_env_set(envp, "KERNELBRIDGE_IOPUB_NODROP", "1");
+        kb_strv_free(envp);
+        envp = with_nodrop;
     }
     *owned = display ? kb_kernelspec_with_arg(*spec_p, "--ext=kernelbridge_display")
                      : kb_kernelspec_dup(*spec_p);

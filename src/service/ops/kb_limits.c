@@ -60,7 +60,7 @@ struct kb_watch {
     bool paused;            /* limits not enforced (a fork is being made) */
     bool lowered;           /* its run was busy past hog_after: below everyone's priority */
     unsigned hog_passes;    /* the tree's threads set to KB_HOG_NICE this many times */
-    bool hog_spared;        /* its run is being interrupted: not lowered (again) */
+    bool hog_spared;        /* its run is interrupted, or its cell ended: not lowered again */
     int64_t run_start_ms;   /* when the run started */
     int64_t over_since_ms;  /* over the memory limit since; 0: under */
     kb_tree_sample_t last;  /* the latest sample */
@@ -614,7 +614,7 @@ void kb_watch_run_start(kb_watch_t *self)
     self->limits->start_s += s_wall() - t0;
 }
 
-void kb_watch_interrupting(kb_watch_t *self)
+void kb_watch_spare(kb_watch_t *self)
 {
     if (!self || !self->running)
         return;

@@ -114,11 +114,13 @@ bool kb_watch_oom_killed(kb_watch_t *self, kb_watch_info_t *info);
 void kb_watch_run_start(kb_watch_t *self);
 void kb_watch_run_end(kb_watch_t *self, kb_resources_t *out);
 
-/*  The run is being interrupted: a lowered tree goes back to the daemon's
+/*  The run is being interrupted, or its cell ended (execute_reply) and
+    what is left is its output: a lowered tree goes back to the daemon's
     priority now, and is not lowered again in this run, so that it answers
-    the interrupt within the grace however busy the machine is. Safe on
-    NULL. */
-void kb_watch_interrupting(kb_watch_t *self);
+    the interrupt within the grace, and sends the rest of its output
+    (which waits for the daemon, kernelbridge_display's backpressure),
+    however busy the machine is. Safe on NULL. */
+void kb_watch_spare(kb_watch_t *self);
 
 /*  The tree now (read at most KB_SAMPLE_MS / 5 ago). */
 void kb_watch_usage(kb_watch_t *self, kb_usage_t *out);

@@ -118,9 +118,14 @@ size_t kb_runlog_room(kb_runlog_t *self, size_t want)
         budget->make_room(budget->arg, used + want - limit, self);
         used = atomic_load(&budget->used);
     }
-    if (atomic_load(&self->stopped) || used >= limit)
+    if (atomic_load(&self->stopped))
         return 0;
-    return limit - used;
+    /*  Short of what it wants: what it keeps stays a prefix of its output
+        (a piece refused now and one kept after a record is evicted would
+        leave a hole), so it keeps what fits and nothing more. */
+    if (used + want > limit)
+        kb_runlog_stop(self);
+    return used >= limit ? 0 : limit - used;
 }
 
 /*  Make frame for the bytes appended to channel's text since old_len (under

@@ -41,7 +41,7 @@ static void s_on_iopub_dropped(kb_kernel_t *kernel, void *arg)
 
 static void s_on_interrupting(kb_kernel_t *kernel, void *arg)
 {
-    kb_watch_interrupting(((kb_context_t *)arg)->watch); /* a lowered run answers in time */
+    kb_watch_spare(((kb_context_t *)arg)->watch); /* a lowered run answers in time */
     (void)kernel;
 }
 
@@ -56,15 +56,10 @@ static const kb_kernel_callbacks_t s_kernel_callbacks = {
 
 /* ---- the run queue -------------------------------------------------------------- */
 
-static void s_changed_now(kb_context_t *self, bool urgent)
-{
-    if (self->env->changed && !self->over)
-        self->env->changed(self, urgent, self->env->gone_arg);
-}
-
 static void s_changed(kb_context_t *self)
 {
-    s_changed_now(self, true);
+    if (self->env->changed && !self->over)
+        self->env->changed(self, self->env->gone_arg);
 }
 
 /*  The run in progress ends: what it cost the kernel's tree. */
@@ -448,6 +443,8 @@ static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg
     (void)kernel;
     kb_context_t *self = arg;
     bool client_done = self->hub && kb_hub_message(self->hub, channel, msg);
+    if (self->running && channel == KB_CHANNEL_SHELL && strcmp(msg->msg_type, "execute_reply") == 0)
+        kb_watch_spare(self->watch); /* its cell ended: its output's tail goes at full speed */
     s_route(self, channel, msg);
     if (client_done)
         s_pump(self); /* a websocket client's execute ended: the queue goes on */

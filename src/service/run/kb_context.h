@@ -41,10 +41,10 @@ typedef struct {
     const char *sandbox_id;
     kb_context_gone_fn *gone;
     void *gone_arg;
-    /* what the state database keeps of it changed (a kernel: urgent; the
-       count and activity after a run: not, they may wait for the next
-       batch); called with gone_arg; may be NULL */
-    void (*changed)(kb_context_t *ctx, bool urgent, void *arg);
+    /* what the state database keeps of it changed: written at the end of
+       the turn (a crash right after a run keeps its count); called with
+       gone_arg; may be NULL */
+    void (*changed)(kb_context_t *ctx, void *arg);
 } kb_context_env_t;
 
 typedef struct {
