@@ -17,7 +17,7 @@
     KB_IOPUB_QUEUE_BYTES, from the size of its messages, between 2 and
     KB_IOPUB_HWM_NODROP messages (kb_kernel_io.c); it starts at the most. */
 #define KB_IOPUB_HWM 100000
-#define KB_IOPUB_HWM_NODROP 8
+#define KB_IOPUB_HWM_NODROP 16
 #define KB_IOPUB_QUEUE_BYTES (2 << 20)
 
 /*  What kb_kernel_io.c alone writes: the sockets it connects on first use
