@@ -356,9 +356,6 @@ kb_kernel_t *kb_kernel_blank(kb_loop_t *loop, const kb_kernelspec_t *spec,
     return self;
 }
 
-/*  An adopted kernel's record taken over (kb_kernel_adopt.c): its pid
-    (0: attached), which is ours with its start time, and its connection
-    and files. 0, or -1 with err. */
 /*  Whether the kernel was launched asking its output to wait rather than
     drop (its own /proc/<pid>/environ, which a fork shares with its
     template): its iopub queue then starts small (kb_kernel_io.c). An
@@ -372,6 +369,9 @@ static void s_read_nodrop(kb_kernel_t *self)
     free(env);
 }
 
+/*  An adopted kernel's record taken over (kb_kernel_adopt.c): its pid
+    (0: attached), which is ours with its start time, and its connection
+    and files. 0, or -1 with err. */
 int kb_kernel_take_record(kb_kernel_t *self, const kb_adopt_opts_t *opts, kb_error_t *err)
 {
     self->max_message = opts->max_message;

@@ -113,25 +113,6 @@ static void s_flow_check(kb_kernel_t *self, const kb_msg_t *msg)
     self->io.pauses++;
 }
 
-/*  A kernel that waits when the daemon's queue of its output is full
-    (kernelbridge_display's backpressure: asked at its launch, said in its
-    kernel_info_reply) gets a queue of about KB_IOPUB_QUEUE_BYTES: ZeroMQ's
-    I/O thread stops reading its connection there, whatever the engine
-    thread is doing, and the rest waits in the kernel. Any other kernel
-    keeps KB_IOPUB_HWM: a PUB socket drops what does not fit, without a
-    word.
-
-    The queue is counted in messages (ZMQ_RCVHWM, which ZeroMQ applies to a
-    connected socket too), so it is sized from the size of the kernel's
-    messages (the largest of late, decaying slowly), and changed when that
-    moves by half or double. It stays small: made smaller only at a note
-    (below), it must be small before a flood begins. The
-    writing side (ZeroMQ's I/O thread) knows how many messages were read
-    only from the reader's notes, sent every (hwm + 1) / 2 messages read: a
-    queue made smaller at another moment could look full to it while empty
-    to us, and stay so. So it is made smaller only right after such a note
-    (the messages read since the connection, counted here as ZeroMQ counts
-    them, a multiple of the old (hwm + 1) / 2), and larger at any time. */
 #define KB_NODROP_ENV "KERNELBRIDGE_IOPUB_NODROP=1"
 
 bool kb_kernel_env_asks_nodrop(const char *env, size_t len)
@@ -163,6 +144,25 @@ static void s_set_hwm(kb_kernel_t *self, int hwm)
     self->io.rcvhwm = hwm;
 }
 
+/*  A kernel that waits when the daemon's queue of its output is full
+    (kernelbridge_display's backpressure: asked at its launch, said in its
+    kernel_info_reply) gets a queue of about KB_IOPUB_QUEUE_BYTES: ZeroMQ's
+    I/O thread stops reading its connection there, whatever the engine
+    thread is doing, and the rest waits in the kernel. Any other kernel
+    keeps KB_IOPUB_HWM: a PUB socket drops what does not fit, without a
+    word.
+
+    The queue is counted in messages (ZMQ_RCVHWM, which ZeroMQ applies to a
+    connected socket too), so it is sized from the size of the kernel's
+    messages (the largest of late, decaying slowly), and changed when that
+    moves by half or double. It stays small: made smaller only at a note
+    (below), it must be small before a flood begins. The
+    writing side (ZeroMQ's I/O thread) knows how many messages were read
+    only from the reader's notes, sent every (hwm + 1) / 2 messages read: a
+    queue made smaller at another moment could look full to it while empty
+    to us, and stay so. So it is made smaller only right after such a note
+    (the messages read since the connection, counted here as ZeroMQ counts
+    them, a multiple of the old (hwm + 1) / 2), and larger at any time. */
 static void s_queue_bound(kb_kernel_t *self, size_t msg_bytes)
 {
     self->io.iopub_read++;
