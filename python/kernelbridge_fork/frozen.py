@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import socket
+import threading
 
 from kernelbridge_fork.compat import ForkFailed, ForkRefused, running_kernel
 from kernelbridge_fork.spawn import ForkResult, checked_connection, remember, spawn
@@ -72,12 +73,18 @@ def request(path, connection, *, timeout=30.0):
 
 
 def _fork_from_frozen(app, kernel, shell, info, msg, fresh):
+    """A kernel forked from this frozen process, with the write end of its
+    answer pipe (see _live_if_answered): the caller writes to it once the
+    pid reached the asker."""
     from kernelbridge_fork import child
 
     timeout = float(msg.get("timeout", 30.0))
     setup = child.checked_setup(msg) if fresh else None
+    answered_r, answered_w = os.pipe()
 
     def become(ready):
+        os.close(answered_w)
+        _live_if_answered(answered_r)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the checkpoint's socket is not ours
         child.reseed()
         # The history locks were held across the fork: a history of its own.
@@ -86,7 +93,35 @@ def _fork_from_frozen(app, kernel, shell, info, msg, fresh):
             child.apply_setup(shell, setup)
         child.run_kernel(app, kernel, shell, info, ready)
 
-    return spawn(become, shell.history_manager, timeout, early=fresh and bool(msg.get("early")))
+    try:
+        result = spawn(become, shell.history_manager, timeout,
+                       early=fresh and bool(msg.get("early")))
+    except BaseException:
+        os.close(answered_w)
+        raise
+    finally:
+        os.close(answered_r)
+    result.answered = answered_w
+    return result
+
+
+def _live_if_answered(fd):
+    """In the new kernel: live only if its pid reached the asker. The frozen
+    process writes one byte on the pipe once its answer is sent; the end of
+    the pipe before that byte (the frozen process killed between the fork
+    and its answer, or the asker gone) means that nobody knows this process,
+    which then ends itself rather than run on unowned."""
+
+    def wait():
+        try:
+            got = os.read(fd, 1)
+        except OSError:
+            got = b""
+        os.close(fd)
+        if got != b"1":
+            os._exit(1)
+
+    threading.Thread(target=wait, name="kernelbridge-answered", daemon=True).start()
 
 
 def _serve(path, ready, fork_one):
@@ -128,12 +163,26 @@ def _answer(conn, fork_one):
         reply = {"pid": result.pid}
     except Exception as e:  # noqa: BLE001 - each request answers, the checkpoint stays
         reply = {"error": f"{type(e).__name__}: {e}"}
+    sent = False
     try:
         conn.sendall((json.dumps(reply) + "\n").encode())
+        sent = True
     except OSError:
         pass
     if result is not None:
+        _tell_answered(result.answered, sent)
         result.reap()  # after the answer: the caller does not wait for it
+
+
+def _tell_answered(fd, sent):
+    """The new kernel lives on only when its pid was sent (_live_if_answered)."""
+    try:
+        if sent:
+            os.write(fd, b"1")
+    except OSError:
+        pass  # the kernel is gone already
+    finally:
+        os.close(fd)
 
 
 def _read_line(conn):

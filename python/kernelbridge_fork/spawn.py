@@ -25,6 +25,7 @@ class ForkResult:
     def __init__(self, pid, middle=None):
         self.pid = pid
         self.middle = middle  # the intermediate process, when the caller reaps it
+        self.answered = None  # a frozen process's fork: its answer pipe (frozen.py)
 
     def reap(self):
         """Reap the intermediate process (an early answer left it)."""

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from .templatelib import Daemon, alive, template, wait_ready
+# no_process_left: an autouse fixture, so imported
+from .templatelib import Daemon, alive, no_process_left, template, wait_ready  # noqa: F401
 
 FRESH = r"""
 import os, sys, json as _unused_probe

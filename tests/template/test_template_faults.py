@@ -9,7 +9,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from .templatelib import Daemon, alive, template, wait_ready
+# no_process_left: an autouse fixture, so imported
+from .templatelib import Daemon, alive, no_process_left, template, wait_ready  # noqa: F401
 
 # Preloaded into the template (--fork-template python=kbt_fork_fault). Every
 # os.fork() runs the hook in the child; the template kernel is depth 0, its
