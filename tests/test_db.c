@@ -473,6 +473,8 @@ static void test_schema(void)
            "INTEGER, timestamp REAL, date TEXT, text BLOB, PRIMARY KEY (record_id, cursor)) "
            "WITHOUT ROWID;"
            "INSERT INTO contexts (id, kind, pid) VALUES ('old', 'context', 77);"
+           "INSERT INTO frames VALUES ('prc_old', 1, 0, 1.5, '', x'6f6b0a');"
+           "INSERT INTO frames VALUES ('prc_old', 0, 1, 1.0, 'd', x'');"
            "PRAGMA user_version = 1;");
     kb_db_t *db = s_open("v1.db");
     CHECK(db != NULL);
@@ -483,6 +485,15 @@ static void test_schema(void)
         CHECK(count == 1);
         kb_db_context_t row = { .id = "new", .kind = "pool", .extra = "{}" };
         CHECK(kb_db_context_put(db, &row) == 0); /* the column step 2 added */
+        s_frames_seen_t fs = { 0 };              /* step 3 moved the frames */
+        CHECK(kb_db_frame_each(db, "prc_old", s_on_frame, &fs) == 0);
+        CHECK(fs.count == 2 && fs.cursors[0] == 0 && fs.cursors[1] == 1);
+        CHECK(fs.lens[0] == 0 && fs.lens[1] == 3 && fs.channels[0] == 1);
+        kb_db_frame_t again = { .record_id = "prc_old", .cursor = 1, .text = "new", .len = 3 };
+        CHECK(kb_db_frame_put(db, &again) == 0); /* replaced: (record_id, cursor) stays a key */
+        memset(&fs, 0, sizeof fs);
+        CHECK(kb_db_frame_each(db, "prc_old", s_on_frame, &fs) == 0);
+        CHECK(fs.count == 2);
         kb_db_close(&db);
     }
 

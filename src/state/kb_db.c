@@ -32,6 +32,15 @@ static const char *const s_steps[KB_DB_SCHEMA_VERSION] = {
     /* 2: room for fields of later versions; records load in creation order */
     "ALTER TABLE contexts ADD COLUMN extra TEXT;"
     "CREATE INDEX records_by_seq ON records (seq);",
+    /* 3: frames in a rowid table, its key in an index of its own: a row of
+       a WITHOUT ROWID table is a cell of its key's b-tree, and SQLite reads
+       a cell that overflows whole at each comparison, so each insert read
+       some large frames (a megabyte of output each) from the file again */
+    "CREATE TABLE frames_v3 (record_id TEXT NOT NULL, cursor INTEGER NOT NULL,"
+    " channel INTEGER, timestamp REAL, date TEXT, text BLOB, PRIMARY KEY (record_id, cursor));"
+    "INSERT INTO frames_v3 SELECT record_id, cursor, channel, timestamp, date, text FROM frames;"
+    "DROP TABLE frames;"
+    "ALTER TABLE frames_v3 RENAME TO frames;",
 };
 
 enum {

@@ -30,7 +30,7 @@
 #include "kernelbridge/kb_error.h"
 
 /*  The schema version this build writes (the number of migration steps). */
-#define KB_DB_SCHEMA_VERSION 2
+#define KB_DB_SCHEMA_VERSION 3
 
 typedef struct kb_db kb_db_t;
 
