@@ -557,7 +557,13 @@ def system_lines(d, process_id):
 
 def dropped_of(d, process_id):
     """The byte count of the system line that says what the run dropped (0 when none)."""
-    said = [s for s in system_lines(d, process_id) if "bytes of output were dropped" in s]
+    return dropped_in(system_lines(d, process_id))
+
+
+def dropped_in(lines):
+    """The byte count said by the one line among a run's system lines that
+    says what it dropped (0 when none)."""
+    said = [s for s in lines if "bytes of output were dropped" in s]
     assert len(said) <= 1, said
     return int(said[0].split()[0]) if said else 0
 
