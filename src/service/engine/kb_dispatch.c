@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernel/kb_proctree.h"
 #include "service/engine/kb_dispatch.h"
 #include "service/fork/kb_checkpoints.h"
 #include "service/fork/kb_fork.h"
@@ -330,15 +329,17 @@ static json_t *s_dropped_json(kb_engine_t *self)
 }
 
 /*  {kernels, rss_bytes, pss_bytes} of the processes in pids (a JSON
-    array; stolen), added to *all. */
-static json_t *s_memory_of(json_t *pids, uint64_t all[3])
+    array; stolen), added to *all; the figures kept for a while
+    (kb_kernel_memory.h). */
+static json_t *s_memory_of(kb_engine_t *self, json_t *pids, uint64_t all[3])
 {
     uint64_t sum[3] = { 0, 0, 0 }, rss, pss;
     size_t i;
     json_t *pid;
     json_array_foreach(pids, i, pid)
     {
-        if (kb_proc_memory_rss((pid_t)json_integer_value(pid), NULL, &pss, &rss) == 0)
+        pid_t one = (pid_t)json_integer_value(pid);
+        if (kb_kernel_memory_of(&self->kernel_memory, one, &rss, &pss))
             sum[0]++, sum[1] += rss, sum[2] += pss;
     }
     json_decref(pids);
@@ -363,9 +364,11 @@ static json_t *s_kernel_memory_json(kb_engine_t *self)
         if (kernel && kb_kernel_pid(kernel) > 0)
             json_array_append_new(pids, json_integer(kb_kernel_pid(kernel)));
     }
-    json_t *contexts = s_memory_of(pids, all);
-    json_t *pool = s_memory_of(kb_pool_pids(self->pool), all);
-    json_t *templates = s_memory_of(kb_templates_pids(self->templates), all);
+    kb_kernel_memory_begin(&self->kernel_memory, zclock_mono());
+    json_t *contexts = s_memory_of(self, pids, all);
+    json_t *pool = s_memory_of(self, kb_pool_pids(self->pool), all);
+    json_t *templates = s_memory_of(self, kb_templates_pids(self->templates), all);
+    kb_kernel_memory_end(&self->kernel_memory);
     return json_pack("{s:I, s:I, s:I, s:o, s:o, s:o}", "kernels", (json_int_t)all[0], "rss_bytes",
                      (json_int_t)all[1], "pss_bytes", (json_int_t)all[2], "contexts", contexts,
                      "pool", pool, "templates", templates);

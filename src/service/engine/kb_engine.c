@@ -556,6 +556,7 @@ kb_engine_t *kb_engine_new(const kb_service_config_t *config, kb_error_t *err)
         = config->transport && strcmp(config->transport, "tcp") == 0 ? "tcp" : "ipc";
     kb_timer_init(&self->stop_timer);
     kb_timer_init(&self->cull_timer);
+    kb_kernel_memory_init(&self->kernel_memory);
     if (s_make_tables(self, config, err) != 0 || s_open_dirs(self, config->state_dir, err) != 0
         || s_kernel_users(self, config, err) != 0)
         goto fail;
@@ -613,6 +614,7 @@ void kb_engine_destroy(kb_engine_t **self_p)
     kb_procstore_destroy(&self->procs);
     kb_pool_destroy(&self->pool);
     kb_limits_destroy(&self->limits);
+    kb_kernel_memory_free(&self->kernel_memory);
     kb_kernelspecs_destroy(&self->specs);
     kb_loop_destroy(&self->loop);
     kb_kernel_users_destroy(&self->users);

@@ -24,6 +24,7 @@
 #include "service/engine/kb_call.h"
 #include "service/run/kb_context.h"
 #include "service/engine/kb_kernel_source.h"
+#include "service/ops/kb_kernel_memory.h"
 #include "service/ops/kb_limits.h"
 #include "service/ops/kb_metrics.h"
 #include "service/durable/kb_persist.h"
@@ -60,7 +61,8 @@ struct kb_engine {
     zhashx_t *default_generations; /* default context id -> (intptr_t) its last generation */
     kb_procstore_t *procs;
     kb_pool_t *pool;
-    kb_limits_t *limits;   /* the sampler of contexts' process trees */
+    kb_limits_t *limits;              /* the sampler of contexts' process trees */
+    kb_kernel_memory_t kernel_memory; /* the kernels' memory /health shows, kept per pid */
     kb_metrics_t *metrics; /* counters for /metrics; every kernel reports to it; freed last */
     zlistx_t *dying;       /* kb_kernel_t * being shut down */
     zlistx_t *reap;        /* kb_kernel_t * gone, freed at the end of the loop turn */
