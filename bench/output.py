@@ -31,7 +31,6 @@ fails. Every process started is stopped at the end, also on error or Ctrl-C.
 
 import argparse
 import hashlib
-import json
 import os
 import shutil
 import sys
@@ -41,23 +40,9 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from kbbench import cli, machine, output_axis, output_report  # noqa: E402
+from kbbench import cli, machine, output_axis, output_report, results  # noqa: E402
 
 PARTS = ("rate", "single", "concurrent", "concurrent8", "stall")
-
-
-def compact(path: str | None) -> None:
-    """The results file with details.output on one line: the bench's files stay short."""
-    if not path or not os.path.exists(path):
-        return
-    with open(path) as f:
-        doc = json.load(f)
-    inner = json.dumps(doc["details"]["output"], separators=(",", ":"), allow_nan=False)
-    doc["details"]["output"] = "\0"
-    text = json.dumps(doc, indent=1, allow_nan=False).replace('"\\u0000"', inner)
-    with open(path + ".tmp", "w") as f:
-        f.write(text + "\n")
-    os.replace(path + ".tmp", path)
 
 
 def main() -> None:
@@ -97,7 +82,7 @@ def main() -> None:
     print()
     print("\n".join(output_report.tables(res["output"])))
     cli.finish(args, "output", res, output_report.figures(res["output"]), env)
-    compact(cli.results_path(args, "output"))
+    results.compact(cli.results_path(args, "output"), "output")
     print(f"\n(elapsed {res['elapsed_s']:.0f} s)")
 
 

@@ -87,3 +87,18 @@ def load(path: str) -> dict[str, Any]:
         if key not in doc:
             raise ValueError(f"{path}: no {key!r}: not a bench results file")
     return doc
+
+
+def compact(path: str | None, key: str) -> None:
+    """The results file at path with details[key] on one line, so that a
+    bench with many details keeps its file short."""
+    if not path or not os.path.exists(path):
+        return
+    with open(path) as f:
+        doc = json.load(f)
+    inner = json.dumps(doc["details"][key], separators=(",", ":"), allow_nan=False)
+    doc["details"][key] = "\0"
+    text = json.dumps(doc, indent=1, allow_nan=False).replace('"\\u0000"', inner)
+    with open(path + ".tmp", "w") as f:
+        f.write(text + "\n")
+    os.replace(path + ".tmp", path)
