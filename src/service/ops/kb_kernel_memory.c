@@ -58,21 +58,17 @@ static void s_read(kb_kernel_memory_t *self, kb_kernel_memory_entry *entry)
 
 bool kb_kernel_memory_of(kb_kernel_memory_t *self, pid_t pid, uint64_t *rss, uint64_t *pss)
 {
+    kb_kernel_memory_entry fresh = { .pid = pid };
     kb_kernel_memory_entry *entry = s_find(self, pid);
     if (!entry) {
-        kb_kernel_memory_entry fresh = { .pid = pid };
         s_read(self, &fresh);
         /* out of memory: the figure is still given, not kept */
         entry = kb_vec_push(&self->entries, &fresh) == KB_BUF_OK
                     ? kb_vec_at(&self->entries, self->entries.len - 1)
                     : &fresh;
         self->next = self->entries.len;
-        entry->pass = self->pass;
-        *rss = entry->rss, *pss = entry->pss;
-        return entry->readable;
-    }
-    if (self->now_ms - entry->read_ms >= KB_KERNEL_MEMORY_TTL_MS
-        && self->reads < KB_KERNEL_MEMORY_READS) {
+    } else if (self->now_ms - entry->read_ms >= KB_KERNEL_MEMORY_TTL_MS
+               && self->reads < KB_KERNEL_MEMORY_READS) {
         self->reads++;
         s_read(self, entry);
     }
