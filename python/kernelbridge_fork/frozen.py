@@ -163,14 +163,22 @@ def _answer(conn, fork_one):
         reply = {"pid": result.pid}
     except Exception as e:  # noqa: BLE001 - each request answers, the checkpoint stays
         reply = {"error": f"{type(e).__name__}: {e}"}
-    sent = False
+    # The asker may end this process (SIGTERM) as soon as it has the answer,
+    # as a rollback does with its checkpoint: held until the new kernel is
+    # told, or it would end the kernel just handed out.
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     try:
-        conn.sendall((json.dumps(reply) + "\n").encode())
-        sent = True
-    except OSError:
-        pass
+        sent = False
+        try:
+            conn.sendall((json.dumps(reply) + "\n").encode())
+            sent = True
+        except OSError:
+            pass
+        if result is not None:
+            _tell_answered(result.answered, sent)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
     if result is not None:
-        _tell_answered(result.answered, sent)
         result.reap()  # after the answer: the caller does not wait for it
 
 

@@ -61,6 +61,23 @@ def test_terminating_a_fork_of_a_checkpoint_leaves_the_checkpoint(parent, forks,
     assert value(again.kc, "2 * 21") == "42"
 
 
+def test_a_checkpoint_ended_as_soon_as_it_answers_leaves_its_fork_running(parent, forks, tmp_path):
+    """As a rollback does: the fork's pid read, the checkpoint ended at once.
+    The fork lives only once told that its pid was answered, which SIGTERM
+    must not come between."""
+    _, kc = parent
+    for round in range(5):
+        path = tmp_path / f"ckpt-{round}.sock"
+        frozen = freeze(kc, path)
+        forks.pids.append(frozen)
+        info = new_connection()
+        pid = kernelbridge_fork.request(str(path), info).pid
+        os.kill(frozen, signal.SIGTERM)
+        assert wait_exit(frozen) == 0
+        fork = forks.adopt(pid, info)
+        assert value(fork.kc, "2 * 21") == "42"
+
+
 def test_the_frozen_process_runs_nothing_and_sigterm_removes_its_socket(parent, forks, tmp_path):
     _, kc = parent
     path = tmp_path / "ckpt.sock"
