@@ -164,6 +164,14 @@ int kb_io_start_zmq(kb_loop_t *self, kb_io_t *io, void *socket, kb_io_fn *fn, vo
     return 0;
 }
 
+int kb_io_set_events(kb_io_t *io, bool in, bool out)
+{
+    assert(io->active && !io->zmq_socket);
+    struct epoll_event event
+        = { .events = (in ? EPOLLIN : 0u) | (out ? EPOLLOUT : 0u), .data.ptr = io };
+    return epoll_ctl(io->loop->epfd, EPOLL_CTL_MOD, io->fd, &event);
+}
+
 bool kb_io_active(const kb_io_t *io)
 {
     return io->active;

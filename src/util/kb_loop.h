@@ -97,6 +97,12 @@ int kb_io_start(kb_loop_t *self, kb_io_t *io, int fd, kb_io_fn *fn, void *arg);
     before the watch. 0 / -1 with errno. */
 int kb_io_start_zmq(kb_loop_t *self, kb_io_t *io, void *socket, kb_io_fn *fn, void *arg);
 
+/*  What a descriptor's watch (kb_io_start) waits for: input, output (the
+    descriptor became writable: a send's rest waits for it) or both; with
+    neither it stays registered and is never called. Level-triggered, as
+    kb_io_start. 0 / -1 with errno. */
+int kb_io_set_events(kb_io_t *io, bool in, bool out);
+
 /*  Stop watching. Safe on a watch that was never started or is stopped. */
 void kb_io_stop(kb_io_t *io);
 
