@@ -36,7 +36,7 @@ sys.path.insert(0, HERE)
 
 from kbbench import cli, machine, procs, report as kbreport  # noqa: E402
 from kbbench.contexts_axis import ContextsAxis, Settings, Step  # noqa: E402
-from kbbench.results import Figures, compact, figure  # noqa: E402
+from kbbench.results import Figures, figure  # noqa: E402
 
 KERNEL_MIB = 100  # room to leave per kernel started (ipykernel: 50-80 MiB resident)
 # Below this fraction of the CPUs idle during a step's rounds, its latencies
@@ -276,8 +276,7 @@ def main() -> None:
     print(report(res, steps_by_kernel, all_verdicts))
     print(f"\n(elapsed {res['elapsed_s']:.0f} s; load average {res['loadavg_before']} before, "
           f"{res['loadavg_after']} after)")
-    cli.finish(args, "scale", res, figures(steps_by_kernel), env)
-    compact(cli.results_path(args, "scale"), "kernels")
+    cli.finish(args, "scale", res, figures(steps_by_kernel), env, inline="kernels")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ from typing import Any
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from kbbench import cli, machine, output_axis, output_report, results  # noqa: E402
+from kbbench import cli, machine, output_axis, output_report  # noqa: E402
 
 PARTS = ("rate", "single", "concurrent", "concurrent8", "stall")
 
@@ -81,8 +81,7 @@ def main() -> None:
           f"{res['loadavg_before']} before, {res['loadavg_after']} after. {args.rounds} round(s).")
     print()
     print("\n".join(output_report.tables(res["output"])))
-    cli.finish(args, "output", res, output_report.figures(res["output"]), env)
-    results.compact(cli.results_path(args, "output"), "output")
+    cli.finish(args, "output", res, output_report.figures(res["output"]), env, inline="output")
     print(f"\n(elapsed {res['elapsed_s']:.0f} s)")
 
 

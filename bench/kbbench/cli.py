@@ -80,15 +80,17 @@ def results_path(args: argparse.Namespace, concept: str) -> str | None:
 
 
 def finish(args: argparse.Namespace, concept: str, details: dict[str, Any],
-           figures: results.Figures, env: dict[str, Any], note: str = "") -> dict[str, Any]:
-    """Save the run (results and --json) and print its targets table."""
+           figures: results.Figures, env: dict[str, Any], note: str = "",
+           inline: str | None = None) -> dict[str, Any]:
+    """Save the run (results and --json) and print its targets table;
+    details[inline], when named, is saved on one line."""
     doc = results.document(concept, figures, details, env, note)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(details, f, indent=1, default=str)
     path = results_path(args, concept)
     if path:
-        results.save(doc, path)
+        results.save(doc, path, inline)
         log(f"results: {path} (docs: /usr/bin/python3 bench/report.py --write-docs "
             "docs/PERFORMANCE.md)")
     print(f"\n### Targets ({concept})\n")

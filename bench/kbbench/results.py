@@ -61,11 +61,22 @@ def _relative(argv: list[str]) -> list[str]:
     return [a[len(root):] if a.startswith(root) else a for a in argv]
 
 
-def save(doc: dict[str, Any], path: str) -> None:
+def save(doc: dict[str, Any], path: str, inline: str | None = None) -> None:
+    """Write doc to path (through a temporary file), with details[inline]
+    on one line when named, so that a bench with many details keeps its
+    file short."""
+    doc = finite(doc)
+    inner = None
+    if inline:
+        inner = json.dumps(doc["details"][inline], separators=(",", ":"), default=str,
+                           allow_nan=False)
+        doc = {**doc, "details": {**doc["details"], inline: "\0"}}
+    text = json.dumps(doc, indent=1, default=str, allow_nan=False)
+    if inner is not None:
+        text = text.replace('"\\u0000"', inner)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(finite(doc), f, indent=1, default=str, allow_nan=False)
-        f.write("\n")
+        f.write(text + "\n")
     os.replace(tmp, path)
 
 
@@ -87,18 +98,3 @@ def load(path: str) -> dict[str, Any]:
         if key not in doc:
             raise ValueError(f"{path}: no {key!r}: not a bench results file")
     return doc
-
-
-def compact(path: str | None, key: str) -> None:
-    """The results file at path with details[key] on one line, so that a
-    bench with many details keeps its file short."""
-    if not path or not os.path.exists(path):
-        return
-    with open(path) as f:
-        doc = json.load(f)
-    inner = json.dumps(doc["details"][key], separators=(",", ":"), allow_nan=False)
-    doc["details"][key] = "\0"
-    text = json.dumps(doc, indent=1, allow_nan=False).replace('"\\u0000"', inner)
-    with open(path + ".tmp", "w") as f:
-        f.write(text + "\n")
-    os.replace(path + ".tmp", path)

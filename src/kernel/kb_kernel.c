@@ -445,12 +445,17 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err)
     for (size_t i = 0; i < sizeof raw; i++)
         snprintf(self->routing_id + 3 + 2 * i, 3, "%02x", raw[i]);
     int64_t max_message = self->max_message ? (int64_t)self->max_message : -1;
-    self->shell = zsock_new(ZMQ_DEALER);
-    if (self->shell) {
-        zsock_set_identity(self->shell, self->routing_id);
-        zsock_set_maxmsgsize(self->shell, max_message);
+    kb_zmtp_opts_t shell
+        = { .type = KB_ZMTP_DEALER, .identity = self->routing_id, .max_frame = self->max_message };
+    self->shell = endpoint
+                      ? kb_zmtp_new(self->loop, endpoint, &shell, kb_kernel_shell_callbacks(), self)
+                      : NULL;
+    if (!self->shell) {
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot connect the shell socket to %s: %s",
+                     endpoint ? endpoint : "(none)", strerror(errno));
+        zstr_free(&endpoint);
+        return -1;
     }
-    self->shell = kb_kernel_connect_endpoint(self->shell, endpoint);
     zstr_free(&endpoint);
     self->control_endpoint = s_endpoint(self->info, "control_port");
     self->stdin_endpoint = s_endpoint(self->info, "stdin_port");
@@ -470,12 +475,9 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err)
     if (self->max_message && kb_kernel_watch_iopub(self) != 0)
         zsys_warning("kernel: cannot watch the iopub socket's connection: %s",
                      zmq_strerror(zmq_errno()));
-    if (kb_io_start_zmq(self->loop, &self->shell_io, zsock_resolve(self->shell), kb_kernel_on_shell,
+    if (kb_io_start_zmq(self->loop, &self->iopub_io, zsock_resolve(self->iopub), kb_kernel_on_iopub,
                         self)
-            != 0
-        || kb_io_start_zmq(self->loop, &self->iopub_io, zsock_resolve(self->iopub),
-                           kb_kernel_on_iopub, self)
-               != 0) {
+        != 0) {
         kb_error_set(err, KB_ERR_INTERNAL, "cannot watch the kernel's sockets: %s",
                      strerror(errno));
         return -1;
@@ -598,7 +600,7 @@ static void s_free(kb_kernel_t *self, bool remove_files)
     if (self->log_fd >= 0)
         close(self->log_fd);
     s_close_socket(&self->hb_io, &self->hb);
-    s_close_socket(&self->shell_io, &self->shell);
+    kb_zmtp_destroy(&self->shell);
     kb_kernel_unwatch_iopub(self);
     s_close_socket(&self->iopub_io, &self->iopub);
     kb_kernel_io_close(self);

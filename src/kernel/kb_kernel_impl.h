@@ -10,6 +10,7 @@
 
 #include "kernel/kb_kernel.h"
 #include "kernel/kb_launch.h"
+#include "wire/kb_zmtp.h"
 
 /*  The iopub socket's receive queue, in messages, as connected
     (kb_kernel_iopub_hwm). A kernel that waits instead of dropping (asked
@@ -81,10 +82,10 @@ struct kb_kernel {
     char *iopub_endpoint;   /* connected again after a protocol error */
     char *stdin_endpoint;   /* idem */
     char *hb_endpoint;
-    zsock_t *shell;
+    kb_zmtp_t *shell; /* on the loop itself (kb_zmtp), not through libzmq's I/O thread */
     zsock_t *iopub;
     zsock_t *hb; /* only without a pidfd */
-    kb_io_t shell_io, iopub_io, hb_io;
+    kb_io_t iopub_io, hb_io;
     struct kb_kernel_io_state io; /* written by kb_kernel_io.c only */
     char routing_id[40];          /* shell's and stdin's: the kernel sends input_request to it */
     kb_timer_t hb_timer;
@@ -155,8 +156,10 @@ zsock_t *kb_kernel_connect_endpoint(zsock_t *sock, const char *endpoint);
 /*  kernel_info_request: on control for an adopted kernel, else shell. */
 void kb_kernel_send_kernel_info(kb_kernel_t *self);
 
-/*  The watches of shell, control and iopub: read, verify, dispatch. */
-void kb_kernel_on_shell(kb_io_t *io, void *arg);
+/*  The shell socket's callbacks (kb_zmtp): verify, dispatch. */
+const kb_zmtp_callbacks_t *kb_kernel_shell_callbacks(void);
+
+/*  The watches of control and iopub: read, verify, dispatch. */
 void kb_kernel_on_iopub(kb_io_t *io, void *arg);
 void kb_kernel_on_control(kb_io_t *io, void *arg);
 

@@ -266,16 +266,21 @@ int kb_kernel_send(kb_kernel_t *self, kb_channel_t channel, const char *msg_type
     bool control = channel == KB_CHANNEL_CONTROL;
     if (control)
         kb_kernel_resume(self); /* to answer it */
-    zsock_t *sock = control ? kb_kernel_control(self) : self->shell;
-    int rc = sock ? 0 : -1;
-    for (size_t i = 0; i < count && rc == 0; i++)
-        if (zmq_send(zsock_resolve(sock), frames[i].data, frames[i].size,
-                     i + 1 < count ? ZMQ_SNDMORE : 0)
-            < 0)
-            rc = -1;
+    int rc;
+    if (!control)
+        rc = kb_zmtp_send(self->shell, frames, count);
+    else {
+        zsock_t *sock = kb_kernel_control(self);
+        rc = sock ? 0 : -1;
+        for (size_t i = 0; i < count && rc == 0; i++)
+            if (zmq_send(zsock_resolve(sock), frames[i].data, frames[i].size,
+                         i + 1 < count ? ZMQ_SNDMORE : 0)
+                < 0)
+                rc = -1;
+        /*  A send may take the socket's ZMQ_FD signal while replies wait. */
+        kb_io_poke(&self->io.control_io);
+    }
     kb_frames_free(frames, count);
-    /*  A send may take the socket's ZMQ_FD signal while replies wait. */
-    kb_io_poke(control ? &self->io.control_io : &self->shell_io);
     return rc;
 }
 
@@ -434,12 +439,11 @@ int kb_kernel_send_frames(kb_kernel_t *self, kb_channel_t channel, const kb_fram
     if (self->state == KB_KERNEL_DEAD || count == 0)
         return -1;
     kb_kernel_resume(self); /* a client's request is answered */
+    if (channel == KB_CHANNEL_SHELL)
+        return kb_zmtp_send(self->shell, frames, count);
     zsock_t *sock = NULL;
     kb_io_t *io = NULL;
-    if (channel == KB_CHANNEL_SHELL) {
-        sock = self->shell;
-        io = &self->shell_io;
-    } else if (channel == KB_CHANNEL_CONTROL) {
+    if (channel == KB_CHANNEL_CONTROL) {
         sock = kb_kernel_control(self);
         io = &self->io.control_io;
     } else if (channel == KB_CHANNEL_STDIN && kb_kernel_open_stdin(self) == 0) {
@@ -530,11 +534,35 @@ static kb_drop_reason_t s_drop_reason(kb_wire_status_t status)
     }
 }
 
+/*  One message read whole: verify, decode and dispatch it. A message of
+    more than KB_WIRE_MAX_FRAMES frames (overflow) is counted as dropped,
+    too_many_parts. */
+static void s_handle(kb_kernel_t *self, kb_channel_t channel, const kb_frame_t *frames,
+                     size_t count, bool overflow)
+{
+    if (overflow) {
+        kb_kernel_count_drop(self, KB_DROP_TOO_MANY_PARTS);
+        return;
+    }
+    kb_msg_t *msg = NULL;
+    kb_error_t err;
+    kb_wire_status_t status = kb_wire_decode(self->conn.wire, frames, count, &msg, &err);
+    if (status != KB_WIRE_OK) {
+        kb_kernel_count_drop(self, s_drop_reason(status));
+        zsys_debug("kernel %d: dropped a message on %s: %s", (int)self->pid,
+                   kb_channel_name(channel), err.message);
+        return;
+    }
+    if (channel == KB_CHANNEL_IOPUB)
+        s_flow_check(self, msg);
+    s_dispatch(self, channel, msg);
+    kb_msg_destroy(&msg);
+}
+
 /*  Read the messages waiting on one socket, verify and dispatch each. The
     watch is edge-triggered: read until nothing is left, or poke it to come
     back next turn when the batch is used up (other kernels get their turn).
-    A message of more than KB_WIRE_MAX_FRAMES frames (the codec's own limit)
-    is read to its end and counted as dropped, too_many_parts. */
+    A message of too many frames is read to its end and dropped. */
 static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t channel)
 {
     void *socket = zsock_resolve(sock);
@@ -577,23 +605,7 @@ static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t 
         }
         if (channel == KB_CHANNEL_IOPUB)
             s_queue_bound(self, bytes - first_byte);
-        if (overflow) {
-            kb_kernel_count_drop(self, KB_DROP_TOO_MANY_PARTS);
-        } else {
-            kb_msg_t *msg = NULL;
-            kb_error_t err;
-            kb_wire_status_t status = kb_wire_decode(self->conn.wire, frames, count, &msg, &err);
-            if (status == KB_WIRE_OK) {
-                if (channel == KB_CHANNEL_IOPUB)
-                    s_flow_check(self, msg);
-                s_dispatch(self, channel, msg);
-                kb_msg_destroy(&msg);
-            } else {
-                kb_kernel_count_drop(self, s_drop_reason(status));
-                zsys_debug("kernel %d: dropped a message on %s: %s", (int)self->pid,
-                           kb_channel_name(channel), err.message);
-            }
-        }
+        s_handle(self, channel, frames, count, overflow);
         for (size_t i = 0; i < count; i++)
             zmq_msg_close(&parts[i]);
         if (self->state == KB_KERNEL_DEAD)
@@ -601,10 +613,35 @@ static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t 
     }
 }
 
-void kb_kernel_on_shell(kb_io_t *io, void *arg)
+/*  The shell socket (kb_zmtp on the loop): each whole message, a message
+    of too many frames, a frame over max_message (the connection is made
+    again; what the frame was is lost, and counted). */
+static void s_on_shell_message(kb_zmtp_t *zmtp, const kb_frame_t *frames, size_t count, void *arg)
 {
+    (void)zmtp;
+    s_handle(arg, KB_CHANNEL_SHELL, frames, count, false);
+}
+
+static void s_on_shell_too_many(kb_zmtp_t *zmtp, void *arg)
+{
+    (void)zmtp;
+    s_handle(arg, KB_CHANNEL_SHELL, NULL, 0, true);
+}
+
+static void s_on_shell_dropped(kb_zmtp_t *zmtp, kb_zmtp_drop_t why, void *arg)
+{
+    (void)zmtp;
     kb_kernel_t *self = arg;
-    s_drain(self, io, self->shell, KB_CHANNEL_SHELL);
+    if (why == KB_ZMTP_TOO_LARGE && self->state != KB_KERNEL_DEAD)
+        kb_kernel_count_drop(self, KB_DROP_TOO_LARGE);
+}
+
+const kb_zmtp_callbacks_t *kb_kernel_shell_callbacks(void)
+{
+    static const kb_zmtp_callbacks_t callbacks = { .message = s_on_shell_message,
+                                                   .too_many = s_on_shell_too_many,
+                                                   .dropped = s_on_shell_dropped };
+    return &callbacks;
 }
 
 void kb_kernel_on_control(kb_io_t *io, void *arg)

@@ -168,15 +168,18 @@ static int s_parse_endpoint(kb_zmtp_t *self, const char *endpoint)
         return -1;
     char name[256];
     size_t len = (size_t)(colon - host);
+    int family = AF_INET; /* a name is looked up as IPv4, as libzmq does without ZMQ_IPV6 */
     if (host[0] == '[' && len >= 2 && colon[-1] == ']') { /* [IPv6] */
         host++;
         len -= 2;
+        family = AF_INET6;
     }
     if (len == 0 || len >= sizeof name)
         return -1;
     memcpy(name, host, len);
     name[len] = 0;
-    struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
+    struct addrinfo hints
+        = { .ai_family = family, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV };
     struct addrinfo *found = NULL;
     if (getaddrinfo(name, colon + 1, &hints, &found) != 0 || !found)
         return -1;

@@ -74,9 +74,9 @@ typedef struct {
     size_t max_frames;    /* at most KB_WIRE_MAX_FRAMES; 0: KB_WIRE_MAX_FRAMES */
 } kb_zmtp_opts_t;
 
-/*  A socket that connects to endpoint ("tcp://HOST:PORT" with a numeric
-    IPv4 or [IPv6] host or a name, or "ipc://PATH") now and again until it
-    is destroyed. NULL with errno: EINVAL (an endpoint it cannot read),
+/*  A socket that connects to endpoint ("tcp://HOST:PORT" with an IPv4
+    address or a name looked up as IPv4, "tcp://[IPv6]:PORT", or
+    "ipc://PATH") now and again until it is destroyed. NULL with errno: EINVAL (an endpoint it cannot read),
     ENOMEM. */
 kb_zmtp_t *kb_zmtp_new(kb_loop_t *loop, const char *endpoint, const kb_zmtp_opts_t *opts,
                        const kb_zmtp_callbacks_t *callbacks, void *arg);
