@@ -27,8 +27,7 @@
 #define KB_ZMTP_MORE 1u
 #define KB_ZMTP_LONG 2u
 #define KB_ZMTP_COMMAND 4u
-#define KB_ZMTP_FIRST_READ (8u << 10) /* the read buffer when made, and kept idle */
-#define KB_ZMTP_KEEP (256u << 10)     /* larger buffers are given back once empty */
+#define KB_ZMTP_FIRST_READ (8u << 10) /* a buffer when made */
 
 typedef enum { S_WAITING, S_CONNECTING, S_HANDSHAKE, S_OPEN } s_state_t;
 
@@ -111,15 +110,12 @@ static int s_put(s_bytes_t *b, const void *data, size_t size)
     return 0;
 }
 
-/*  Empty: large buffers are given back (a flood's, once read), and all
-    of it unless keep. */
-static void s_clear(s_bytes_t *b, bool keep)
+/*  Empty, its memory given back: an idle kernel's socket holds no buffer
+    (one is made again, 8 KiB at first, by the next read or send). */
+static void s_clear(s_bytes_t *b)
 {
-    b->len = b->at = 0;
-    if (!keep || b->cap > KB_ZMTP_KEEP) {
-        free(b->data);
-        *b = (s_bytes_t){ 0 };
-    }
+    free(b->data);
+    *b = (s_bytes_t){ 0 };
 }
 
 static int s_put_frame(s_bytes_t *b, unsigned flags, const void *data, size_t size)
@@ -222,8 +218,8 @@ static void s_close(kb_zmtp_t *self)
         close(self->fd);
     self->fd = -1;
     self->greeted = false;
-    s_clear(&self->in, true);
-    s_clear(&self->out, true);
+    s_clear(&self->in);
+    s_clear(&self->out);
 }
 
 /*  The connection is lost: the next one in KB_ZMTP_RECONNECT_MS. */
@@ -333,7 +329,7 @@ static int s_flush(kb_zmtp_t *self)
         return -1;
     }
     if (s_pending(&self->out) == 0)
-        s_clear(&self->out, true);
+        s_clear(&self->out);
     s_watch(self);
     return 0;
 }
@@ -420,7 +416,7 @@ static int s_ready(kb_zmtp_t *self, const unsigned char *body, size_t size)
     if (s_pending(&self->queued) > 0) {
         if (s_put(&self->out, self->queued.data + self->queued.at, s_pending(&self->queued)) != 0)
             return -1;
-        s_clear(&self->queued, false);
+        s_clear(&self->queued);
     }
     return 0;
 }
@@ -586,7 +582,7 @@ static void s_read(kb_zmtp_t *self)
         budget -= (size_t)n;
     }
     if (s_pending(&self->in) == 0)
-        s_clear(&self->in, true);
+        s_clear(&self->in);
 }
 
 /*  Not reading: the watch fired for output, or for an error (a reset
@@ -667,9 +663,9 @@ static void s_free(kb_zmtp_t *self)
 {
     s_close(self);
     kb_timer_stop(&self->retry);
-    s_clear(&self->in, false);
-    s_clear(&self->out, false);
-    s_clear(&self->queued, false);
+    s_clear(&self->in);
+    s_clear(&self->out);
+    s_clear(&self->queued);
     free(self);
 }
 
