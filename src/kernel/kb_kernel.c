@@ -347,6 +347,7 @@ kb_kernel_t *kb_kernel_blank(kb_loop_t *loop, const kb_kernelspec_t *spec,
     kb_timer_init(&self->hb_timer);
     kb_timer_init(&self->log_timer);
     kb_timer_init(&self->exit_timer);
+    kb_kernel_io_init(self);
     self->spec = kb_kernelspec_dup(spec);
     if (!self->spec) {
         kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
@@ -428,7 +429,7 @@ void kb_kernel_take_files(kb_kernel_t *self, const kb_adopt_opts_t *opts)
     }
 }
 
-/*  Connect shell and iopub to the endpoints of self->info (ZeroMQ queues
+/*  Connect shell and iopub to the endpoints of self->info (kb_zmtp queues
     what is sent until the kernel binds) and watch them. 0, or -1 with err. */
 int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err)
 {
@@ -444,7 +445,6 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err)
     strcpy(self->routing_id, "kb-");
     for (size_t i = 0; i < sizeof raw; i++)
         snprintf(self->routing_id + 3 + 2 * i, 3, "%02x", raw[i]);
-    int64_t max_message = self->max_message ? (int64_t)self->max_message : -1;
     kb_zmtp_opts_t shell
         = { .type = KB_ZMTP_DEALER, .identity = self->routing_id, .max_frame = self->max_message };
     self->shell = endpoint
@@ -461,25 +461,13 @@ int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err)
     self->stdin_endpoint = s_endpoint(self->info, "stdin_port");
     self->hb_endpoint = s_endpoint(self->info, "hb_port");
     endpoint = self->iopub_endpoint = s_endpoint(self->info, "iopub_port");
-    self->iopub = zsock_new(ZMQ_SUB);
-    if (self->iopub) {
-        zsock_set_subscribe(self->iopub, "");
-        zsock_set_rcvhwm(self->iopub, kb_kernel_iopub_hwm(self)); /* kb_kernel_io.c */
-        zsock_set_maxmsgsize(self->iopub, max_message);
-    }
-    self->iopub = kb_kernel_connect_endpoint(self->iopub, endpoint);
-    if (!self->shell || !self->iopub) {
-        kb_error_set(err, KB_ERR_INTERNAL, "cannot connect sockets: %s", zmq_strerror(zmq_errno()));
-        return -1;
-    }
-    if (self->max_message && kb_kernel_watch_iopub(self) != 0)
-        zsys_warning("kernel: cannot watch the iopub socket's connection: %s",
-                     zmq_strerror(zmq_errno()));
-    if (kb_io_start_zmq(self->loop, &self->iopub_io, zsock_resolve(self->iopub), kb_kernel_on_iopub,
-                        self)
-        != 0) {
-        kb_error_set(err, KB_ERR_INTERNAL, "cannot watch the kernel's sockets: %s",
-                     strerror(errno));
+    kb_zmtp_opts_t iopub = { .type = KB_ZMTP_SUB, .max_frame = self->max_message };
+    self->iopub = endpoint
+                      ? kb_zmtp_new(self->loop, endpoint, &iopub, kb_kernel_iopub_callbacks(), self)
+                      : NULL;
+    if (!self->iopub) {
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot connect the iopub socket to %s: %s",
+                     endpoint ? endpoint : "(none)", strerror(errno));
         return -1;
     }
     return 0;
@@ -601,8 +589,7 @@ static void s_free(kb_kernel_t *self, bool remove_files)
         close(self->log_fd);
     s_close_socket(&self->hb_io, &self->hb);
     kb_zmtp_destroy(&self->shell);
-    kb_kernel_unwatch_iopub(self);
-    s_close_socket(&self->iopub_io, &self->iopub);
+    kb_zmtp_destroy(&self->iopub);
     kb_kernel_io_close(self);
     if (remove_files) {
         kb_connection_remove(&self->conn);

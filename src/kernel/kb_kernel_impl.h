@@ -12,27 +12,16 @@
 #include "kernel/kb_launch.h"
 #include "wire/kb_zmtp.h"
 
-/*  The iopub socket's receive queue, in messages, as connected
-    (kb_kernel_iopub_hwm). A kernel that waits instead of dropping (asked
-    at launch, said in its kernel_info_reply) gets a queue of about
-    KB_IOPUB_QUEUE_BYTES, from the size of its messages, between 2 and
-    KB_IOPUB_HWM_NODROP messages (kb_kernel_io.c); it starts at the most. */
-#define KB_IOPUB_HWM 100000
-#define KB_IOPUB_HWM_NODROP 16
-#define KB_IOPUB_QUEUE_BYTES (2 << 20)
-
 /*  What kb_kernel_io.c alone writes: the sockets it connects on first use
     and the readiness it reads from messages. */
 struct kb_kernel_io_state {
     zsock_t *control;    /* connected on first use */
     zsock_t *stdin_sock; /* connected on first use, with the shell's routing id */
     kb_io_t control_io, stdin_io;
-    bool info_replied;      /* a kernel_info_reply came */
-    bool iopub_live;        /* a message came on iopub */
-    int64_t last_info_ms;   /* when kernel_info_request was last sent */
-    char *language_info;    /* language_info.name of the reply, or NULL */
-    zsock_t *iopub_monitor; /* the iopub socket's disconnections, with a max message size */
-    kb_io_t iopub_monitor_io;
+    bool info_replied;              /* a kernel_info_reply came */
+    bool iopub_live;                /* a message came on iopub */
+    int64_t last_info_ms;           /* when kernel_info_request was last sent */
+    char *language_info;            /* language_info.name of the reply, or NULL */
     kb_timer_t iopub_drop_timer;    /* a disconnection, judged 100 ms later */
     unsigned long long iopub_drops; /* iopub connections dropped while the kernel lived */
     bool paused;                    /* its process group stopped (SIGSTOP) until its iopub
@@ -42,9 +31,6 @@ struct kb_kernel_io_state {
     int64_t read_ms;                /* when it was read (kb_launch_now_ms) */
     int64_t paused_us, resumed_us;  /* when its last pause began and ended (wall clock) */
     bool nodrop;                    /* asked and said: its iopub waits instead of dropping */
-    int rcvhwm;                     /* the iopub socket's ZMQ_RCVHWM now; 0: as connected */
-    uint64_t iopub_read;            /* messages read from the iopub connection */
-    int64_t msg_bytes;              /* the size of its iopub messages, a moving average */
 };
 
 struct kb_kernel {
@@ -82,10 +68,10 @@ struct kb_kernel {
     char *iopub_endpoint;   /* connected again after a protocol error */
     char *stdin_endpoint;   /* idem */
     char *hb_endpoint;
-    kb_zmtp_t *shell; /* on the loop itself (kb_zmtp), not through libzmq's I/O thread */
-    zsock_t *iopub;
-    zsock_t *hb; /* only without a pidfd */
-    kb_io_t iopub_io, hb_io;
+    kb_zmtp_t *shell; /* shell and iopub: on the loop itself (kb_zmtp), not through */
+    kb_zmtp_t *iopub; /* libzmq's I/O thread */
+    zsock_t *hb;      /* only without a pidfd */
+    kb_io_t hb_io;
     struct kb_kernel_io_state io; /* written by kb_kernel_io.c only */
     char routing_id[40];          /* shell's and stdin's: the kernel sends input_request to it */
     kb_timer_t hb_timer;
@@ -121,26 +107,12 @@ int kb_kernel_take_record(kb_kernel_t *self, const kb_adopt_opts_t *opts, kb_err
 /*  An adopted kernel's log fd, uid (of opts->users) and private dir. */
 void kb_kernel_take_files(kb_kernel_t *self, const kb_adopt_opts_t *opts);
 
-/*  Connect shell and iopub to the endpoints of self->info (ZeroMQ queues
+/*  Connect shell and iopub to the endpoints of self->info (kb_zmtp queues
     what is sent until the kernel binds) and watch them. 0, or -1 with err. */
 int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err);
 
-/*  Watch the iopub socket's disconnections (a message over max_message
-    refused by ZeroMQ drops the connection, which ZeroMQ makes again):
-    each one while the kernel lives goes to callbacks.iopub_dropped. In
-    kb_kernel_io.c. 0, or -1 (then not watched). */
-int kb_kernel_watch_iopub(kb_kernel_t *self);
-
-/*  Stop that watch (before the iopub socket closes). Safe when not watched. */
-void kb_kernel_unwatch_iopub(kb_kernel_t *self);
-
-/*  Connect the iopub socket again: ZeroMQ does not, after a protocol error
-    such as a message over ZMQ_MAXMSGSIZE. 0, or -1 with zmq_errno. */
-int kb_kernel_reconnect_iopub(kb_kernel_t *self);
-
-/*  The iopub queue it connects with: KB_IOPUB_HWM_NODROP when nodrop_asked,
-    else KB_IOPUB_HWM. */
-int kb_kernel_iopub_hwm(const kb_kernel_t *self);
+/*  The io's timers stopped (before any use): called by kb_kernel_blank. */
+void kb_kernel_io_init(kb_kernel_t *self);
 
 /*  Whether an environment (NUL-separated "NAME=value" strings, as
     /proc/<pid>/environ; len bytes) asks for KERNELBRIDGE_IOPUB_NODROP=1. */
@@ -156,11 +128,12 @@ zsock_t *kb_kernel_connect_endpoint(zsock_t *sock, const char *endpoint);
 /*  kernel_info_request: on control for an adopted kernel, else shell. */
 void kb_kernel_send_kernel_info(kb_kernel_t *self);
 
-/*  The shell socket's callbacks (kb_zmtp): verify, dispatch. */
+/*  The shell and iopub sockets' callbacks (kb_zmtp): verify, dispatch;
+    iopub's also pace a flood and judge a dropped connection. */
 const kb_zmtp_callbacks_t *kb_kernel_shell_callbacks(void);
+const kb_zmtp_callbacks_t *kb_kernel_iopub_callbacks(void);
 
-/*  The watches of control and iopub: read, verify, dispatch. */
-void kb_kernel_on_iopub(kb_io_t *io, void *arg);
+/*  The watch of control: read, verify, dispatch. */
 void kb_kernel_on_control(kb_io_t *io, void *arg);
 
 /*  A stopped or traced process (state T or t in /proc/<pid>/stat). */

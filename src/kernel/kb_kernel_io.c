@@ -128,66 +128,16 @@ bool kb_kernel_env_asks_nodrop(const char *env, size_t len)
     return false;
 }
 
-int kb_kernel_iopub_hwm(const kb_kernel_t *self)
-{
-    return self->nodrop_asked ? KB_IOPUB_HWM_NODROP : KB_IOPUB_HWM;
-}
-
-static int s_hwm(const kb_kernel_t *self)
-{
-    return self->io.rcvhwm ? self->io.rcvhwm : kb_kernel_iopub_hwm(self);
-}
-
-static void s_set_hwm(kb_kernel_t *self, int hwm)
-{
-    zsock_set_rcvhwm(self->iopub, hwm);
-    self->io.rcvhwm = hwm;
-}
-
-/*  A kernel that waits when the daemon's queue of its output is full
-    (kernelbridge_display's backpressure: asked at its launch, said in its
-    kernel_info_reply) gets a queue of about KB_IOPUB_QUEUE_BYTES: ZeroMQ's
-    I/O thread stops reading its connection there, whatever the engine
-    thread is doing, and the rest waits in the kernel. Any other kernel
-    keeps KB_IOPUB_HWM: a PUB socket drops what does not fit, without a
-    word.
-
-    The queue is counted in messages (ZMQ_RCVHWM, which ZeroMQ applies to a
-    connected socket too), so it is sized from the size of the kernel's
-    messages (the largest of late, decaying slowly), and changed when that
-    moves by half or double. It stays small: made smaller only at a note
-    (below), it must be small before a flood begins. The
-    writing side (ZeroMQ's I/O thread) knows how many messages were read
-    only from the reader's notes, sent every (hwm + 1) / 2 messages read: a
-    queue made smaller at another moment could look full to it while empty
-    to us, and stay so. So it is made smaller only right after such a note
-    (the messages read since the connection, counted here as ZeroMQ counts
-    them, a multiple of the old (hwm + 1) / 2), and larger at any time. */
-static void s_queue_bound(kb_kernel_t *self, size_t msg_bytes)
-{
-    self->io.iopub_read++;
-    if (!self->io.nodrop || !self->iopub)
-        return;
-    if ((int64_t)msg_bytes >= self->io.msg_bytes) /* a flood is taken at once */
-        self->io.msg_bytes = (int64_t)msg_bytes;
-    else
-        self->io.msg_bytes += ((int64_t)msg_bytes - self->io.msg_bytes) / 8;
-    int64_t want = KB_IOPUB_QUEUE_BYTES / (self->io.msg_bytes > 0 ? self->io.msg_bytes : 1);
-    int hwm = (int)(want < 2 ? 2 : want > KB_IOPUB_HWM_NODROP ? KB_IOPUB_HWM_NODROP : want);
-    int now = s_hwm(self);
-    if (hwm >= now * 2 || (hwm * 2 <= now && self->io.iopub_read % (uint64_t)((now + 1) / 2) == 0))
-        s_set_hwm(self, hwm);
-}
-
-/*  The kernel_info_reply says whether the kernel waits (asked at launch):
-    one that was asked and does not say so gets the large queue back. */
+/*  The kernel_info_reply says whether the kernel waits when the daemon
+    does not read its output (asked at launch): for such a kernel, output
+    that is recent is still flowing (kb_kernel_iopub_behind). Its iopub is
+    read as the engine handles it (kb_zmtp, on the loop): what the engine
+    has not read waits in the connection, and past it in the kernel, which
+    waits or (any other kernel) is paused by the lag check above. */
 static void s_nodrop_said(kb_kernel_t *self, const json_t *content)
 {
     json_t *ours = json_object_get(content, "kernelbridge");
-    self->io.nodrop
-        = self->nodrop_asked && json_is_true(json_object_get(ours, "iopub_nodrop")) && self->iopub;
-    if (self->nodrop_asked && !self->io.nodrop && self->iopub && s_hwm(self) < KB_IOPUB_HWM)
-        s_set_hwm(self, KB_IOPUB_HWM);
+    self->io.nodrop = self->nodrop_asked && json_is_true(json_object_get(ours, "iopub_nodrop"));
 }
 
 /*  ZMQ_EVENTS of a socket whose watch is edge-triggered: asking takes the
@@ -203,7 +153,7 @@ static int s_events(zsock_t *sock, kb_io_t *io)
 
 bool kb_kernel_iopub_behind(kb_kernel_t *self)
 {
-    return self->io.paused || (self->iopub && (s_events(self->iopub, &self->iopub_io) & ZMQ_POLLIN))
+    return self->io.paused || (self->iopub && kb_zmtp_unread(self->iopub) > 0)
            || ((self->io.pauses || self->io.nodrop)
                && kb_launch_now_ms() - self->io.read_ms < KB_FLOW_RECENT_MS);
 }
@@ -315,8 +265,8 @@ bool kb_kernel_stdin_connected(kb_kernel_t *self)
 
 /*  The iopub connection went 100 ms ago: a kernel that died closed its
     sockets too, and its death (seen by its watch) says so; else it is a
-    message over the max message size that ZeroMQ refused: connect again
-    and say so. */
+    message over the max message size that kb_zmtp refused, or a broken
+    connection: say so (kb_zmtp connects again by itself). */
 static void s_on_iopub_drop(kb_timer_t *timer, void *arg)
 {
     kb_kernel_t *self = arg;
@@ -327,99 +277,20 @@ static void s_on_iopub_drop(kb_timer_t *timer, void *arg)
         return;
     self->io.iopub_drops++;
     zsys_warning("kernel %d: its iopub connection was dropped (a message over the max "
-                 "message size of %llu bytes, or a broken connection); reconnecting",
+                 "message size of %llu bytes, or a broken connection); connecting again",
                  (int)self->pid, (unsigned long long)self->max_message);
-    if (kb_kernel_reconnect_iopub(self) != 0)
-        zsys_warning("kernel %d: cannot connect its iopub socket again: %s", (int)self->pid,
-                     zmq_strerror(zmq_errno()));
     if (self->callbacks.iopub_dropped)
         self->callbacks.iopub_dropped(self, self->arg);
 }
 
-/*  A monitor event: two frames, the event (u16 id, u32 value) and the
-    endpoint. */
-static void s_on_iopub_monitor(kb_io_t *io, void *arg)
+void kb_kernel_io_init(kb_kernel_t *self)
 {
-    kb_kernel_t *self = arg;
-    void *socket = zsock_resolve(self->io.iopub_monitor);
-    for (;;) {
-        zmq_msg_t frame;
-        zmq_msg_init(&frame);
-        if (zmq_msg_recv(&frame, socket, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&frame);
-            return;
-        }
-        uint16_t event = 0;
-        if (zmq_msg_size(&frame) >= sizeof event)
-            memcpy(&event, zmq_msg_data(&frame), sizeof event);
-        bool more = zmq_msg_more(&frame);
-        zmq_msg_close(&frame);
-        while (more) { /* the endpoint */
-            zmq_msg_init(&frame);
-            if (zmq_msg_recv(&frame, socket, ZMQ_DONTWAIT) < 0) {
-                zmq_msg_close(&frame);
-                break;
-            }
-            more = zmq_msg_more(&frame);
-            zmq_msg_close(&frame);
-        }
-        if (event == ZMQ_EVENT_DISCONNECTED && !kb_timer_active(&self->io.iopub_drop_timer))
-            kb_timer_start(self->loop, &self->io.iopub_drop_timer, KB_IOPUB_DROP_JUDGED_MS, 0,
-                           s_on_iopub_drop, self);
-    }
-    (void)io;
-}
-
-int kb_kernel_reconnect_iopub(kb_kernel_t *self)
-{
-    /*  A new connection counts its messages from 0, and what the old one
-        still holds is read too: the queue is not sized again. */
-    if (self->io.nodrop) {
-        self->io.nodrop = false;
-        s_set_hwm(self, KB_IOPUB_HWM);
-    }
-    void *socket = zsock_resolve(self->iopub);
-    zmq_disconnect(socket, self->iopub_endpoint); /* ENOENT when ZeroMQ forgot it already */
-    return zmq_connect(socket, self->iopub_endpoint);
-}
-
-void kb_kernel_unwatch_iopub(kb_kernel_t *self)
-{
-    if (!self->io.iopub_monitor)
-        return;
-    if (self->iopub)
-        zmq_socket_monitor(zsock_resolve(self->iopub), NULL, 0);
-    kb_io_stop(&self->io.iopub_monitor_io);
-    kb_timer_stop(&self->io.iopub_drop_timer);
-    zsock_destroy(&self->io.iopub_monitor);
-}
-
-int kb_kernel_watch_iopub(kb_kernel_t *self)
-{
-    /*  Unique in the process: an inproc name stays bound until ZeroMQ's
-        reaper has closed the monitor, after the kernel is gone. */
-    static unsigned long serial;
-    char endpoint[64];
-    snprintf(endpoint, sizeof endpoint, "inproc://kb-iopub-%lu",
-             __atomic_add_fetch(&serial, 1, __ATOMIC_RELAXED));
     kb_timer_init(&self->io.iopub_drop_timer);
-    if (zmq_socket_monitor(zsock_resolve(self->iopub), endpoint, ZMQ_EVENT_DISCONNECTED) != 0)
-        return -1;
-    self->io.iopub_monitor = zsock_new(ZMQ_PAIR);
-    if (!self->io.iopub_monitor || zsock_connect(self->io.iopub_monitor, "%s", endpoint) != 0
-        || kb_io_start_zmq(self->loop, &self->io.iopub_monitor_io,
-                           zsock_resolve(self->io.iopub_monitor), s_on_iopub_monitor, self)
-               != 0) {
-        zmq_socket_monitor(zsock_resolve(self->iopub), NULL, 0);
-        zsock_destroy(&self->io.iopub_monitor);
-        return -1;
-    }
-    return 0;
 }
 
 void kb_kernel_io_close(kb_kernel_t *self)
 {
-    kb_kernel_unwatch_iopub(self);
+    kb_timer_stop(&self->io.iopub_drop_timer);
     kb_io_stop(&self->io.control_io);
     zsock_destroy(&self->io.control);
     kb_io_stop(&self->io.stdin_io);
@@ -571,13 +442,10 @@ static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t 
     size_t bytes = 0;
     for (int batch = 0;; batch++) {
         if (batch == KB_DRAIN_BATCH || bytes >= KB_DRAIN_BYTES) {
-            /*  The loop calls a poked watch only when a message waits: a
-                paused kernel with none left goes on now. */
-            if (!(s_events(sock, io) & ZMQ_POLLIN) && channel == KB_CHANNEL_IOPUB)
-                kb_kernel_resume(self);
+            s_events(sock, io); /* poked to come back when a message waits */
             return;
         }
-        size_t count = 0, first_byte = bytes;
+        size_t count = 0;
         bool overflow = false;
         int more = 1;
         while (more) {
@@ -585,8 +453,6 @@ static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t 
             zmq_msg_init(&part);
             if (zmq_msg_recv(&part, socket, ZMQ_DONTWAIT) < 0) {
                 zmq_msg_close(&part);
-                if (count == 0 && channel == KB_CHANNEL_IOPUB)
-                    kb_kernel_resume(self); /* its backlog is read */
                 if (count == 0)
                     return; /* nothing waiting */
                 break;      /* cannot happen mid-message; treat as truncated */
@@ -603,8 +469,6 @@ static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t 
                 zmq_msg_close(&part);
             }
         }
-        if (channel == KB_CHANNEL_IOPUB)
-            s_queue_bound(self, bytes - first_byte);
         s_handle(self, channel, frames, count, overflow);
         for (size_t i = 0; i < count; i++)
             zmq_msg_close(&parts[i]);
@@ -636,6 +500,46 @@ static void s_on_shell_dropped(kb_zmtp_t *zmtp, kb_zmtp_drop_t why, void *arg)
         kb_kernel_count_drop(self, KB_DROP_TOO_LARGE);
 }
 
+/*  The iopub socket (kb_zmtp on the loop). What it read is all handled:
+    a paused kernel goes on. Its connection dropped: judged 100 ms later
+    (s_on_iopub_drop). */
+static void s_on_iopub_message(kb_zmtp_t *zmtp, const kb_frame_t *frames, size_t count, void *arg)
+{
+    (void)zmtp;
+    s_handle(arg, KB_CHANNEL_IOPUB, frames, count, false);
+}
+
+static void s_on_iopub_too_many(kb_zmtp_t *zmtp, void *arg)
+{
+    (void)zmtp;
+    s_handle(arg, KB_CHANNEL_IOPUB, NULL, 0, true);
+}
+
+static void s_on_iopub_drained(kb_zmtp_t *zmtp, void *arg)
+{
+    (void)zmtp;
+    kb_kernel_resume(arg); /* its backlog is read */
+}
+
+static void s_on_iopub_dropped(kb_zmtp_t *zmtp, kb_zmtp_drop_t why, void *arg)
+{
+    (void)zmtp;
+    (void)why;
+    kb_kernel_t *self = arg;
+    if (!kb_timer_active(&self->io.iopub_drop_timer))
+        kb_timer_start(self->loop, &self->io.iopub_drop_timer, KB_IOPUB_DROP_JUDGED_MS, 0,
+                       s_on_iopub_drop, self);
+}
+
+const kb_zmtp_callbacks_t *kb_kernel_iopub_callbacks(void)
+{
+    static const kb_zmtp_callbacks_t callbacks = { .message = s_on_iopub_message,
+                                                   .too_many = s_on_iopub_too_many,
+                                                   .dropped = s_on_iopub_dropped,
+                                                   .drained = s_on_iopub_drained };
+    return &callbacks;
+}
+
 const kb_zmtp_callbacks_t *kb_kernel_shell_callbacks(void)
 {
     static const kb_zmtp_callbacks_t callbacks = { .message = s_on_shell_message,
@@ -648,12 +552,6 @@ void kb_kernel_on_control(kb_io_t *io, void *arg)
 {
     kb_kernel_t *self = arg;
     s_drain(self, io, self->io.control, KB_CHANNEL_CONTROL);
-}
-
-void kb_kernel_on_iopub(kb_io_t *io, void *arg)
-{
-    kb_kernel_t *self = arg;
-    s_drain(self, io, self->iopub, KB_CHANNEL_IOPUB);
 }
 
 static void s_on_stdin(kb_io_t *io, void *arg)

@@ -583,6 +583,11 @@ static void s_read(kb_zmtp_t *self)
     }
     if (s_pending(&self->in) == 0)
         s_clear(&self->in);
+    if (self->state == S_OPEN && self->callbacks.drained) {
+        self->calling++;
+        self->callbacks.drained(self, self->arg);
+        self->calling--;
+    }
 }
 
 /*  Not reading: the watch fired for output, or for an error (a reset

@@ -65,6 +65,9 @@ typedef struct {
     void (*dropped)(kb_zmtp_t *zmtp, kb_zmtp_drop_t why, void *arg);
     /* the handshake ended: messages flow; may be NULL */
     void (*opened)(kb_zmtp_t *zmtp, void *arg);
+    /* a turn's reading ended with the connection empty and every whole
+       message given; may be NULL */
+    void (*drained)(kb_zmtp_t *zmtp, void *arg);
 } kb_zmtp_callbacks_t;
 
 typedef struct {
@@ -76,8 +79,8 @@ typedef struct {
 
 /*  A socket that connects to endpoint ("tcp://HOST:PORT" with an IPv4
     address or a name looked up as IPv4, "tcp://[IPv6]:PORT", or
-    "ipc://PATH") now and again until it is destroyed. NULL with errno: EINVAL (an endpoint it cannot read),
-    ENOMEM. */
+    "ipc://PATH") now and again until it is destroyed. NULL with errno: EINVAL (an endpoint it
+   cannot read), ENOMEM. */
 kb_zmtp_t *kb_zmtp_new(kb_loop_t *loop, const char *endpoint, const kb_zmtp_opts_t *opts,
                        const kb_zmtp_callbacks_t *callbacks, void *arg);
 
