@@ -235,6 +235,20 @@ static char *s_endpoint(zsock_t *sock)
     return zsock_last_endpoint(sock);
 }
 
+/*  A ROUTER bound on loopback and a DEALER connected to it, whose first
+    message ("hello") the ROUTER has read: it knows the routing id. */
+static void s_connected_dealer(t_case_t *c, uint64_t max_frame)
+{
+    s_peer(c, zsock_new(ZMQ_ROUTER));
+    CHECK(zsock_bind(c->peer, "tcp://127.0.0.1:*") > 0);
+    char *endpoint = s_endpoint(c->peer);
+    c->zmtp = s_dealer(c, endpoint, max_frame);
+    freen(endpoint);
+    kb_frame_t hello = { (unsigned char *)"hello", 5 };
+    CHECK(kb_zmtp_send(c->zmtp, &hello, 1) == 0);
+    CHECK(s_run(c, s_peer_got_one, 5000));
+}
+
 /*  A free loopback port: bound by a socket that is then closed (a plain
     one: libzmq closes its own later, on its reaper thread). */
 static int s_free_port(void)
@@ -403,14 +417,7 @@ static void test_a_frame_over_the_limit_drops_the_connection(void)
 {
     t_case_t c;
     s_case_init(&c);
-    s_peer(&c, zsock_new(ZMQ_ROUTER));
-    CHECK(zsock_bind(c.peer, "tcp://127.0.0.1:*") > 0);
-    char *endpoint = s_endpoint(c.peer);
-    c.zmtp = s_dealer(&c, endpoint, 1000);
-    freen(endpoint);
-    kb_frame_t hello = { (unsigned char *)"hello", 5 };
-    CHECK(kb_zmtp_send(c.zmtp, &hello, 1) == 0);
-    CHECK(s_run(&c, s_peer_got_one, 5000));
+    s_connected_dealer(&c, 1000);
     char over[1001] = { 0 };
     zmsg_t *msg = zmsg_new();
     zmsg_addstr(msg, "kernelbridge-7");
@@ -436,14 +443,7 @@ static void test_a_message_of_too_many_frames_is_dropped_alone(void)
 {
     t_case_t c;
     s_case_init(&c);
-    s_peer(&c, zsock_new(ZMQ_ROUTER));
-    CHECK(zsock_bind(c.peer, "tcp://127.0.0.1:*") > 0);
-    char *endpoint = s_endpoint(c.peer);
-    c.zmtp = s_dealer(&c, endpoint, 0);
-    freen(endpoint);
-    kb_frame_t hello = { (unsigned char *)"hello", 5 };
-    CHECK(kb_zmtp_send(c.zmtp, &hello, 1) == 0);
-    CHECK(s_run(&c, s_peer_got_one, 5000));
+    s_connected_dealer(&c, 0);
     zmsg_t *msg = zmsg_new();
     zmsg_addstr(msg, "kernelbridge-7");
     for (int i = 0; i < KB_WIRE_MAX_FRAMES + 5; i++)
@@ -460,14 +460,7 @@ static void test_reading_stopped_and_resumed(void)
 {
     t_case_t c;
     s_case_init(&c);
-    s_peer(&c, zsock_new(ZMQ_ROUTER));
-    CHECK(zsock_bind(c.peer, "tcp://127.0.0.1:*") > 0);
-    char *endpoint = s_endpoint(c.peer);
-    c.zmtp = s_dealer(&c, endpoint, 0);
-    freen(endpoint);
-    kb_frame_t hello = { (unsigned char *)"hello", 5 };
-    CHECK(kb_zmtp_send(c.zmtp, &hello, 1) == 0);
-    CHECK(s_run(&c, s_peer_got_one, 5000));
+    s_connected_dealer(&c, 0);
     kb_zmtp_set_reading(c.zmtp, false);
     for (int i = 0; i < 3; i++)
         s_send_to_dealer(&c);

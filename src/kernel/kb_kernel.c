@@ -429,48 +429,48 @@ void kb_kernel_take_files(kb_kernel_t *self, const kb_adopt_opts_t *opts)
     }
 }
 
+/*  A kb_zmtp socket of the kernel's, connecting to endpoint (which may be
+    NULL: then none). NULL with err, naming the channel. */
+static kb_zmtp_t *s_zmtp(kb_kernel_t *self, const char *channel, const char *endpoint,
+                         const kb_zmtp_opts_t *opts, const kb_zmtp_callbacks_t *callbacks,
+                         kb_error_t *err)
+{
+    kb_zmtp_t *zmtp = endpoint ? kb_zmtp_new(self->loop, endpoint, opts, callbacks, self) : NULL;
+    if (!zmtp)
+        kb_error_set(err, KB_ERR_INTERNAL, "cannot connect the %s socket to %s: %s", channel,
+                     endpoint ? endpoint : "(none)", strerror(errno));
+    return zmtp;
+}
+
 /*  Connect shell and iopub to the endpoints of self->info (kb_zmtp queues
     what is sent until the kernel binds) and watch them. 0, or -1 with err. */
 int kb_kernel_connect_sockets(kb_kernel_t *self, kb_error_t *err)
 {
-    char *endpoint = s_endpoint(self->info, "shell_port");
     /*  A routing id of our own, shared with the stdin socket: the kernel
         sends input_request to the shell requester's id. */
     unsigned char raw[12];
     if (RAND_bytes(raw, sizeof raw) != 1) {
         kb_error_set(err, KB_ERR_INTERNAL, "no random bytes for a routing id");
-        zstr_free(&endpoint);
         return -1;
     }
     strcpy(self->routing_id, "kb-");
     for (size_t i = 0; i < sizeof raw; i++)
         snprintf(self->routing_id + 3 + 2 * i, 3, "%02x", raw[i]);
+    char *endpoint = s_endpoint(self->info, "shell_port");
     kb_zmtp_opts_t shell
         = { .type = KB_ZMTP_DEALER, .identity = self->routing_id, .max_frame = self->max_message };
-    self->shell = endpoint
-                      ? kb_zmtp_new(self->loop, endpoint, &shell, kb_kernel_shell_callbacks(), self)
-                      : NULL;
-    if (!self->shell) {
-        kb_error_set(err, KB_ERR_INTERNAL, "cannot connect the shell socket to %s: %s",
-                     endpoint ? endpoint : "(none)", strerror(errno));
-        zstr_free(&endpoint);
-        return -1;
-    }
+    self->shell = s_zmtp(self, "shell", endpoint, &shell, kb_kernel_shell_callbacks(), err);
     zstr_free(&endpoint);
+    if (!self->shell)
+        return -1;
     self->control_endpoint = s_endpoint(self->info, "control_port");
     self->stdin_endpoint = s_endpoint(self->info, "stdin_port");
     self->hb_endpoint = s_endpoint(self->info, "hb_port");
-    endpoint = self->iopub_endpoint = s_endpoint(self->info, "iopub_port");
+    self->iopub_endpoint = s_endpoint(self->info, "iopub_port");
     kb_zmtp_opts_t iopub = { .type = KB_ZMTP_SUB, .max_frame = self->max_message };
-    self->iopub = endpoint
-                      ? kb_zmtp_new(self->loop, endpoint, &iopub, kb_kernel_iopub_callbacks(), self)
-                      : NULL;
-    if (!self->iopub) {
-        kb_error_set(err, KB_ERR_INTERNAL, "cannot connect the iopub socket to %s: %s",
-                     endpoint ? endpoint : "(none)", strerror(errno));
-        return -1;
-    }
-    return 0;
+    self->iopub
+        = s_zmtp(self, "iopub", self->iopub_endpoint, &iopub, kb_kernel_iopub_callbacks(), err);
+    return self->iopub ? 0 : -1;
 }
 
 /*  Watch the process through a pidfd; without pidfds (Linux before 5.3),
