@@ -30,7 +30,8 @@ struct t_case {
     zmsg_t *peer_got[T_MAX_GOT];
     size_t npeer;
     int opened, too_many, drained;
-    int drops[3]; /* by kb_zmtp_drop_t */
+    int drained_at_message; /* drained as the last message was given */
+    int drops[3];           /* by kb_zmtp_drop_t */
     bool destroy_on_message;
     bool (*done)(t_case_t *c);
     void (*tick)(t_case_t *c); /* called every 5 ms while waiting, or NULL */
@@ -49,6 +50,7 @@ static void s_on_message(kb_zmtp_t *zmtp, const kb_frame_t *frames, size_t count
     zmsg_t *msg = zmsg_new();
     for (size_t i = 0; i < count; i++)
         zmsg_addmem(msg, frames[i].data, frames[i].size);
+    c->drained_at_message = c->drained;
     if (c->ngot < T_MAX_GOT)
         c->got[c->ngot++] = msg;
     else
@@ -334,6 +336,18 @@ static void test_dealer_and_router_both_ways(void)
     CHECK(c.drops[0] + c.drops[1] + c.drops[2] == 0);
     /* 20 MiB took turns of KB_ZMTP_READ_BUDGET: drained only when all was read */
     CHECK(c.drained > 0);
+    /*  A message of exactly one turn's budget (frame head included): when
+        one turn reads all of it, the connection is found drained the next */
+    s_forget_got(&c);
+    if (c.npeer == 0 && c.ngot == 0) {
+        reply = zmsg_new();
+        zmsg_addstr(reply, "kernelbridge-7");
+        zmsg_addmem(reply, data, KB_ZMTP_READ_BUDGET - 9);
+        CHECK(zmsg_send(&reply, c.peer) == 0);
+        CHECK(s_run(&c, s_got_one, 10000));
+        s_run(&c, NULL, 100);
+        CHECK(c.ngot == 1 && c.drained > c.drained_at_message && kb_zmtp_unread(c.zmtp) == 0);
+    }
     free(data);
     s_case_free(&c);
     CHECK(s_fds() == fds);

@@ -561,8 +561,15 @@ static void s_read(kb_zmtp_t *self)
             s_drop(self, why);
             return;
         }
-        if (rc > 0 || budget == 0 || self->fd < 0 || !s_reads(self))
+        if (rc > 0 || self->fd < 0 || !s_reads(self))
             return;
+        if (budget == 0) {
+            /*  The turn's share is read: come back next turn whatever epoll
+                says, so that a connection emptied by exactly this read is
+                still found drained (a paused kernel waits on it). */
+            kb_io_poke(&self->io);
+            return;
+        }
         s_bytes_t *in = &self->in;
         if (s_room(in) != 0) {
             s_drop(self, KB_ZMTP_CLOSED);
