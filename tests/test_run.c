@@ -508,7 +508,6 @@ static void test_start_failed_fails_the_held_call(void)
     CHECK(kb_run_state(run) == KB_RUN_ENDED);
     CHECK(b.ended == 1);
     CHECK(kb_procstore_find(b.store, id) == NULL);
-    kb_call_fini(&call);
     bench_fini(&b);
 }
 
@@ -533,7 +532,6 @@ static void test_timeout_timer_ends_a_queued_run(void)
     kb_result_t *result = check_result(&stream, KB_REASON_TIMED_OUT, NULL, "TimeoutError");
     CHECK(result && result->raw_reason && !strcmp(result->raw_reason, "timed out while queued"));
     kb_result_destroy(&result);
-    kb_call_fini(&call);
     bench_fini(&b);
 }
 

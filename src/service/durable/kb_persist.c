@@ -43,7 +43,9 @@ struct kb_persist {
     kb_loop_t *loop;
     bool scheduled;  /* the end-of-turn call is deferred */
     bool collecting; /* the collectors run: what they queue goes in this batch */
+    bool flushing;   /* ... and the batch goes to the writer now (kb_persist_flushing) */
     bool held;       /* the collector running called kb_persist_hold */
+    bool waiting;    /* a collector holds writes back, or held ones are queued */
     bool urgent;     /* something queued was not held: hand over at the turn's end */
     size_t queued;   /* ops queued so far (to see which collector queued) */
     kb_timer_t hold; /* the end of a hold: the turns held go to the writer */
@@ -153,8 +155,11 @@ static void s_queue(kb_persist_t *self, kb_op_t *op, bool copied)
     }
     s_batch_add(&self->turn, op);
     self->queued++;
-    if (!self->collecting)
-        self->urgent = true; /* queued by the service itself: at once */
+    /* queued by the service itself: at once, but a record's delete (by
+       retention, after every run once the store is full) waits with the
+       records; a crash that loses it leaves a record retention takes again */
+    if (!self->collecting && op->kind != KB_OP_RECORD_DELETE)
+        self->urgent = true;
 }
 
 /*  Both NULL or both set: a string was copied if it was given. */
@@ -390,45 +395,64 @@ static void s_hand_over(kb_persist_t *self)
     self->urgent = false;
 }
 
-static void s_collect(kb_persist_t *self)
+/*  Run the collectors; flushing: the batch goes to the writer after them,
+    and they queue all they have. */
+static void s_collect(kb_persist_t *self, bool flushing)
 {
     self->collecting = true;
+    self->flushing = flushing;
     for (int i = 0; i < self->ncollectors; i++) {
         size_t before = self->queued;
         self->held = false;
         self->collectors[i].fn(self, self->collectors[i].arg);
-        if (self->queued != before && !self->held)
+        if (self->held)
+            self->waiting = true;
+        else if (self->queued != before)
             self->urgent = true;
     }
-    self->collecting = false;
+    self->collecting = self->flushing = false;
+}
+
+/*  Collect all that waits and hand it over. */
+static void s_flush(kb_persist_t *self)
+{
+    s_collect(self, true);
+    kb_timer_stop(&self->hold);
+    s_hand_over(self);
+    self->waiting = false;
 }
 
 static void s_hold_over(kb_timer_t *timer, void *arg)
 {
     (void)timer;
-    s_hand_over(arg);
+    s_flush(arg);
 }
 
-/*  The end of a touched turn: collect, then hand over, unless all that
-    is queued was held (and the hold is not over). */
+/*  The end of a touched turn: collect; hand over if anything must go now,
+    else let what is held wait for the hold's end (started by the first
+    held turn, not moved by later ones: KB_PERSIST_HOLD_MS at most). */
 static void s_end_of_turn(void *arg)
 {
     kb_persist_t *self = arg;
-    s_collect(self);
+    s_collect(self, false);
     self->scheduled = false;
-    if (!self->urgent && self->turn.head) {
-        if (!kb_timer_active(&self->hold))
-            kb_timer_start(self->loop, &self->hold, KB_PERSIST_HOLD_MS, 0, s_hold_over, self);
+    if (self->urgent) {
+        s_flush(self);
         return;
     }
-    kb_timer_stop(&self->hold);
-    s_hand_over(self);
+    if ((self->waiting || self->turn.head) && !kb_timer_active(&self->hold))
+        kb_timer_start(self->loop, &self->hold, KB_PERSIST_HOLD_MS, 0, s_hold_over, self);
 }
 
 void kb_persist_hold(kb_persist_t *self)
 {
     if (self->collecting)
         self->held = true;
+}
+
+bool kb_persist_flushing(const kb_persist_t *self)
+{
+    return self->flushing;
 }
 
 void kb_persist_touch(kb_persist_t *self)
@@ -449,9 +473,7 @@ void kb_persist_add_collector(kb_persist_t *self, kb_persist_collect_fn *fn, voi
 
 void kb_persist_sync(kb_persist_t *self)
 {
-    s_collect(self);
-    kb_timer_stop(&self->hold);
-    s_hand_over(self);
+    s_flush(self);
     pthread_mutex_lock(&self->lock);
     while (self->written < self->handed)
         pthread_cond_wait(&self->done, &self->lock);
@@ -460,10 +482,13 @@ void kb_persist_sync(kb_persist_t *self)
 
 json_t *kb_persist_json(kb_persist_t *self)
 {
+    bool held = self->waiting || self->turn.head || kb_timer_active(&self->hold);
     pthread_mutex_lock(&self->lock);
-    json_t *json = json_pack("{s:I, s:I, s:I, s:s?}", "batches", (json_int_t)self->batches, "rows",
-                             (json_int_t)self->rows, "failed", (json_int_t)self->failed,
-                             "last_error", self->last_error[0] ? self->last_error : NULL);
+    json_t *json
+        = json_pack("{s:I, s:I, s:I, s:s?, s:b, s:I}", "batches", (json_int_t)self->batches, "rows",
+                    (json_int_t)self->rows, "failed", (json_int_t)self->failed, "last_error",
+                    self->last_error[0] ? self->last_error : NULL, "held", held, "behind",
+                    (json_int_t)(self->handed - self->written));
     pthread_mutex_unlock(&self->lock);
     return json;
 }

@@ -1,10 +1,10 @@
 /*  kb_persist.h - what the engine keeps in the state dir's database, and
     when: rows of contexts and kernels, process records and their log
     frames, written by a thread of their own in one transaction per loop
-    turn at most: a turn whose only news is records (their rows, their
-    output so far) and counts may be held, and goes with the next turn
-    that is not, or after KB_PERSIST_HOLD_MS; back-to-back short runs share
-    a transaction.
+    turn at most: what may wait (records, their output so far, a run's
+    count) waits in its collector, for the next turn with something that
+    may not, or for KB_PERSIST_HOLD_MS; back-to-back short runs share a
+    transaction, and a row changed in several turns is copied once.
 
     The engine thread queues writes (copies of the rows; for log frames, a
     reference to the record's output and a range of cursors, read by the
@@ -48,13 +48,16 @@ void kb_persist_touch(kb_persist_t *self);
 /*  A turn's batch is held at most this long (kb_persist_hold). */
 #define KB_PERSIST_HOLD_MS 20
 
-/*  From a collector: nothing in this turn's batch must reach the disk at
-    once (records): the batch waits for the next turn
-    that is not held, at most KB_PERSIST_HOLD_MS, so that a short run's
-    start and end, and the runs of those 20 ms, are one transaction. A turn
-    in which any collector that queued writes does not call it hands
-    everything queued over. */
+/*  From a collector that queued nothing: it has writes that may wait (a
+    record), for the next turn that hands a batch over, at most
+    KB_PERSIST_HOLD_MS, so that a short run's start and end, and the runs
+    of those 20 ms, are one transaction. A collector that queues writes
+    without calling it has the batch handed over at the turn's end. */
 void kb_persist_hold(kb_persist_t *self);
+
+/*  From a collector: the batch goes to the writer after this collection;
+    queue everything. */
+bool kb_persist_flushing(const kb_persist_t *self);
 
 /*  Queue writes for this turn's batch (rows copied). */
 void kb_persist_meta(kb_persist_t *self, const char *key, const char *value);
@@ -72,7 +75,11 @@ void kb_persist_frames(kb_persist_t *self, const char *id, kb_runlog_t *log, lon
     handed so far is written (at shutdown; in tests). */
 void kb_persist_sync(kb_persist_t *self);
 
-/*  {path?, batches, rows, failed, last_error} for /health. Any thread. */
+/*  {batches, rows, failed, last_error, held, behind} for /health: batches
+    and rows written, batches that failed, why the last one did; held:
+    writes wait on the engine's side for the next batch (KB_PERSIST_HOLD_MS
+    at most); behind: batches handed to the writer and not yet written.
+    Engine thread. */
 json_t *kb_persist_json(kb_persist_t *self);
 
 #endif

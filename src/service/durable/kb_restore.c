@@ -30,7 +30,8 @@ struct kb_restore {
     kb_db_t *db;                 /* state.db while restoring; then the writer's */
     kb_persist_t *persist;       /* the writer, from kb_restore_finish */
     char *kernel_dir;            /* <state_dir>/kernels: connection files, kernel logs */
-    zhashx_t *dirty_contexts;    /* id -> kb_context_t * whose row changed this turn */
+    zhashx_t *dirty_contexts;    /* id -> kb_context_t * whose row changed since the batch */
+    bool contexts_at_once;       /* one of them must be written at the end of the turn */
     const kb_restore_env_t *env; /* during kb_restore_run */
     kb_restore_found_t *found;   /* idem */
 };
@@ -528,11 +529,12 @@ static int s_restore_kernels(kb_restore_t *self)
 
 /* ---- writing back -------------------------------------------------------------------- */
 
-void kb_restore_mark(kb_restore_t *self, kb_context_t *ctx)
+void kb_restore_mark(kb_restore_t *self, kb_context_t *ctx, bool at_once)
 {
     if (!self || !self->persist)
         return;
     zhashx_update(self->dirty_contexts, kb_context_id(ctx), ctx);
+    self->contexts_at_once = self->contexts_at_once || at_once;
     kb_persist_touch(self->persist);
 }
 
@@ -573,9 +575,17 @@ void kb_restore_keep(kb_restore_t *self, kb_context_t *ctx)
     free(strings);
 }
 
+/*  The rows of the contexts that changed: at once if one of them must be
+    (kb_restore_mark), else with the batch (held till then). */
 static void s_collect_contexts(kb_persist_t *persist, void *arg)
 {
     kb_restore_t *self = arg;
+    if (!self->contexts_at_once && !kb_persist_flushing(persist)) {
+        if (zhashx_size(self->dirty_contexts) > 0)
+            kb_persist_hold(persist);
+        return;
+    }
+    self->contexts_at_once = false;
     for (kb_context_t *ctx = zhashx_first(self->dirty_contexts); ctx;
          ctx = zhashx_next(self->dirty_contexts)) {
         kb_db_context_t row;

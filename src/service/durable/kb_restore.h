@@ -82,9 +82,11 @@ int kb_restore_finish(kb_restore_t *self, const kb_restore_env_t *env, zhashx_t 
 /*  The writer of state.db, or NULL (ephemeral, or before kb_restore_finish). */
 kb_persist_t *kb_restore_persist(const kb_restore_t *self);
 
-/*  The row of ctx changed / ctx is over: written at the end of the turn
-    (not held, kb_persist_hold). */
-void kb_restore_mark(kb_restore_t *self, kb_context_t *ctx);
+/*  The row of ctx changed: written at the end of the turn when at_once
+    (a kernel recorded as it starts: a crash leaves no orphan), else with
+    the next batch (a run's count: KB_PERSIST_HOLD_MS at most, with the
+    run's record). ctx is over: its row is deleted. */
+void kb_restore_mark(kb_restore_t *self, kb_context_t *ctx, bool at_once);
 void kb_restore_forget(kb_restore_t *self, kb_context_t *ctx);
 
 /*  The default contexts' generations (id -> (intptr_t) generation), kept

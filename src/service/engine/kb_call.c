@@ -1,16 +1,30 @@
 /*  kb_call.c - the answer handshake of a call to the engine thread. */
 #include "service/engine/kb_call.h"
 
+#include <linux/futex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+/*  The handshake is a futex on call->done rather than a mutex and a
+    condition: the caller wakes once, to a word already set, where a
+    condition signalled under its mutex woke it into that mutex, still
+    held, for a second sleep and wake-up on every call. */
 void kb_call_answer(kb_call_t *call)
 {
-    pthread_mutex_lock(&call->lock);
-    call->done = true;
-    pthread_cond_signal(&call->cond);
-    pthread_mutex_unlock(&call->lock);
+    atomic_store_explicit(&call->done, 1, memory_order_release);
+    /* the caller may have seen the word and let the call go already: a
+       wake at an address nobody waits on does nothing, and one who waits
+       there later (a new call on the same stack) looks at its own word */
+    syscall(SYS_futex, &call->done, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void kb_call_wait(kb_call_t *call)
+{
+    while (atomic_load_explicit(&call->done, memory_order_acquire) == 0)
+        syscall(SYS_futex, &call->done, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
 }
 
 void kb_call_fail(kb_call_t *call, kb_code_t code, const char *fmt, ...)
@@ -30,14 +44,6 @@ void kb_call_init(kb_call_t *call, kb_call_type_t type)
 {
     *call = (kb_call_t){ .type = type, .ask = { .cursor = -1 } };
     kb_timer_init(&call->timer);
-    pthread_mutex_init(&call->lock, NULL);
-    pthread_cond_init(&call->cond, NULL);
-}
-
-void kb_call_fini(kb_call_t *call)
-{
-    pthread_mutex_destroy(&call->lock);
-    pthread_cond_destroy(&call->cond);
 }
 
 void kb_call_answer_json(kb_call_t *call, json_t *result)

@@ -12,8 +12,9 @@
 #define KB_CALL_H_INCLUDED
 
 #include <jansson.h>
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "kernelbridge/kb_service.h"
 #include "service/output/kb_stream.h"
@@ -84,10 +85,8 @@ typedef struct kb_call {
     kb_error_t err;
     int rc;
     bool msg_taken; /* CHANNELS_INPUT: the engine took ask.msg */
-    /* answer handshake */
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    bool done;
+    /* answer handshake: 1 once answered; the caller waits on it as a futex */
+    _Atomic uint32_t done;
     kb_timer_t timer; /* deferred waits: the engine's timer */
     void *owner;      /* deferred waits: what the request waits on */
     struct kb_call *next;
@@ -125,7 +124,7 @@ void kb_call_refuse(kb_call_t *call, kb_code_t code, const char *message);
 /*  A call of that type with nothing asked yet (cursor -1, no timer). */
 void kb_call_init(kb_call_t *call, kb_call_type_t type);
 
-/*  Free the handshake of an answered call (the caller's side). */
-void kb_call_fini(kb_call_t *call);
+/*  The caller's side: block until the call is answered. */
+void kb_call_wait(kb_call_t *call);
 
 #endif

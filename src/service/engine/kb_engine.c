@@ -257,10 +257,10 @@ size_t kb_engine_dying(const kb_engine_t *self)
 
 /* ---- making and unmaking --------------------------------------------------------- */
 
-static void s_context_changed(kb_context_t *ctx, void *arg)
+static void s_context_changed(kb_context_t *ctx, bool at_once, void *arg)
 {
     kb_engine_t *self = arg;
-    kb_restore_mark(self->durable, ctx);
+    kb_restore_mark(self->durable, ctx, at_once);
 }
 
 /*  ctx's row is deleted; a default context's generation is kept. */

@@ -61,12 +61,8 @@ static int s_call(kb_service_t *self, kb_call_t *request, kb_error_t *err)
         uint64_t one = 1;
         if (write(self->eventfd, &one, sizeof one) < 0 && errno != EAGAIN)
             abort(); /* an eventfd write cannot fail otherwise */
-        pthread_mutex_lock(&request->lock);
-        while (!request->done)
-            pthread_cond_wait(&request->cond, &request->lock);
-        pthread_mutex_unlock(&request->lock);
+        kb_call_wait(request);
     }
-    kb_call_fini(request);
     if (err) {
         if (request->rc == 0)
             kb_error_clear(err);

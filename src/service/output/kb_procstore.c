@@ -139,10 +139,20 @@ static void s_put_row(kb_procstore_t *self, kb_proc_t *proc)
     proc->stored = true;
 }
 
-/*  The end of a turn: the rows and new frames of what changed. */
+/*  The end of a turn: the rows and new frames of what changed, when the
+    batch goes to the writer; till then they wait (KB_PERSIST_HOLD_MS at
+    most): a short run's start and end are one row, back-to-back runs share
+    a transaction, and a row changed in several turns is copied once. A
+    crash loses what the last 20 ms ended (SPEC section 8: records are kept
+    up to the last batch). */
 static void s_collect(kb_persist_t *persist, void *arg)
 {
     kb_procstore_t *self = arg;
+    if (!kb_persist_flushing(persist)) {
+        if (zlistx_size(self->dirty) > 0)
+            kb_persist_hold(persist);
+        return;
+    }
     kb_proc_t *proc;
     while ((proc = zlistx_detach(self->dirty, NULL))) {
         proc->dirty = false;
@@ -153,11 +163,6 @@ static void s_collect(kb_persist_t *persist, void *arg)
         kb_persist_frames(persist, proc->id, proc->log, proc->stored_until, next);
         proc->stored_until = next;
     }
-    /*  A record waits for the next batch (KB_PERSIST_HOLD_MS at most): a
-        short run's start and end are one transaction, and back-to-back
-        runs share one. A crash loses what the last 20 ms ended (SPEC
-        section 8: records are kept up to the last batch). */
-    kb_persist_hold(persist);
 }
 
 void kb_procstore_set_persist(kb_procstore_t *self, kb_persist_t *persist)

@@ -56,10 +56,10 @@ static const kb_kernel_callbacks_t s_kernel_callbacks = {
 
 /* ---- the run queue -------------------------------------------------------------- */
 
-static void s_changed(kb_context_t *self)
+static void s_changed(kb_context_t *self, bool at_once)
 {
     if (self->env->changed && !self->over)
-        self->env->changed(self, self->env->gone_arg);
+        self->env->changed(self, at_once, self->env->gone_arg);
 }
 
 /*  The run in progress ends: what it cost the kernel's tree. */
@@ -146,7 +146,7 @@ static void s_on_run_ended(kb_run_t *run, long long execution_count, void *arg)
     if (execution_count >= 0)
         self->execution_count = execution_count;
     self->last_activity_at = kb_now();
-    s_changed(self); /* at once: a crash keeps the count (test_durability) */
+    s_changed(self, false); /* with the run's record, in the next batch */
     if (self->isolated)
         s_over(self, "isolated run finished", false);
     else
@@ -323,7 +323,7 @@ static void s_on_ready(kb_kernel_t *kernel, void *arg)
     self->attaching = false;
     if (self->adopted && !self->fresh)
         s_send_barrier(self);
-    s_changed(self);
+    s_changed(self, true);
     s_became_ready(self);
 }
 
@@ -489,7 +489,7 @@ static bool s_take_pooled(kb_context_t *self)
     kb_kernel_set_callbacks(kernel, &s_kernel_callbacks, self);
     self->kernel = kernel;
     s_watch_start(self, true);
-    s_changed(self);
+    s_changed(self, true);
     if (!setup) {
         self->ready = true;
         return true;
@@ -511,7 +511,7 @@ static int s_start_kernel(kb_context_t *self, kb_error_t *err)
         return -1;
     self->limit_why[0] = 0;
     s_watch_start(self, false);
-    s_changed(self); /* recorded while it starts: a crash now leaves no orphan */
+    s_changed(self, true); /* recorded while it starts: a crash now leaves no orphan */
     return 0;
 }
 
@@ -694,7 +694,7 @@ void kb_context_replace_kernel(kb_context_t *self, kb_kernel_t *kernel, long lon
     self->kernel = kernel;
     kb_kernel_set_callbacks(kernel, &s_kernel_callbacks, self);
     s_watch_start(self, false);
-    s_changed(self);
+    s_changed(self, true);
     if (self->hub)
         kb_hub_kernel_new(self->hub, self->kernel);
 }

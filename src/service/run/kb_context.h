@@ -42,9 +42,10 @@ typedef struct {
     kb_context_gone_fn *gone;
     void *gone_arg;
     /* what the state database keeps of it changed: written at the end of
-       the turn (a crash right after a run keeps its count); called with
-       gone_arg; may be NULL */
-    void (*changed)(kb_context_t *ctx, void *arg);
+       the turn when at_once (its kernel, as it starts: a crash leaves no
+       orphan), else with the next batch (a run's count, with its record);
+       called with gone_arg; may be NULL */
+    void (*changed)(kb_context_t *ctx, bool at_once, void *arg);
 } kb_context_env_t;
 
 typedef struct {
