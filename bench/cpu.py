@@ -52,6 +52,7 @@ def main() -> None:
             D["schedstat"] = cpu.schedstat(binary, os.path.join(tmp, f"ss-{k}"), k, args.warmup,
                                            args.n, cli.log)
     details["elapsed_s"] = time.perf_counter() - t0
+    details["workdir"] = tmp  # removed at the end, with everything in it
     details["loadavg_after"] = machine.loadavg()
     print("\n".join(cpu.tables(details)))
     cli.finish(args, "cpu", details, cpu.figures(details), env)

@@ -30,6 +30,9 @@ packages=(
   python3-nbclassic chromium chromium-driver python3-selenium
   # counts the daemon's system calls in a test (one interrupt, one kill)
   strace
+  # bench/cpu.py: callgrind counts the daemon's instructions per run
+  # (tests/integration/test_bench_cpu.py runs it)
+  valgrind
   # promtool (check metrics): GET /metrics is checked by Prometheus' own linter
   prometheus
   # deploy/: yamllint -s on the Kubernetes manifests (tests/deploy)

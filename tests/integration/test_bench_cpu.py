@@ -1,0 +1,67 @@
+"""bench/cpu.py, the harness behind the CPU axis of docs/PERFORMANCE.md,
+runs on this machine: on both kernels a few `1+1` runs counted under
+callgrind (instructions by thread and by function) and a few under
+schedstat (CPU and run slices by thread, the bridge over the floor), every
+answer checked by the script, the tables and the targets printed, nothing
+left behind. No figure is compared with a target: figures come from full
+runs, not tests."""
+
+import json
+import math
+import os
+import subprocess
+
+from conftest import BINARY, REPO
+from test_bench_contexts import processes_naming
+
+KERNELS = ("xpython", "python3")
+CALLGRIND_N = 3
+N = 5
+# the daemon's own threads that do the work of a run
+THREADS = ("kb-engine", "MHD-connection", "kb-persist")
+
+
+def positive(x):
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def test_the_cpu_bench_counts_instructions_and_cpu_per_run(tmp_path):
+    out = tmp_path / "cpu.json"
+    done = subprocess.run(
+        ["/usr/bin/python3", str(REPO / "bench" / "cpu.py"), "-n", str(N), "--callgrind-n",
+         str(CALLGRIND_N), "--warmup", "2", "--kernels", ",".join(KERNELS), "--binary", BINARY,
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    details = json.loads(out.read_text())
+    assert set(details["kernels"]) == set(KERNELS)
+    for kernel, entry in details["kernels"].items():
+        cg = entry["callgrind"]
+        assert cg["n"] == CALLGRIND_N, kernel
+        assert positive(cg["instructions_per_run"]), (kernel, cg["instructions_per_run"])
+        assert 0 < cg["per_run_without_timed"] <= cg["instructions_per_run"], kernel
+        by_thread = cg["by_thread"]
+        for name in THREADS:
+            assert positive(by_thread.get(name)), (kernel, name, by_thread)
+        # the threads' counts add up to the whole
+        assert abs(sum(by_thread.values()) - cg["instructions_per_run"]) <= 1 + 1e-6 * cg[
+            "instructions_per_run"], (kernel, by_thread, cg["instructions_per_run"])
+        top = cg["top_functions"]
+        assert top and all(positive(v) for v in top.values()), (kernel, top)
+        assert any("[kernelbridge]" in name for name in top), (kernel, list(top))
+
+        ss = entry["schedstat"]
+        assert ss["n"] == N, kernel
+        assert positive(ss["run_p50_us"]) and positive(ss["floor_p50_us"]), (kernel, ss)
+        assert math.isfinite(ss["overhead_us"]), (kernel, ss)
+        for batch in ("per_run", "per_health"):
+            b = ss[batch]
+            assert positive(b["cpu_us"]) and positive(b["slices"]), (kernel, batch, b)
+            assert positive(b["by_thread_us"].get("kb-engine")), (kernel, batch, b)
+
+    assert "### Targets (cpu)" in done.stdout, done.stdout
+    for kernel in KERNELS:
+        assert f"{kernel}: daemon CPU per `1+1` run, all threads (schedstat)" in done.stdout
+        assert f"{kernel}: instructions per run, thread kb-engine" in done.stdout
+    assert not os.path.exists(details["workdir"]), "temp dir left behind"
+    assert not processes_naming(details["workdir"]), "processes left behind"
