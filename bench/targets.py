@@ -122,8 +122,8 @@ DURABILITY = (
            "answered with its variable, from the new daemon's spawn", "8, doc", "<=", 2, "s"),
     Target("durability", "cycles.orphans", "crash-and-restart cycles: orphaned kernels (most at "
            "once)", "8, doc", "==", 0, "count"),
-    Target("durability", "cycles.lost_records", "crash-and-restart cycles: finished records lost",
-           "8, doc", "==", 0, "count"),
+    Target("durability", "cycles.lost_records", "crash-and-restart cycles: finished records "
+           "lost (written in a batch before the crash)", "8, doc", "==", 0, "count"),
     Target("durability", "cycles.kernels_left", "crash-and-restart cycles: kernels left after "
            "the final plain stop", "8, doc", "==", 0, "count"),
 )
