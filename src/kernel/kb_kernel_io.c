@@ -477,21 +477,25 @@ static void s_drain(kb_kernel_t *self, kb_io_t *io, zsock_t *sock, kb_channel_t 
     }
 }
 
-/*  The shell socket (kb_zmtp on the loop): each whole message, a message
-    of too many frames, a frame over max_message (the connection is made
-    again; what the frame was is lost, and counted). */
-static void s_on_shell_message(kb_zmtp_t *zmtp, const kb_frame_t *frames, size_t count, void *arg)
+/*  The shell and iopub sockets (kb_zmtp on the loop): each whole
+    message, a message of too many frames. */
+static kb_channel_t s_channel_of(const kb_kernel_t *self, const kb_zmtp_t *zmtp)
 {
-    (void)zmtp;
-    s_handle(arg, KB_CHANNEL_SHELL, frames, count, false);
+    return zmtp == self->shell ? KB_CHANNEL_SHELL : KB_CHANNEL_IOPUB;
 }
 
-static void s_on_shell_too_many(kb_zmtp_t *zmtp, void *arg)
+static void s_on_zmtp_message(kb_zmtp_t *zmtp, const kb_frame_t *frames, size_t count, void *arg)
 {
-    (void)zmtp;
-    s_handle(arg, KB_CHANNEL_SHELL, NULL, 0, true);
+    s_handle(arg, s_channel_of(arg, zmtp), frames, count, false);
 }
 
+static void s_on_zmtp_too_many(kb_zmtp_t *zmtp, void *arg)
+{
+    s_handle(arg, s_channel_of(arg, zmtp), NULL, 0, true);
+}
+
+/*  The shell's connection dropped: a frame over max_message (the
+    connection is made again; what the frame was is lost, and counted). */
 static void s_on_shell_dropped(kb_zmtp_t *zmtp, kb_zmtp_drop_t why, void *arg)
 {
     (void)zmtp;
@@ -500,21 +504,8 @@ static void s_on_shell_dropped(kb_zmtp_t *zmtp, kb_zmtp_drop_t why, void *arg)
         kb_kernel_count_drop(self, KB_DROP_TOO_LARGE);
 }
 
-/*  The iopub socket (kb_zmtp on the loop). What it read is all handled:
-    a paused kernel goes on. Its connection dropped: judged 100 ms later
-    (s_on_iopub_drop). */
-static void s_on_iopub_message(kb_zmtp_t *zmtp, const kb_frame_t *frames, size_t count, void *arg)
-{
-    (void)zmtp;
-    s_handle(arg, KB_CHANNEL_IOPUB, frames, count, false);
-}
-
-static void s_on_iopub_too_many(kb_zmtp_t *zmtp, void *arg)
-{
-    (void)zmtp;
-    s_handle(arg, KB_CHANNEL_IOPUB, NULL, 0, true);
-}
-
+/*  The iopub socket. What it read is all handled: a paused kernel goes on.
+    Its connection dropped: judged 100 ms later (s_on_iopub_drop). */
 static void s_on_iopub_drained(kb_zmtp_t *zmtp, void *arg)
 {
     (void)zmtp;
@@ -533,8 +524,8 @@ static void s_on_iopub_dropped(kb_zmtp_t *zmtp, kb_zmtp_drop_t why, void *arg)
 
 const kb_zmtp_callbacks_t *kb_kernel_iopub_callbacks(void)
 {
-    static const kb_zmtp_callbacks_t callbacks = { .message = s_on_iopub_message,
-                                                   .too_many = s_on_iopub_too_many,
+    static const kb_zmtp_callbacks_t callbacks = { .message = s_on_zmtp_message,
+                                                   .too_many = s_on_zmtp_too_many,
                                                    .dropped = s_on_iopub_dropped,
                                                    .drained = s_on_iopub_drained };
     return &callbacks;
@@ -542,8 +533,8 @@ const kb_zmtp_callbacks_t *kb_kernel_iopub_callbacks(void)
 
 const kb_zmtp_callbacks_t *kb_kernel_shell_callbacks(void)
 {
-    static const kb_zmtp_callbacks_t callbacks = { .message = s_on_shell_message,
-                                                   .too_many = s_on_shell_too_many,
+    static const kb_zmtp_callbacks_t callbacks = { .message = s_on_zmtp_message,
+                                                   .too_many = s_on_zmtp_too_many,
                                                    .dropped = s_on_shell_dropped };
     return &callbacks;
 }

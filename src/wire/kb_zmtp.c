@@ -434,16 +434,26 @@ static void s_command(kb_zmtp_t *self, const unsigned char *body, size_t size)
     }
 }
 
-static void s_call(kb_zmtp_t *self, const kb_frame_t *frames, size_t count, bool overflow)
+/*  What the owner is told of: the connection opened, a message, a message
+    of too many frames. */
+typedef enum { S_OPENED, S_MESSAGE, S_TOO_MANY } s_news_t;
+
+static void s_call(kb_zmtp_t *self, s_news_t news, const kb_frame_t *frames, size_t count)
 {
     self->calling++;
-    if (overflow) {
-        if (self->callbacks.too_many)
-            self->callbacks.too_many(self, self->arg);
-    } else if (count == 0 && self->callbacks.opened)
-        self->callbacks.opened(self, self->arg);
-    else if (count > 0)
-        self->callbacks.message(self, frames, count, self->arg);
+    switch (news) {
+        case S_OPENED:
+            if (self->callbacks.opened)
+                self->callbacks.opened(self, self->arg);
+            break;
+        case S_MESSAGE:
+            self->callbacks.message(self, frames, count, self->arg);
+            break;
+        case S_TOO_MANY:
+            if (self->callbacks.too_many)
+                self->callbacks.too_many(self, self->arg);
+            break;
+    }
     self->calling--;
 }
 
@@ -506,7 +516,7 @@ static int s_consume_one(kb_zmtp_t *self, kb_zmtp_drop_t *why)
             }
             if (s_ready(self, body, (size_t)size) != 0)
                 return -1;
-            s_call(self, NULL, 0, false); /* opened */
+            s_call(self, S_OPENED, NULL, 0);
             return 1;
         }
         if (self->state == S_HANDSHAKE)
@@ -517,7 +527,7 @@ static int s_consume_one(kb_zmtp_t *self, kb_zmtp_drop_t *why)
             overflow = true;
         if (!(flags & KB_ZMTP_MORE)) {
             in->at = p;
-            s_call(self, frames, count, overflow);
+            s_call(self, overflow ? S_TOO_MANY : S_MESSAGE, frames, count);
             return 1;
         }
     }
