@@ -52,7 +52,7 @@ def main() -> None:
     details["elapsed_s"] = time.perf_counter() - t0
     details["loadavg_after"] = machine.loadavg()
     print("\n".join(overhead.tables(details)))
-    cli.finish(args, "overhead", details, overhead.figures(details), env)
+    cli.finish(args, "overhead", details, overhead.figures(details), env, inline="back_to_back")
 
 
 if __name__ == "__main__":
