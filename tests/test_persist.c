@@ -155,6 +155,21 @@ static void s_bench_fini(s_bench_t *b)
     json_decref(b->seen);
 }
 
+/*  What was seen at 8 ms (held for the hold's end, or handed over at the
+    turn's end), then one batch of `rows` rows once the writer settled. */
+static void s_check(s_bench_t *b, bool held, json_int_t rows)
+{
+    CHECK(b->seen && s_held(b->seen) == held);
+    if (held)
+        CHECK(b->seen && s_int(b->seen, "batches") == 0 && s_int(b->seen, "behind") == 0);
+    else
+        CHECK(b->seen && s_int(b->seen, "batches") + s_int(b->seen, "behind") == 1);
+    json_t *end = s_settled(b);
+    CHECK(!s_held(end));
+    CHECK(s_int(end, "batches") == 1 && s_int(end, "rows") == rows);
+    json_decref(end);
+}
+
 static char *s_meta(const char *name, const char *key)
 {
     kb_error_t err = { 0 };
@@ -179,14 +194,8 @@ static void test_held_changes_go_together_at_the_holds_end(void)
     s_bench_init(&b, "held", s_change_held);
     b.change_again = true;
     s_bench_run(&b);
-    CHECK(b.seen && s_held(b.seen));
-    CHECK(b.seen && s_int(b.seen, "batches") == 0 && s_int(b.seen, "behind") == 0);
-    json_t *end = s_settled(&b);
-    CHECK(!s_held(end));
-    CHECK(s_int(end, "batches") == 1);
-    CHECK(s_int(end, "rows") == 2); /* both changes, copied once, at the hold's end */
+    s_check(&b, true, 2); /* both changes, copied once, at the hold's end */
     CHECK(b.flushes == 1);
-    json_decref(end);
     s_bench_fini(&b);
     char *value = s_meta("held", "key1");
     CHECK_STR(value, "v");
@@ -206,11 +215,7 @@ static void test_a_change_that_may_not_wait_goes_at_the_turns_end(void)
     s_bench_t b;
     s_bench_init(&b, "at_once", s_change_at_once);
     s_bench_run(&b);
-    CHECK(b.seen && !s_held(b.seen));
-    CHECK(b.seen && s_int(b.seen, "batches") + s_int(b.seen, "behind") == 1);
-    json_t *end = s_settled(&b);
-    CHECK(s_int(end, "batches") == 1 && s_int(end, "rows") == 2);
-    json_decref(end);
+    s_check(&b, false, 2);
     s_bench_fini(&b);
 }
 
@@ -227,11 +232,7 @@ static void test_a_records_delete_waits_with_the_records(void)
     s_bench_t b;
     s_bench_init(&b, "delete", s_delete_and_change);
     s_bench_run(&b);
-    CHECK(b.seen && s_held(b.seen));
-    CHECK(b.seen && s_int(b.seen, "batches") == 0 && s_int(b.seen, "behind") == 0);
-    json_t *end = s_settled(&b);
-    CHECK(s_int(end, "batches") == 1 && s_int(end, "rows") == 2);
-    json_decref(end);
+    s_check(&b, true, 2);
     s_bench_fini(&b);
 }
 
@@ -248,12 +249,8 @@ static void test_a_row_the_service_queues_takes_what_is_held(void)
     s_bench_t b;
     s_bench_init(&b, "context", s_context_and_change);
     s_bench_run(&b);
-    CHECK(b.seen && !s_held(b.seen));
-    CHECK(b.seen && s_int(b.seen, "batches") + s_int(b.seen, "behind") == 1);
-    json_t *end = s_settled(&b);
-    CHECK(s_int(end, "batches") == 1 && s_int(end, "rows") == 2);
+    s_check(&b, false, 2);
     CHECK(b.flushes == 1);
-    json_decref(end);
     s_bench_fini(&b);
 }
 

@@ -34,15 +34,22 @@ def positive(x):
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
-def test_the_contexts_bench_runs_and_reports_every_figure(tmp_path):
-    out = tmp_path / "contexts.json"
+def run_bench(script, args, out, timeout):
+    """bench/<script> with args on the build under test, its details into
+    out: (the finished process, the details). Asserts it exited 0."""
     done = subprocess.run(
-        ["/usr/bin/python3", str(REPO / "bench" / "contexts.py"), "--counts", "1,3", "-n", "5",
-         "--warmup", "1", "--idle-window", "1", "--settle", "0", "--kernels", ",".join(KERNELS),
-         "--binary", BINARY, "--json", str(out)],
-        capture_output=True, text=True, timeout=300)
+        ["/usr/bin/python3", str(REPO / "bench" / script), *args, "--binary", BINARY,
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stdout + done.stderr
-    figures = json.loads(out.read_text())
+    return done, json.loads(out.read_text())
+
+
+def test_the_contexts_bench_runs_and_reports_every_figure(tmp_path):
+    done, figures = run_bench(
+        "contexts.py", ["--counts", "1,3", "-n", "5", "--warmup", "1", "--idle-window", "1",
+                        "--settle", "0", "--kernels", ",".join(KERNELS)],
+        tmp_path / "contexts.json", 300)
     assert set(figures["kernels"]) == set(KERNELS)
     for kernel, entry in figures["kernels"].items():
         steps = entry["steps"]

@@ -6,13 +6,10 @@ answer checked by the script, the tables and the targets printed, nothing
 left behind. No figure is compared with a target: figures come from full
 runs, not tests."""
 
-import json
 import math
 import os
-import subprocess
 
-from conftest import BINARY, REPO
-from test_bench_contexts import processes_naming
+from test_bench_contexts import positive, processes_naming, run_bench
 
 KERNELS = ("xpython", "python3")
 CALLGRIND_N = 3
@@ -21,19 +18,11 @@ N = 5
 THREADS = ("kb-engine", "MHD-connection", "kb-persist")
 
 
-def positive(x):
-    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
-
-
 def test_the_cpu_bench_counts_instructions_and_cpu_per_run(tmp_path):
-    out = tmp_path / "cpu.json"
-    done = subprocess.run(
-        ["/usr/bin/python3", str(REPO / "bench" / "cpu.py"), "-n", str(N), "--callgrind-n",
-         str(CALLGRIND_N), "--warmup", "2", "--kernels", ",".join(KERNELS), "--binary", BINARY,
-         "--json", str(out)],
-        capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
-    details = json.loads(out.read_text())
+    done, details = run_bench(
+        "cpu.py", ["-n", str(N), "--callgrind-n", str(CALLGRIND_N), "--warmup", "2",
+                   "--kernels", ",".join(KERNELS)],
+        tmp_path / "cpu.json", 600)
     assert set(details["kernels"]) == set(KERNELS)
     for kernel, entry in details["kernels"].items():
         cg = entry["callgrind"]
