@@ -560,13 +560,13 @@ static int s_room(s_bytes_t *in)
 }
 
 /*  Consume what was read, then read and consume until the socket has
-    nothing or the turn's budget is used. A read that did not fill what it
-    asked for emptied the socket: no second read to hear EAGAIN (the watch
-    is level-triggered: what comes after wakes the loop again). */
+    nothing (EAGAIN) or the turn's budget is used. A short read is not
+    taken for the end: a kernel just paused by the flow control may still
+    have bytes on their way, and `drained` resumes it (stopping at a short
+    read cut its pauses to nothing under load). */
 static void s_read(kb_zmtp_t *self)
 {
     size_t budget = KB_ZMTP_READ_BUDGET;
-    bool emptied = false;
     for (;;) {
         kb_zmtp_drop_t why = KB_ZMTP_PROTOCOL;
         int rc = s_pending(&self->in) > 0 ? s_consume(self, &why) : 0;
@@ -576,8 +576,6 @@ static void s_read(kb_zmtp_t *self)
         }
         if (rc > 0 || self->fd < 0 || !s_reads(self))
             return;
-        if (emptied)
-            break;
         if (budget == 0) {
             /*  The turn's share is read: come back next turn whatever epoll
                 says, so that a connection emptied by exactly this read is
@@ -591,8 +589,7 @@ static void s_read(kb_zmtp_t *self)
             return;
         }
         size_t room = in->cap - in->len;
-        size_t asked = room < budget ? room : budget;
-        ssize_t n = recv(self->fd, in->data + in->len, asked, MSG_DONTWAIT);
+        ssize_t n = recv(self->fd, in->data + in->len, room < budget ? room : budget, MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -603,7 +600,6 @@ static void s_read(kb_zmtp_t *self)
         }
         in->len += (size_t)n;
         budget -= (size_t)n;
-        emptied = (size_t)n < asked;
     }
     if (s_pending(&self->in) == 0)
         s_clear(&self->in);

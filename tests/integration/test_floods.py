@@ -215,18 +215,32 @@ def paused_flood(d, ctx, kernel_pid):
     """Start a flood on ctx through SSE and have its kernel paused: the daemon
     is stopped for 0.4 s (as an engine starved of CPU would be), so that it
     then reads messages older than its lag bound. Returns the open stream
-    once the kernel is seen stopped."""
+    once the kernel is seen stopped. A pause lasts while the daemon reads
+    the backlog, a few milliseconds: the test watches at a higher priority
+    than the machine's other work (as root), and tries up to 15 times, so
+    that a loaded machine does not hide the pause from it."""
     s = d.run_stream(flood(100000), context_id=ctx, timeout=300)
     events = s.events()
     start = next(events)
     assert start.event == "start", start
     assert wait_until(lambda: d.ok("GET", "/contexts/%s" % ctx)["state"] == "busy", 30)
-    for _ in range(5):
-        os.kill(d.proc.pid, signal.SIGSTOP)
-        time.sleep(0.4)
-        os.kill(d.proc.pid, signal.SIGCONT)
-        if wait_until(lambda: proc_state(kernel_pid) == "T", 3, interval=0.001):
-            return s, events, start.data["process_id"]
+    niceness = os.getpriority(os.PRIO_PROCESS, 0)
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, -10)
+    except PermissionError:
+        pass
+    try:
+        for _ in range(15):
+            os.kill(d.proc.pid, signal.SIGSTOP)
+            time.sleep(0.4)
+            os.kill(d.proc.pid, signal.SIGCONT)
+            if wait_until(lambda: proc_state(kernel_pid) == "T", 3, interval=0.001):
+                return s, events, start.data["process_id"]
+    finally:
+        try:
+            os.setpriority(os.PRIO_PROCESS, 0, niceness)
+        except PermissionError:
+            pass
     s.close()
     raise AssertionError("the kernel was never paused")
 
