@@ -1,6 +1,7 @@
 /*  test_loop.c - the engine's event loop (src/util/kb_loop.c): timers in
     order, stopped, repeated and restarted from their own callbacks; calls
-    deferred to the end of the turn; descriptor watches, a watch stopped
+    deferred to the end of the turn; coarse timers, all due in one turn;
+    descriptor watches, a watch stopped
     while its event is pending; ZeroMQ sockets through ZMQ_FD, edge
     triggered, including messages that arrive while the owner sends. */
 #include <czmq.h>
@@ -95,6 +96,65 @@ static void test_zero_delay_restart_does_not_starve(void)
     kb_timer_start(c.loop, &c.timers[1], 20, 0, s_end, &c);
     kb_loop_run(c.loop);
     CHECK(c.fired > 1);
+    CHECK(kb_loop_timer_count(c.loop) == 0);
+    kb_loop_destroy(&c.loop);
+}
+
+/*  Coarse timers started at different moments are due on one grid: each
+    period, all of them fire in the same turn (one wake-up of the loop).
+    Twenty started 3 ms apart with a period of 50 ms fire three times each
+    in a handful of turns (the grid points passed), where plain repeating
+    timers would take a turn each (tested: this fails with them). */
+#define KB_COARSE_N 20
+#define KB_COARSE_PERIOD_MS 50
+
+typedef struct {
+    kb_loop_t *loop;
+    kb_timer_t timers[KB_COARSE_N];
+    int fired[KB_COARSE_N];
+    int64_t turns[3 * KB_COARSE_N]; /* the loop's clock at each distinct turn that fired */
+    size_t nturns;
+    int total;
+} kb_coarse_case_t;
+
+static void s_coarse_fired(kb_timer_t *timer, void *arg)
+{
+    kb_coarse_case_t *c = arg;
+    c->fired[timer - c->timers]++;
+    int64_t now = kb_loop_now_ms(c->loop);
+    if (!c->nturns || c->turns[c->nturns - 1] != now)
+        c->turns[c->nturns++] = now;
+    if (++c->total == 3 * KB_COARSE_N) {
+        for (size_t k = 0; k < KB_COARSE_N; k++)
+            kb_timer_stop(&c->timers[k]);
+        kb_loop_stop(c->loop);
+    }
+}
+
+static void s_start_coarse_later(kb_timer_t *timer, void *arg)
+{
+    kb_coarse_case_t *c = arg;
+    size_t i = (size_t)(timer - c->timers);
+    kb_timer_start_coarse(c->loop, timer, KB_COARSE_PERIOD_MS, s_coarse_fired, c);
+    if (i + 1 < KB_COARSE_N) /* the next one a few milliseconds later */
+        kb_timer_start(c->loop, &c->timers[i + 1], 3, 0, s_start_coarse_later, c);
+}
+
+static void test_coarse_timers_share_a_turn(void)
+{
+    kb_coarse_case_t c = { .loop = kb_loop_new() };
+    for (size_t i = 0; i < KB_COARSE_N; i++)
+        kb_timer_init(&c.timers[i]);
+    kb_timer_start(c.loop, &c.timers[0], 0, 0, s_start_coarse_later, &c);
+    CHECK(kb_loop_run(c.loop) == 0);
+    CHECK(c.total == 3 * KB_COARSE_N);
+    /*  Started over ~60 ms (longer on a loaded machine), 3 fires each: a
+        handful of grid points pass (5 at most when the starts take 60 ms;
+        a late turn can merge grid points, not split one). Plain timers
+        would take 20 turns for their first fires alone. */
+    CHECK(c.nturns < KB_COARSE_N / 2);
+    for (size_t i = 0; i < KB_COARSE_N; i++)
+        CHECK(c.fired[i] >= 1);
     CHECK(kb_loop_timer_count(c.loop) == 0);
     kb_loop_destroy(&c.loop);
 }
@@ -278,6 +338,7 @@ int main(void)
     RUN_TEST(test_timers_fire_in_order_and_stop);
     RUN_TEST(test_repeating_timer);
     RUN_TEST(test_zero_delay_restart_does_not_starve);
+    RUN_TEST(test_coarse_timers_share_a_turn);
     RUN_TEST(test_heap_under_churn);
     RUN_TEST(test_io_stop_drops_pending_event);
     RUN_TEST(test_zmq_socket_edge_triggered);

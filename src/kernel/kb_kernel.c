@@ -320,8 +320,7 @@ static int s_start_heartbeat(kb_kernel_t *self)
     if (!self->hb
         || kb_io_start_zmq(self->loop, &self->hb_io, zsock_resolve(self->hb), s_on_hb, self) != 0)
         return -1;
-    kb_timer_start(self->loop, &self->hb_timer, KB_HEARTBEAT_MS, KB_HEARTBEAT_MS, s_on_hb_tick,
-                   self);
+    kb_timer_start_coarse(self->loop, &self->hb_timer, KB_HEARTBEAT_MS, s_on_hb_tick, self);
     return 0;
 }
 
@@ -508,8 +507,7 @@ void kb_kernel_ask_ready(kb_kernel_t *self, double timeout)
     kb_timer_start(self->loop, &self->ready_timer, KB_READY_TICK_MS, KB_READY_TICK_MS,
                    s_on_ready_tick, self);
     if (self->log_fd >= 0)
-        kb_timer_start(self->loop, &self->log_timer, KB_LOG_CHECK_MS, KB_LOG_CHECK_MS,
-                       s_on_log_tick, self);
+        kb_timer_start_coarse(self->loop, &self->log_timer, KB_LOG_CHECK_MS, s_on_log_tick, self);
 }
 
 kb_kernel_t *kb_kernel_new(kb_loop_t *loop, const kb_kernelspec_t *spec,

@@ -298,8 +298,8 @@ void kb_timer_stop(kb_timer_t *timer)
         s_heap_down(self, slot);
 }
 
-void kb_timer_start(kb_loop_t *self, kb_timer_t *timer, size_t delay_ms, size_t repeat_ms,
-                    kb_timer_fn *fn, void *arg)
+static void s_timer_arm(kb_loop_t *self, kb_timer_t *timer, int64_t due_ms, size_t repeat_ms,
+                        bool coarse, kb_timer_fn *fn, void *arg)
 {
     kb_timer_stop(timer);
     if (self->heap_len == self->heap_vec.len) {
@@ -308,14 +308,34 @@ void kb_timer_start(kb_loop_t *self, kb_timer_t *timer, size_t delay_ms, size_t 
         self->heap = self->heap_vec.items;
     }
     timer->loop = self;
-    timer->due_ms = s_mono_ms() + (int64_t)delay_ms;
+    timer->due_ms = due_ms;
     timer->seq = self->next_seq++;
     timer->repeat_ms = repeat_ms;
+    timer->coarse = coarse;
     timer->fn = fn;
     timer->arg = arg;
     self->heap_len++;
     s_heap_set(self, self->heap_len - 1, timer);
     s_heap_up(self, self->heap_len - 1);
+}
+
+/*  The next multiple of period_ms after now. */
+static int64_t s_next_on_grid(int64_t now, size_t period_ms)
+{
+    int64_t period = period_ms ? (int64_t)period_ms : 1;
+    return (now / period + 1) * period;
+}
+
+void kb_timer_start(kb_loop_t *self, kb_timer_t *timer, size_t delay_ms, size_t repeat_ms,
+                    kb_timer_fn *fn, void *arg)
+{
+    s_timer_arm(self, timer, s_mono_ms() + (int64_t)delay_ms, repeat_ms, false, fn, arg);
+}
+
+void kb_timer_start_coarse(kb_loop_t *self, kb_timer_t *timer, size_t period_ms, kb_timer_fn *fn,
+                           void *arg)
+{
+    s_timer_arm(self, timer, s_next_on_grid(s_mono_ms(), period_ms), period_ms, true, fn, arg);
 }
 
 static void s_run_timers(kb_loop_t *self)
@@ -327,7 +347,9 @@ static void s_run_timers(kb_loop_t *self)
     while (self->heap_len && self->heap[0]->due_ms <= now && self->heap[0]->seq < started_before) {
         kb_timer_t *timer = self->heap[0];
         kb_timer_stop(timer);
-        if (timer->repeat_ms)
+        if (timer->coarse)
+            kb_timer_start_coarse(self, timer, timer->repeat_ms, timer->fn, timer->arg);
+        else if (timer->repeat_ms)
             kb_timer_start(self, timer, timer->repeat_ms, timer->repeat_ms, timer->fn, timer->arg);
         timer->fn(timer, timer->arg);
     }

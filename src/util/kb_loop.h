@@ -54,6 +54,7 @@ struct kb_timer {
     int64_t due_ms;
     uint64_t seq; /* orders timers due in the same millisecond */
     size_t repeat_ms;
+    bool coarse; /* due on the grid of repeat_ms (kb_timer_start_coarse) */
     size_t slot; /* index in the heap, or SIZE_MAX when stopped */
     kb_timer_fn *fn;
     void *arg;
@@ -120,6 +121,15 @@ void kb_timer_init(kb_timer_t *timer);
     or has fired without repeat. */
 void kb_timer_start(kb_loop_t *self, kb_timer_t *timer, size_t delay_ms, size_t repeat_ms,
                     kb_timer_fn *fn, void *arg);
+
+/*  Start (or restart) a timer due every period_ms on a grid of the loop's
+    clock: at the multiples of period_ms, the first within period_ms. Every
+    such timer of one period is due in the same turn, so a hundred of them
+    (one per kernel) wake the loop once per period, not a hundred times.
+    For checks whose phase does not matter: a kernel's log size, its
+    heartbeat. */
+void kb_timer_start_coarse(kb_loop_t *self, kb_timer_t *timer, size_t period_ms, kb_timer_fn *fn,
+                           void *arg);
 
 /*  Stop a timer. Safe on a stopped one. */
 void kb_timer_stop(kb_timer_t *timer);

@@ -249,3 +249,36 @@ def test_kernel_map_flag(daemon_factory):
     assert result["logs"]["stdout"] == "ok\n"
     default = d.ok("GET", "/contexts/default-python")
     assert default["kernel_name"] == "xpython"
+
+
+def _engine_switches(pid):
+    """Context switches of the daemon's engine thread so far."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/comm") as f:
+            if f.read().strip() != "kb-engine":
+                continue
+        with open(f"/proc/{pid}/task/{tid}/status") as f:
+            fields = dict(line.split(":", 1) for line in f.read().splitlines())
+        return int(fields["voluntary_ctxt_switches"]) + int(fields["nonvoluntary_ctxt_switches"])
+    raise AssertionError("no kb-engine thread")
+
+
+def test_idle_contexts_wake_the_engine_once_a_second(daemon_factory):
+    """Each kernel's log is checked every second on a coarse timer: the
+    checks of all idle kernels share one turn of the engine's loop, so 12
+    idle contexts wake it about once a second, not 12 times (the count
+    with a timer of its own per kernel, what this test was written
+    against)."""
+    # no pool kernel, and (--kernel) no fork template, whose process is
+    # looked at twice a second: only the idle contexts' own timers
+    d = daemon_factory("--pool", "python=0", "--kernel", "python=python3")
+    for i in range(12):
+        d.ok("POST", "/contexts", {"kernel_name": "xpython", "context_id": f"idle-{i}"},
+             status=201)
+    time.sleep(2)  # the kernels' readiness settled
+    before = _engine_switches(d.proc.pid)
+    time.sleep(4)
+    woke = _engine_switches(d.proc.pid) - before
+    # 4 grid points of the 1 s log check (5 when the window straddles one
+    # late), and room for a preemption or two; 48 with a timer per kernel
+    assert woke <= 8, woke

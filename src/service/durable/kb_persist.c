@@ -44,8 +44,8 @@ struct kb_persist {
     bool scheduled;  /* the end-of-turn call is deferred */
     bool collecting; /* the collectors run: what they queue goes in this batch */
     bool flushing;   /* ... and the batch goes to the writer now (kb_persist_flushing) */
-    bool held;       /* the collector running called kb_persist_hold */
-    bool waiting;    /* a collector holds writes back, or held ones are queued */
+    bool held;       /* the collector running holds writes back (kb_persist_may_wait) */
+    bool waiting;    /* a collector holds writes back for the next batch */
     bool urgent;     /* something queued was not held: hand over at the turn's end */
     size_t queued;   /* ops queued so far (to see which collector queued) */
     kb_timer_t hold; /* the end of a hold: the turns held go to the writer */
@@ -145,8 +145,10 @@ static kb_op_t *s_op(kb_persist_t *self, kb_op_kind_t kind)
     return op;
 }
 
-/*  Queue op, unless a copy of one of its strings failed. */
-static void s_queue(kb_persist_t *self, kb_op_t *op, bool copied)
+/*  Queue op, unless a copy of one of its strings failed. Queued by the
+    service itself (not a collector) it goes at the end of the turn, unless
+    it may wait for the next batch. */
+static void s_add(kb_persist_t *self, kb_op_t *op, bool copied, bool may_wait)
 {
     if (!copied) {
         s_count_failure(self, "queueing a write", "out of memory");
@@ -155,11 +157,13 @@ static void s_queue(kb_persist_t *self, kb_op_t *op, bool copied)
     }
     s_batch_add(&self->turn, op);
     self->queued++;
-    /* queued by the service itself: at once, but a record's delete (by
-       retention, after every run once the store is full) waits with the
-       records; a crash that loses it leaves a record retention takes again */
-    if (!self->collecting && op->kind != KB_OP_RECORD_DELETE)
+    if (!self->collecting && !may_wait)
         self->urgent = true;
+}
+
+static void s_queue(kb_persist_t *self, kb_op_t *op, bool copied)
+{
+    s_add(self, op, copied, false);
 }
 
 /*  Both NULL or both set: a string was copied if it was given. */
@@ -201,18 +205,18 @@ void kb_persist_context_put(kb_persist_t *self, const kb_db_context_t *row)
     s_queue(self, op, copied);
 }
 
-static void s_delete(kb_persist_t *self, kb_op_kind_t kind, const char *id)
+static void s_delete(kb_persist_t *self, kb_op_kind_t kind, const char *id, bool may_wait)
 {
     kb_op_t *op = s_op(self, kind);
     if (!op)
         return;
     op->key = s_dup(id);
-    s_queue(self, op, op->key != NULL);
+    s_add(self, op, op->key != NULL, may_wait);
 }
 
 void kb_persist_context_delete(kb_persist_t *self, const char *id)
 {
-    s_delete(self, KB_OP_CONTEXT_DELETE, id);
+    s_delete(self, KB_OP_CONTEXT_DELETE, id, false);
 }
 
 void kb_persist_record_put(kb_persist_t *self, const kb_db_record_t *row)
@@ -252,7 +256,10 @@ void kb_persist_record_delete(kb_persist_t *self, const char *id)
     s_drop_frames(&self->pending, id);
     s_drop_frames(&self->writing, id); /* a frame being copied holds the lock */
     pthread_mutex_unlock(&self->lock);
-    s_delete(self, KB_OP_RECORD_DELETE, id);
+    /*  It waits with the records (retention deletes one after every run
+        once the store is full): a crash that loses it leaves a record that
+        retention takes again. */
+    s_delete(self, KB_OP_RECORD_DELETE, id, true);
 }
 
 void kb_persist_frames(kb_persist_t *self, const char *id, kb_runlog_t *log, long long from,
@@ -389,8 +396,10 @@ static void s_hand_over(kb_persist_t *self)
         self->pending.head = self->turn.head;
     self->pending.tail = self->turn.tail;
     self->handed++;
-    pthread_cond_signal(&self->wake);
     pthread_mutex_unlock(&self->lock);
+    /*  After the unlock: signalled under the lock, the writer would wake
+        into a held mutex, sleep and be woken again (two futex wakes). */
+    pthread_cond_signal(&self->wake);
     self->turn.head = self->turn.tail = NULL;
     self->urgent = false;
 }
@@ -444,15 +453,13 @@ static void s_end_of_turn(void *arg)
         kb_timer_start(self->loop, &self->hold, KB_PERSIST_HOLD_MS, 0, s_hold_over, self);
 }
 
-void kb_persist_hold(kb_persist_t *self)
+bool kb_persist_may_wait(kb_persist_t *self, bool has_writes)
 {
-    if (self->collecting)
+    if (self->flushing)
+        return false;
+    if (has_writes && self->collecting)
         self->held = true;
-}
-
-bool kb_persist_flushing(const kb_persist_t *self)
-{
-    return self->flushing;
+    return true;
 }
 
 void kb_persist_touch(kb_persist_t *self)

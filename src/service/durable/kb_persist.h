@@ -45,19 +45,19 @@ void kb_persist_add_collector(kb_persist_t *self, kb_persist_collect_fn *fn, voi
 /*  Something changed: run the collectors at the end of this turn. */
 void kb_persist_touch(kb_persist_t *self);
 
-/*  A turn's batch is held at most this long (kb_persist_hold). */
+/*  A turn's batch is held at most this long (kb_persist_may_wait). */
 #define KB_PERSIST_HOLD_MS 20
 
-/*  From a collector that queued nothing: it has writes that may wait (a
-    record), for the next turn that hands a batch over, at most
-    KB_PERSIST_HOLD_MS, so that a short run's start and end, and the runs
-    of those 20 ms, are one transaction. A collector that queues writes
-    without calling it has the batch handed over at the turn's end. */
-void kb_persist_hold(kb_persist_t *self);
-
-/*  From a collector: the batch goes to the writer after this collection;
-    queue everything. */
-bool kb_persist_flushing(const kb_persist_t *self);
+/*  From a collector whose writes may wait (a record, a context's count):
+    true when they may, that is when the batch does not go to the writer
+    after this collection; the collector then keeps them marked, queues
+    nothing and returns, and has_writes (it has some) holds the batch for
+    the next turn that hands one over, KB_PERSIST_HOLD_MS at most, so that
+    a short run's start and end, and the runs of those 20 ms, are one
+    transaction. False: the batch goes now; queue everything. A collector
+    that queues writes without asking has the batch handed over at the
+    turn's end. */
+bool kb_persist_may_wait(kb_persist_t *self, bool has_writes);
 
 /*  Queue writes for this turn's batch (rows copied). */
 void kb_persist_meta(kb_persist_t *self, const char *key, const char *value);

@@ -580,11 +580,9 @@ void kb_restore_keep(kb_restore_t *self, kb_context_t *ctx)
 static void s_collect_contexts(kb_persist_t *persist, void *arg)
 {
     kb_restore_t *self = arg;
-    if (!self->contexts_at_once && !kb_persist_flushing(persist)) {
-        if (zhashx_size(self->dirty_contexts) > 0)
-            kb_persist_hold(persist);
+    if (!self->contexts_at_once
+        && kb_persist_may_wait(persist, zhashx_size(self->dirty_contexts) > 0))
         return;
-    }
     self->contexts_at_once = false;
     for (kb_context_t *ctx = zhashx_first(self->dirty_contexts); ctx;
          ctx = zhashx_next(self->dirty_contexts)) {

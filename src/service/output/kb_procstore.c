@@ -148,11 +148,8 @@ static void s_put_row(kb_procstore_t *self, kb_proc_t *proc)
 static void s_collect(kb_persist_t *persist, void *arg)
 {
     kb_procstore_t *self = arg;
-    if (!kb_persist_flushing(persist)) {
-        if (zlistx_size(self->dirty) > 0)
-            kb_persist_hold(persist);
+    if (kb_persist_may_wait(persist, zlistx_size(self->dirty) > 0))
         return;
-    }
     kb_proc_t *proc;
     while ((proc = zlistx_detach(self->dirty, NULL))) {
         proc->dirty = false;
