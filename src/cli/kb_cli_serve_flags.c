@@ -22,7 +22,8 @@ typedef enum {
     FLAG_SECONDS, /* double, within [min, max] when range says so */
     FLAG_MILLIS,  /* seconds stored as unsigned milliseconds, at least 1 */
     FLAG_COUNT,   /* integer, stored in the field's width, within [min, max] */
-    FLAG_BYTES,   /* integer with a K, M or G suffix, stored in the field's width */
+    FLAG_BYTES,   /* integer with a K, M or G suffix, stored in the field's width, within [min, max]
+                   */
     FLAG_CUSTOM,  /* parse() */
 } flag_type_t;
 
@@ -202,7 +203,8 @@ static const flag_t flags[] = {
     { "max-message-size", "BYTES", "KB_MAX_MESSAGE_SIZE", FLAG_BYTES,
       FIELD(service.max_message_bytes), .value = "128M",
       .help = "largest kernel message taken; a larger one is not sent by an IPython kernel, or "
-              "is refused at the socket, and its run ends with an error saying so" },
+              "is refused at the socket, and its run ends with an error saying so; at least 64K",
+      .min = 64 << 10, .max = 1e18, .range = "at least 64K" },
     { "memory-limit", "BYTES", "KB_MEMORY_LIMIT", FLAG_BYTES, FIELD(service.memory_limit),
       .shown = "none",
       .help = "resident memory of each context's kernel and its processes, for contexts and "
@@ -291,6 +293,8 @@ static int apply_number(kb_serve_opts_t *o, const flag_t *flag, const char *what
         case FLAG_BYTES:
             if (kb_serve_parse_bytes(what, value, &n) < 0)
                 return -1;
+            if (flag->range && ((double)n < flag->min || (double)n > flag->max))
+                return kb_serve_bad_value(what, value, flag->range);
             store_integer(target(o, flag), flag->width, n);
             return 0;
         default:

@@ -12,6 +12,7 @@ through clear_refs).
 Memory: the kernel holds the 200 MiB string and its JSON (well under
 1 GiB); the daemon is checked to stay within the run's cap + 32 MiB."""
 
+import os
 import re
 import subprocess
 
@@ -114,7 +115,16 @@ def test_a_smaller_limit_refuses_smaller_messages_at_the_socket(kernel_daemon_fa
 
 
 def test_a_bad_max_message_size_is_refused():
-    for value in ("abc", "-1"):
+    # 0 is not "no limit" (a message is never held whole) nor the default
+    # in disguise; below 64K a kernel's own replies would not fit
+    for value in ("abc", "-1", "0", "1K", "65535"):
         p = subprocess.run([BINARY, "serve", "--ephemeral", "--max-message-size", value],
                            capture_output=True, text=True, timeout=30)
         assert p.returncode == 2 and "--max-message-size" in p.stderr, p.stderr
+    p = subprocess.run([BINARY, "serve", "--ephemeral"], capture_output=True, text=True,
+                       timeout=30, env=dict(os.environ, KB_MAX_MESSAGE_SIZE="0"))
+    assert p.returncode == 2, p.stderr
+    assert "--max-message-size: bad value '0' (at least 64K)" in p.stderr, p.stderr
+    p = subprocess.run([BINARY, "serve", "--max-message-size", "64K", "--help"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
