@@ -275,7 +275,7 @@ class ContextsAxis:
         return IdleCost(window_s=dt, daemon_cpu_s=cpu, daemon_cpu_stat_s=stat,
                         daemon_cpu_sched_s=sched, same_threads=same,
                         core_pct=100 * cpu / dt, core_pct_stat=100 * stat / dt,
-                        wakeups_per_s=(s1["slices"] - s0["slices"]) / dt,
+                        wakeups_per_s=procs.slices_between(s0, s1) / dt,
                         kernels_cpu_s=k1 - k0, machine_idle=meter.stop())
 
     @staticmethod
@@ -293,5 +293,5 @@ class ContextsAxis:
                    for t in s1["threads"]}
         return CpuPerRequest(requests=n, cpu_s=(c1 - c0) / n,
                              cpu_sched_s=(s1["cpu_ns"] - s0["cpu_ns"]) / n / 1e9,
-                             slices=(s1["slices"] - s0["slices"]) / n, by_thread_s=threads,
+                             slices=procs.slices_between(s0, s1) / n, by_thread_s=threads,
                              wall_s=(t1 - t0) / n)

@@ -166,10 +166,11 @@ def process_cpu_s(pid: int) -> float:
 
 def schedstat(pid: int) -> dict[str, Any]:
     """CPU time (ns) and run slices of the live threads of a process, by thread
-    name, and the ids of those threads (`tids`)."""
+    name, and the ids of those threads (`tids`) with their run slices."""
     cpu = slices = 0
     threads: dict[str, int] = {}
     tids: list[int] = []
+    slices_by_tid: dict[int, int] = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
             with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
@@ -181,9 +182,20 @@ def schedstat(pid: int) -> dict[str, Any]:
         cpu += run_ns
         slices += n
         tids.append(int(tid))
+        slices_by_tid[int(tid)] = n
         name = "engine+main" if name == "kernelbridge" else name
         threads[name] = threads.get(name, 0) + run_ns
-    return {"cpu_ns": cpu, "slices": slices, "threads": threads, "tids": sorted(tids)}
+    return {"cpu_ns": cpu, "slices": slices, "threads": threads, "tids": sorted(tids),
+            "slices_by_tid": slices_by_tid}
+
+
+def slices_between(before: dict[str, Any], after: dict[str, Any]) -> int:
+    """Run slices between two schedstat() readings, thread by thread: of the
+    threads live at the second (one born in between counts from 0); one
+    gone by then is left out, its slices unknown (a difference of the
+    totals would go negative when a busy thread ends)."""
+    known = before["slices_by_tid"]
+    return sum(n - known.get(tid, 0) for tid, n in after["slices_by_tid"].items())
 
 
 def per_request(before: dict[str, Any], after: dict[str, Any], n: int) -> dict[str, Any]:
@@ -191,7 +203,7 @@ def per_request(before: dict[str, Any], after: dict[str, Any], n: int) -> dict[s
     between two schedstat() readings n requests apart."""
     return {
         "cpu_us": (after["cpu_ns"] - before["cpu_ns"]) / n / 1e3,
-        "slices": (after["slices"] - before["slices"]) / n,
+        "slices": slices_between(before, after) / n,
         "by_thread_us": {t: (after["threads"].get(t, 0) - before["threads"].get(t, 0)) / n / 1e3
                          for t in after["threads"]},
     }

@@ -7,8 +7,11 @@ bench/results/*.json render to."""
 import ast
 import importlib
 import json
+import os
 import re
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -20,7 +23,7 @@ MAX_FILE_LINES, MAX_FUNCTION_LINES = 400, 80
 sys.path.insert(0, str(BENCH))
 
 import targets  # noqa: E402
-from kbbench import report, results  # noqa: E402
+from kbbench import procs, report, results  # noqa: E402
 
 FILES = sorted(p for p in BENCH.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
 MODULES = sorted(p for p in BENCH.rglob("*.py") if "__pycache__" not in p.parts)
@@ -127,3 +130,31 @@ def test_the_doc_and_the_figures_never_disagree():
     assert set(in_doc) == set(rendered), (sorted(in_doc), sorted(rendered))
     for concept, block in rendered.items():
         assert in_doc[concept] == block, f"{concept}: run bench/report.py --write-docs {DOC}"
+
+
+def test_run_slices_between_readings_leave_out_a_thread_that_ended():
+    """A thread that ran and ended between two schedstat readings is left
+    out of the slices between them (the difference of the totals goes
+    negative); one born in between counts from 0."""
+    def sleepy(n):
+        for _ in range(n):
+            time.sleep(0.001)
+
+    gone = threading.Thread(target=sleepy, args=(200,))
+    gone.start()
+    time.sleep(0.05)  # it has run slices by now
+    before = procs.schedstat(os.getpid())
+    gone_tid = gone.native_id
+    gone.join()
+    release = threading.Event()
+    born = threading.Thread(target=lambda: (sleepy(30), release.wait()))
+    born.start()
+    try:
+        time.sleep(0.2)
+        after = procs.schedstat(os.getpid())
+    finally:
+        release.set()
+        born.join()
+    assert gone_tid in before["tids"] and gone_tid not in after["tids"]
+    assert after["slices"] - before["slices"] < procs.slices_between(before, after)
+    assert procs.slices_between(before, after) >= 30  # the born thread's sleeps at least
