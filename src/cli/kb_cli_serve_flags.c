@@ -22,8 +22,7 @@ typedef enum {
     FLAG_SECONDS, /* double, within [min, max] when range says so */
     FLAG_MILLIS,  /* seconds stored as unsigned milliseconds, at least 1 */
     FLAG_COUNT,   /* integer, stored in the field's width, within [min, max] */
-    FLAG_BYTES,   /* integer with a K, M or G suffix, stored in the field's width, within [min, max]
-                   */
+    FLAG_BYTES,   /* integer with a K, M or G suffix, likewise */
     FLAG_CUSTOM,  /* parse() */
 } flag_type_t;
 

@@ -127,7 +127,7 @@ void kb_timer_start(kb_loop_t *self, kb_timer_t *timer, size_t delay_ms, size_t 
     such timer of one period is due in the same turn, so a hundred of them
     (one per kernel) wake the loop once per period, not a hundred times.
     For checks whose phase does not matter: a kernel's log size, its
-    heartbeat. */
+    heartbeat. period_ms > 0. */
 void kb_timer_start_coarse(kb_loop_t *self, kb_timer_t *timer, size_t period_ms, kb_timer_fn *fn,
                            void *arg);
 

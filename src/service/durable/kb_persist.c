@@ -43,7 +43,7 @@ struct kb_persist {
     kb_loop_t *loop;
     bool scheduled;  /* the end-of-turn call is deferred */
     bool collecting; /* the collectors run: what they queue goes in this batch */
-    bool flushing;   /* ... and the batch goes to the writer now (kb_persist_flushing) */
+    bool flushing;   /* ... and the batch goes to the writer now: nothing may wait */
     bool held;       /* the collector running holds writes back (kb_persist_may_wait) */
     bool waiting;    /* a collector holds writes back for the next batch */
     bool urgent;     /* something queued was not held: hand over at the turn's end */
