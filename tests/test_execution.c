@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1207,8 +1208,82 @@ static void test_scanned_streams_into_a_log(void)
     CHECK(atomic_load(&budget.used) == 0); /* the last reference gave everything back */
 }
 
+/*  The result document's stdout is escaped as jansson's json_dumps escapes
+    the same string, whatever the bytes and wherever a read of the
+    document ends: every byte value that needs an escape at every offset
+    of an 8-byte word, UTF-8 of 2 to 4 bytes, long runs without escapes,
+    read in pieces of 16 bytes (the least a reader may ask) to 80. */
+static char *s_doc_text(kb_runlog_t *log, size_t piece)
+{
+    json_t *head = json_pack("{s:s, s:{}, s:b}", "status", "ok", "logs", "truncated", 0);
+    kb_result_doc_t *doc = kb_result_doc_new(head, log);
+    kb_buf_t out;
+    kb_buf_init(&out, 0);
+    char buf[128];
+    size_t got;
+    while ((got = kb_result_doc_read(doc, buf, piece)) > 0 && got != (size_t)-1)
+        kb_buf_append(&out, buf, got);
+    CHECK(got == 0);
+    json_t *parsed = json_loadb(out.data, out.len, 0, NULL);
+    CHECK(parsed != NULL);
+    char *stdout_json = parsed
+                            ? json_dumps(json_object_get(json_object_get(parsed, "logs"), "stdout"),
+                                         JSON_ENCODE_ANY)
+                            : NULL;
+    /* the raw bytes between "stdout":" and ","stderr" as the document has them */
+    kb_buf_putc(&out, '\0');
+    const char *from = strstr(out.data, "\"stdout\":\"");
+    const char *to = from ? strstr(from, "\",\"stderr\"") : NULL;
+    char *raw = from && to ? strndup(from + 10, (size_t)(to - from - 10)) : NULL;
+    CHECK(raw && stdout_json && strlen(stdout_json) == strlen(raw) + 2
+          && strncmp(stdout_json + 1, raw, strlen(raw)) == 0);
+    free(stdout_json);
+    json_decref(parsed);
+    kb_buf_free(&out);
+    kb_result_doc_destroy(&doc);
+    json_decref(head);
+    return raw;
+}
+
+static void test_the_document_escapes_as_jansson(void)
+{
+    kb_buf_t text;
+    kb_buf_init(&text, 0);
+    static const char specials[] = { '"', '\\', '\n', '\r', '\t', '\b', '\f', 0x01, 0x1f, 0x7f };
+    for (size_t k = 0; k < sizeof specials; k++)
+        for (size_t at = 0; at < 9; at++) { /* every offset in a word, and past it */
+            for (size_t j = 0; j < at; j++)
+                kb_buf_putc(&text, (char)('a' + (char)j));
+            kb_buf_putc(&text, specials[k]);
+        }
+    kb_buf_puts(&text, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 ");
+    for (int j = 0; j < 300; j++) /* a long run without escapes */
+        kb_buf_putc(&text, (char)('A' + j % 26));
+    uint32_t seed = 12345; /* 2,000 pseudo-random ASCII bytes, controls among them */
+    for (int j = 0; j < 2000; j++) {
+        seed = seed * 1103515245u + 12345u;
+        kb_buf_putc(&text, (char)(1 + (seed >> 16) % 127));
+    }
+    kb_buf_puts(&text, "\"end\\");
+    json_t *want = json_stringn(text.data, text.len);
+    char *want_text = json_dumps(want, JSON_ENCODE_ANY);
+    for (size_t piece = 16; piece <= 80; piece++) {
+        kb_runlog_t *log = kb_runlog_new(NULL);
+        CHECK(kb_runlog_append(log, KB_LOG_STDOUT, text.data, text.len, NULL, NULL) == text.len);
+        char *got = s_doc_text(log, piece);
+        CHECK(got && want_text && strlen(want_text) == strlen(got) + 2
+              && strncmp(want_text + 1, got, strlen(got)) == 0);
+        free(got);
+        kb_runlog_unref(&log);
+    }
+    free(want_text);
+    json_decref(want);
+    kb_buf_free(&text);
+}
+
 int main(void)
 {
+    RUN_TEST(test_the_document_escapes_as_jansson);
     RUN_TEST(test_stream);
     RUN_TEST(test_display_and_execute_result);
     RUN_TEST(test_completion_orders);

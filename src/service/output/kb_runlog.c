@@ -404,6 +404,37 @@ static size_t s_escape(unsigned char c, char out[6])
     return 6;
 }
 
+/*  Whether any of the 8 bytes of w needs an escape: a byte under 0x20, '"'
+    or '\\' (the classic bit tricks, exact for "any": a byte of 0x80 or more
+    is never flagged, so UTF-8 goes as it is). */
+static bool s_word_needs_escape(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
+    uint64_t control = (w - ones * 0x20) & ~w;
+    return ((control | ((quote - ones) & ~quote) | ((backslash - ones) & ~backslash)) & highs) != 0;
+}
+
+/*  The end of the run of bytes from text[i] that go as they are, at most
+    limit: eight at a time, then byte by byte where a word needs a look. */
+static size_t s_plain_run(const unsigned char *text, size_t i, size_t limit)
+{
+    for (;;) {
+        while (limit - i >= 8) {
+            uint64_t w;
+            memcpy(&w, text + i, 8);
+            if (s_word_needs_escape(w))
+                break;
+            i += 8;
+        }
+        size_t stop = limit - i >= 8 ? i + 8 : limit;
+        while (i < stop && text[i] >= 0x20 && text[i] != '"' && text[i] != '\\')
+            i++;
+        if (i < stop || i == limit)
+            return i;
+    }
+}
+
 size_t kb_runlog_view_escape(kb_runlog_t *self, kb_log_channel_t channel, size_t *pos, char *dst,
                              size_t cap)
 {
@@ -414,10 +445,8 @@ size_t kb_runlog_view_escape(kb_runlog_t *self, kb_log_channel_t channel, size_t
     size_t i = self->view[channel] + *pos;
     while (i < end && written < cap) {
         /* A run of bytes that go as they are, copied at once. */
-        size_t run = i;
-        while (run < end && run - i < cap - written && text[run] >= 0x20 && text[run] != '"'
-               && text[run] != '\\')
-            run++;
+        size_t limit = end - i < cap - written ? end : i + (cap - written);
+        size_t run = s_plain_run(text, i, limit);
         if (run > i) {
             memcpy(dst + written, text + i, run - i);
             written += run - i;
