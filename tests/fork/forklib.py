@@ -3,11 +3,13 @@ parent started by a KernelManager with python/ on its path, and forks
 reached from the connection info the test chose. (A module of its own name:
 several suites run in one pytest process, each with a conftest.py.)"""
 
+import atexit
 import ctypes
 import os
+import shutil
 import signal
-import socket
 import sys
+import tempfile
 import time
 import uuid
 
@@ -17,26 +19,32 @@ from jupyter_client.manager import KernelManager
 PACKAGE_DIR = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
 if PACKAGE_DIR not in sys.path:
     sys.path.insert(0, PACKAGE_DIR)
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+from outside_testlib import PORT_NAMES, free_tcp_ports  # noqa: E402
 
 PR_SET_CHILD_SUBREAPER = 36
 TIMEOUT = 30
 
 
-def free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
+_ipc_dir = None
 
 
-def new_connection():
-    shell, iopub, stdin, control, hb = free_ports(5)
-    return {"transport": "tcp", "ip": "127.0.0.1", "shell_port": shell, "iopub_port": iopub,
-            "stdin_port": stdin, "control_port": control, "hb_port": hb,
-            "key": uuid.uuid4().hex, "signature_scheme": "hmac-sha256"}
+def new_connection(transport="ipc"):
+    """A new connection for a fork: ipc sockets in this process's private
+    directory (the daemon's transport), or TCP ports on 127.0.0.1."""
+    global _ipc_dir
+    info = {"transport": transport, "key": uuid.uuid4().hex, "signature_scheme": "hmac-sha256"}
+    if transport == "ipc":
+        if _ipc_dir is None:
+            _ipc_dir = tempfile.mkdtemp(prefix="kb-fork-test-")
+            atexit.register(shutil.rmtree, _ipc_dir, True)
+        info["ip"] = os.path.join(_ipc_dir, uuid.uuid4().hex[:12])
+        ports = range(1, 6)
+    else:
+        info["ip"] = "127.0.0.1"
+        ports = free_tcp_ports(5)
+    info.update(zip(PORT_NAMES, ports))
+    return info
 
 
 def execute(kc, code, *, silent=False, user_expressions=None, stdin_reply=None, timeout=TIMEOUT):

@@ -41,6 +41,14 @@ def test_each_fork_has_its_own_pid_group_session_and_key(parent, forks):
     assert one.info["key"] != two.info["key"]
 
 
+def test_a_fork_listens_on_tcp_ports(parent, forks):
+    _, kc = parent
+    execute(kc, "z = 'over tcp'")
+    fork = forks.of(kc, info=new_connection("tcp"))
+    assert fork.info["transport"] == "tcp"
+    assert value(fork.kc, "z") == "'over tcp'"
+
+
 def test_forks_of_forks_ten_deep(parent, forks):
     _, kc = parent
     execute(kc, "depth = 0")

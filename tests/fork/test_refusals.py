@@ -70,7 +70,7 @@ def test_bad_connection_info_is_refused_before_anything_is_forked(parent):
 def test_a_port_in_use_fails_the_fork_and_leaves_no_process(parent):
     _, kc = parent
     execute(kc, "x = 1")
-    info = new_connection()
+    info = new_connection("tcp")
     taken = socket.socket()
     taken.bind(("127.0.0.1", info["iopub_port"]))
     taken.listen()

@@ -6,11 +6,9 @@ Cold and warm (pool) kernels, a daemon restarted on its state dir, and a
 kernel attached by connection_info (no pid: the daemon's directory, the
 best it knows)."""
 
-import json
 import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -18,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import Daemon, wait_until
+from outside_testlib import start_outside_kernel
 
 
 def kernel_cwd(d, cid):
@@ -123,31 +122,10 @@ def test_adopted_after_a_restart_reports_where_the_kernel_is(workdir):
         d.close()
 
 
-def free_ports(n):
-    import socket
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 def test_attached_kernel_reports_the_daemons_directory(cold, workdir, tmp_path):
     # No pid: the daemon cannot see where that kernel is, and says where
     # it would have started one (documented in docs/concepts/contexts.md).
-    info = {"transport": "tcp", "ip": "127.0.0.1", "key": os.urandom(16).hex(),
-            "signature_scheme": "hmac-sha256", "kernel_name": "python3"}
-    for name, port in zip(("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"),
-                          free_ports(5)):
-        info[name] = port
-    path = tmp_path / "outside.json"
-    path.write_text(json.dumps(info))
-    proc = subprocess.Popen(["/usr/bin/python3", "-m", "ipykernel_launcher", "-f", str(path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True, cwd=str(tmp_path))
+    info, proc = start_outside_kernel(tmp_path / "outside.json", cwd=str(tmp_path))
     try:
         deadline = time.monotonic() + 60
         while True:  # the kernel may still be starting up

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import BINARY, Daemon, error_of, pid_alive, pids_with_arg_under, wait_until
+from outside_testlib import start_outside_kernel
 
 
 @pytest.fixture
@@ -311,33 +312,10 @@ def test_crash_cycles_leave_no_orphan_and_lose_no_record(state_dir):
     assert kernel_pids(state_dir) == []
 
 
-def free_ports(n):
-    import socket
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 @pytest.fixture
 def outside_kernel(tmp_path):
     """An ipykernel this test starts itself, from a connection file it wrote."""
-    import json
-    ports = free_ports(5)
-    info = {"transport": "tcp", "ip": "127.0.0.1", "key": os.urandom(16).hex(),
-            "signature_scheme": "hmac-sha256", "kernel_name": "python3"}
-    for name, port in zip(("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port"),
-                          ports):
-        info[name] = port
-    path = tmp_path / "outside.json"
-    path.write_text(json.dumps(info))
-    proc = subprocess.Popen(["/usr/bin/python3", "-m", "ipykernel_launcher", "-f", str(path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    info, proc = start_outside_kernel(tmp_path / "outside.json")
     try:
         yield info, proc
     finally:
