@@ -270,7 +270,7 @@ class ContextsAxis:
         k1 = _cpu_of(pids)
         stat = c1 - c0
         sched = (s1["cpu_ns"] - s0["cpu_ns"]) / 1e9
-        same = s0["tids"] == s1["tids"]
+        same = s0["slices_by_tid"].keys() == s1["slices_by_tid"].keys()
         cpu = sched if same else stat
         return IdleCost(window_s=dt, daemon_cpu_s=cpu, daemon_cpu_stat_s=stat,
                         daemon_cpu_sched_s=sched, same_threads=same,

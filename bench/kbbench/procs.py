@@ -166,10 +166,9 @@ def process_cpu_s(pid: int) -> float:
 
 def schedstat(pid: int) -> dict[str, Any]:
     """CPU time (ns) and run slices of the live threads of a process, by thread
-    name, and the ids of those threads (`tids`) with their run slices."""
+    name, and each thread's run slices by its id (`slices_by_tid`)."""
     cpu = slices = 0
     threads: dict[str, int] = {}
-    tids: list[int] = []
     slices_by_tid: dict[int, int] = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
@@ -181,12 +180,10 @@ def schedstat(pid: int) -> dict[str, Any]:
             continue
         cpu += run_ns
         slices += n
-        tids.append(int(tid))
         slices_by_tid[int(tid)] = n
         name = "engine+main" if name == "kernelbridge" else name
         threads[name] = threads.get(name, 0) + run_ns
-    return {"cpu_ns": cpu, "slices": slices, "threads": threads, "tids": sorted(tids),
-            "slices_by_tid": slices_by_tid}
+    return {"cpu_ns": cpu, "slices": slices, "threads": threads, "slices_by_tid": slices_by_tid}
 
 
 def slices_between(before: dict[str, Any], after: dict[str, Any]) -> int:

@@ -37,7 +37,7 @@ struct flag {
     const char *value; /* default, parsed as if given, before the environment */
     const char *shown; /* default as --help shows it when no value applies */
     const char *help;
-    double min, max;   /* bounds, checked when range is not NULL */
+    double min, max;   /* bounds, checked when range is not NULL; max 0: none */
     const char *range; /* the bounds in words, for the message */
     int (*parse)(kb_serve_opts_t *o, const char *what, const char *value);
     char sep; /* a list's separator in its variable; 0: ',' */
@@ -203,7 +203,7 @@ static const flag_t flags[] = {
       FIELD(service.max_message_bytes), .value = "128M",
       .help = "largest kernel message taken; a larger one is not sent by an IPython kernel, or "
               "is refused at the socket, and its run ends with an error saying so; at least 64K",
-      .min = 64 << 10, .max = 1e18, .range = "at least 64K" },
+      .min = 64 << 10, .range = "at least 64K" },
     { "memory-limit", "BYTES", "KB_MEMORY_LIMIT", FLAG_BYTES, FIELD(service.memory_limit),
       .shown = "none",
       .help = "resident memory of each context's kernel and its processes, for contexts and "
@@ -266,6 +266,11 @@ static void store_integer(void *field, size_t width, size_t n)
     }
 }
 
+static bool out_of_bounds(const flag_t *flag, double x)
+{
+    return flag->range && (x < flag->min || (flag->max > 0 && x > flag->max));
+}
+
 static int apply_number(kb_serve_opts_t *o, const flag_t *flag, const char *what, const char *value)
 {
     size_t n;
@@ -273,8 +278,7 @@ static int apply_number(kb_serve_opts_t *o, const flag_t *flag, const char *what
     switch (flag->type) {
         case FLAG_SECONDS:
         case FLAG_MILLIS:
-            if (kb_serve_parse_seconds(what, value, &s) < 0
-                || (flag->range && (s < flag->min || s > flag->max)))
+            if (kb_serve_parse_seconds(what, value, &s) < 0 || out_of_bounds(flag, s))
                 return flag->range ? kb_serve_bad_value(what, value, flag->range) : -1;
             if (flag->type == FLAG_SECONDS) {
                 *(double *)target(o, flag) = s;
@@ -284,15 +288,14 @@ static int apply_number(kb_serve_opts_t *o, const flag_t *flag, const char *what
             store_integer(target(o, flag), flag->width, n ? n : 1);
             return 0;
         case FLAG_COUNT:
-            if (kb_serve_parse_count(what, value, &n) < 0
-                || (flag->range && ((double)n < flag->min || (double)n > flag->max)))
+            if (kb_serve_parse_count(what, value, &n) < 0 || out_of_bounds(flag, (double)n))
                 return flag->range ? kb_serve_bad_value(what, value, flag->range) : -1;
             store_integer(target(o, flag), flag->width, n);
             return 0;
         case FLAG_BYTES:
             if (kb_serve_parse_bytes(what, value, &n) < 0)
                 return -1;
-            if (flag->range && ((double)n < flag->min || (double)n > flag->max))
+            if (out_of_bounds(flag, (double)n))
                 return kb_serve_bad_value(what, value, flag->range);
             store_integer(target(o, flag), flag->width, n);
             return 0;

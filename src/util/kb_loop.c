@@ -322,8 +322,8 @@ static void s_timer_arm(kb_loop_t *self, kb_timer_t *timer, int64_t due_ms, size
 /*  The next multiple of period_ms after now. */
 static int64_t s_next_on_grid(int64_t now, size_t period_ms)
 {
-    int64_t period = period_ms ? (int64_t)period_ms : 1;
-    return (now / period + 1) * period;
+    assert(period_ms > 0);
+    return (now / (int64_t)period_ms + 1) * (int64_t)period_ms;
 }
 
 void kb_timer_start(kb_loop_t *self, kb_timer_t *timer, size_t delay_ms, size_t repeat_ms,
@@ -348,7 +348,8 @@ static void s_run_timers(kb_loop_t *self)
         kb_timer_t *timer = self->heap[0];
         kb_timer_stop(timer);
         if (timer->coarse)
-            kb_timer_start_coarse(self, timer, timer->repeat_ms, timer->fn, timer->arg);
+            s_timer_arm(self, timer, s_next_on_grid(now, timer->repeat_ms), timer->repeat_ms, true,
+                        timer->fn, timer->arg);
         else if (timer->repeat_ms)
             kb_timer_start(self, timer, timer->repeat_ms, timer->repeat_ms, timer->fn, timer->arg);
         timer->fn(timer, timer->arg);

@@ -155,6 +155,6 @@ def test_run_slices_between_readings_leave_out_a_thread_that_ended():
     finally:
         release.set()
         born.join()
-    assert gone_tid in before["tids"] and gone_tid not in after["tids"]
+    assert gone_tid in before["slices_by_tid"] and gone_tid not in after["slices_by_tid"]
     assert after["slices"] - before["slices"] < procs.slices_between(before, after)
     assert procs.slices_between(before, after) >= 30  # the born thread's sleeps at least
