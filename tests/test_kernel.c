@@ -7,9 +7,12 @@
     tail, its trimming), random file names made with O_EXCL, and the check
     of a connection given by a user. KB_TEST_TRACE=1 prints every message. */
 #include <czmq.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -731,6 +734,64 @@ static bool s_is_random_name(const char *path, const char *suffix)
     return strcmp(base + 18, suffix) == 0;
 }
 
+/*  A listening TCP socket on 127.0.0.1:port, or -1. */
+static int s_listen_on(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || listen(fd, 1) != 0)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/*  Ports of a range are handed out in turn, five per kernel, skipping one
+    in use; a range without five free is refused with EADDRINUSE. */
+static void test_kernel_ports_come_from_the_range_in_turn(void)
+{
+    int first = -1;
+    /*  twelve ports free now, below the ephemeral range that port 0 draws from */
+    for (int base = 24000; base < 32000 && first < 0; base += 97) {
+        int fds[12], n = 0;
+        while (n < 12 && (fds[n] = s_listen_on(base + n)) >= 0)
+            n++;
+        for (int i = 0; i < n; i++)
+            close(fds[i]);
+        if (n == 12)
+            first = base;
+    }
+    CHECK(first > 0);
+    if (first < 0)
+        return;
+    kb_kernel_opts_t opts = { .port_min = (unsigned)first, .port_max = (unsigned)first + 11 };
+    int a[5], b[5];
+    CHECK(kb_launch_free_ports(&opts, a) == 0 && kb_launch_free_ports(&opts, b) == 0);
+    bool in_range = true, apart = true;
+    for (int i = 0; i < 5; i++) {
+        in_range = in_range && a[i] >= first && a[i] <= first + 11 && b[i] >= first
+                   && b[i] <= first + 11;
+        for (int j = 0; j < 5; j++)
+            apart = apart && a[i] != b[j] && (i == j || a[i] != a[j]);
+    }
+    CHECK(in_range);
+    CHECK(apart); /* the second kernel's five are not the first's, bound or not */
+    opts.port_max = (unsigned)first + 4;
+    int held = s_listen_on(first + 2);
+    CHECK(held >= 0);
+    errno = 0;
+    CHECK(kb_launch_free_ports(&opts, a) == -1 && errno == EADDRINUSE);
+    close(held);
+    CHECK(kb_launch_free_ports(&opts, a) == 0);
+    int sum = 0;
+    for (int i = 0; i < 5; i++)
+        sum += a[i] - first;
+    CHECK(sum == 0 + 1 + 2 + 3 + 4); /* all five, once each */
+    opts.port_min = opts.port_max = 0;
+    CHECK(kb_launch_free_ports(&opts, a) == 0 && a[0] > 0); /* the system's */
+}
+
 static void test_connection_files_are_random_and_fresh(void)
 {
     kb_seen_t seen;
@@ -882,6 +943,7 @@ int main(void)
     RUN_TEST(test_log_trim);
     RUN_TEST(test_connection_check);
     RUN_TEST(test_connection_files_are_random_and_fresh);
+    RUN_TEST(test_kernel_ports_come_from_the_range_in_turn);
     RUN_TEST(test_release_then_adopt_keeps_state);
     RUN_TEST(test_adopt_busy_kernel_answers_on_control);
     RUN_TEST(test_adopt_refuses_another_process);

@@ -89,6 +89,11 @@ typedef struct {
                                           (kernelbridge_display); NULL = the installed one
                                           (<datadir>/kernelbridge/python), or the source tree's
                                           python/ for a daemon run from its build tree */
+    unsigned kernel_port_min;          /* > 0: tcp kernels listen on ports from
+                                          kernel_port_min..kernel_port_max (at least 5, within
+                                          1024..65535), handed out in turn; 0: ports the system
+                                          gives a bind to port 0 */
+    unsigned kernel_port_max;
 } kb_service_config_t;
 
 /*  Start a service and its engine thread. Returns NULL and fills err on

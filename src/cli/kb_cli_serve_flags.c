@@ -74,7 +74,25 @@ static int parse_kernel_user(kb_serve_opts_t *o, const char *what, const char *v
 static int parse_uid_range(kb_serve_opts_t *o, const char *what, const char *value)
 {
     (void)what;
-    return kb_serve_parse_uid_range(value, &o->service.kernel_uid_min, &o->service.kernel_uid_max);
+    static const kb_serve_range_t uids
+        = { "--kernel-uid-range",
+            1,
+            4294967294ULL,
+            1,
+            65536,
+            "A-B: uids from 1 to 4294967294, A <= B, at most 65536 of them" };
+    return kb_serve_parse_range(&uids, value, &o->service.kernel_uid_min,
+                                &o->service.kernel_uid_max);
+}
+
+static int parse_port_range(kb_serve_opts_t *o, const char *what, const char *value)
+{
+    (void)what;
+    static const kb_serve_range_t ports = {
+        "--kernel-ports", 1024, 65535, 5, 65535, "A-B: ports from 1024 to 65535, at least 5 of them"
+    };
+    return kb_serve_parse_range(&ports, value, &o->service.kernel_port_min,
+                                &o->service.kernel_port_max);
 }
 
 /*  0 says never: the service takes a negative value for that (its 0 is
@@ -150,6 +168,11 @@ static const flag_t flags[] = {
     { "kernel-uid-range", "A-B", "KB_KERNEL_UID_RANGE", PARSER(parse_uid_range),
       .help = "run each kernel as a uid of its own from A..B (gid the same number; the daemon "
               "must be root): contexts cannot read or signal each other either" },
+    { "kernel-ports", "A-B", "KB_KERNEL_PORTS", PARSER(parse_port_range),
+      .shown = "any the system hands out",
+      .help = "kernels reached over tcp (--transport tcp, and Deno's) listen on ports from "
+              "A..B, five each; reserve the range in net.ipv4.ip_local_reserved_ports, so that "
+              "no connection takes one as its source port before its kernel binds it" },
     { "no-display-ext", NULL, "KB_NO_DISPLAY_EXT", FLAG_SWITCH, FIELD(service.no_display_ext),
       .help = "start Python contexts (ipykernel) without the IPython extension "
               "kernelbridge_display: no charts and tables as data (docs/charts.md)" },

@@ -121,18 +121,19 @@ int kb_serve_parse_list(const char *value, kb_strv_t *list)
     return 0;
 }
 
-int kb_serve_parse_uid_range(const char *value, unsigned *first, unsigned *last)
+int kb_serve_parse_range(const kb_serve_range_t *range, const char *value, unsigned *first,
+                         unsigned *last)
 {
-    const char *expected = "A-B: uids from 1 to 4294967294, A <= B, at most 65536 of them";
     char *end;
     errno = 0;
     unsigned long long a = strtoull(value, &end, 10);
     if (end == value || *end != '-' || errno || value[0] == '-' || end[1] == '-')
-        return kb_serve_bad_value("--kernel-uid-range", value, expected);
+        return kb_serve_bad_value(range->flag, value, range->expected);
     const char *second = end + 1;
     unsigned long long b = strtoull(second, &end, 10);
-    if (end == second || *end || errno || a == 0 || b < a || b >= 0xffffffffULL || b - a >= 65536)
-        return kb_serve_bad_value("--kernel-uid-range", value, expected);
+    if (end == second || *end || errno || a < range->lo || b < a || b > range->hi
+        || b - a + 1 < range->count_min || b - a + 1 > range->count_max)
+        return kb_serve_bad_value(range->flag, value, range->expected);
     *first = (unsigned)a;
     *last = (unsigned)b;
     return 0;

@@ -23,8 +23,15 @@ int kb_serve_parse_bytes(const char *what, const char *value, size_t *out);
 /*  "HOST:PORT", "[V6]:PORT" or ":PORT" into addr (value borrowed). */
 int kb_serve_parse_listen(const char *flag, const char *value, kb_listen_addr_t *addr);
 
-/*  "A-B": uids 1..4294967294, A <= B, at most 65536 of them. */
-int kb_serve_parse_uid_range(const char *value, unsigned *first, unsigned *last);
+/*  "A-B" with lo <= A <= B <= hi and count_min <= B - A + 1 <= count_max;
+    otherwise a message for flag that says expected. */
+typedef struct {
+    const char *flag;
+    unsigned long long lo, hi, count_min, count_max;
+    const char *expected;
+} kb_serve_range_t;
+int kb_serve_parse_range(const kb_serve_range_t *range, const char *value, unsigned *first,
+                         unsigned *last);
 
 /*  A comma-separated list (spaces before an item ignored) appended to
     list; -1 when out of memory, with no message. value may be NULL. */

@@ -17,7 +17,6 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <openssl/rand.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -26,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -78,33 +76,6 @@ const char *kb_signal_name(int sig)
 }
 
 /* ---- connection file ------------------------------------------------------ */
-
-/*  Five free TCP ports on 127.0.0.1, held open together so they differ. */
-static int s_free_ports(int ports[5])
-{
-    int fds[5];
-    int i, rc = -1;
-    for (i = 0; i < 5; i++)
-        fds[i] = -1;
-    for (i = 0; i < 5; i++) {
-        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fds[i] < 0)
-            goto done;
-        struct sockaddr_in addr = { .sin_family = AF_INET, .sin_port = 0 };
-        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t len = sizeof addr;
-        if (bind(fds[i], (struct sockaddr *)&addr, sizeof addr) != 0
-            || getsockname(fds[i], (struct sockaddr *)&addr, &len) != 0)
-            goto done;
-        ports[i] = ntohs(addr.sin_port);
-    }
-    rc = 0;
-done:
-    for (i = 0; i < 5; i++)
-        if (fds[i] >= 0)
-            close(fds[i]);
-    return rc;
-}
 
 int64_t kb_launch_now_ms(void)
 {
@@ -288,9 +259,14 @@ json_t *kb_connection_write(kb_connection_t *conn, const kb_kernelspec_t *spec,
             json_object_set_new(info, keys[i], json_integer(conn->ipc_ports[i]));
     } else {
         int ports[5];
-        if (s_free_ports(ports) != 0) {
-            kb_error_set(err, KB_ERR_INTERNAL, "no free TCP ports on 127.0.0.1: %s",
-                         strerror(errno));
+        if (kb_launch_free_ports(opts, ports) != 0) {
+            if (opts->port_min)
+                kb_error_set(err, KB_ERR_INTERNAL,
+                             "no five free TCP ports on 127.0.0.1 in the kernels' range %u-%u",
+                             opts->port_min, opts->port_max);
+            else
+                kb_error_set(err, KB_ERR_INTERNAL, "no free TCP ports on 127.0.0.1: %s",
+                             strerror(errno));
             goto fail;
         }
         json_object_set_new(info, "transport", json_string("tcp"));

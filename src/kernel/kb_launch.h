@@ -42,6 +42,9 @@ typedef struct {
     uint64_t max_message;      /* largest message frame taken from the kernel (ZMQ_MAXMSGSIZE:
                                   a larger one is refused as it arrives, never held whole,
                                   and the connection is made again); 0: no limit */
+    unsigned port_min;         /* tcp: the five ports come from port_min..port_max, in turn;
+                                  0: the system's ephemeral ports */
+    unsigned port_max;
 } kb_kernel_opts_t;
 
 /*  "SIGINT", "SIGKILL", ...; "SIG<n>" style names for others. Static. */
@@ -96,6 +99,12 @@ int kb_connection_key(kb_connection_t *conn, const json_t *info, kb_error_t *err
     hmac-sha256). 0, or -1 with a reason that names the field. info
     borrowed. */
 int kb_connection_check(const json_t *info, kb_error_t *err);
+
+/*  Five free TCP ports on 127.0.0.1 for a kernel, held open together so
+    that they differ: from opts' range (port_min..port_max) when it has
+    one, else from the system's ephemeral ports (bind to port 0). 0, or -1
+    with errno (EADDRINUSE: not five free in the range). */
+int kb_launch_free_ports(const kb_kernel_opts_t *opts, int ports[5]);
 
 /*  Remove the connection file, the log and the ipc sockets, free the paths
     (not the wire). Safe on an empty conn. */

@@ -25,6 +25,8 @@ void kb_engine_kernel_opts(kb_engine_t *self, const kb_kernelspec_t *spec, kb_ke
         .serial = ++s_kernel_serial,
         .transport = quirks.transport ? quirks.transport : self->config.transport,
         .max_message = self->config.max_message_bytes,
+        .port_min = self->config.kernel_port_min,
+        .port_max = self->config.kernel_port_max,
     };
 }
 

@@ -153,6 +153,14 @@ kb_service_t *kb_service_new(const kb_service_config_t *config, kb_error_t *err)
                      config->transport);
         return NULL;
     }
+    if ((config->kernel_port_min || config->kernel_port_max)
+        && (config->kernel_port_min < 1024 || config->kernel_port_max > 65535
+            || config->kernel_port_max < config->kernel_port_min + 4)) {
+        kb_error_set(err, KB_ERR_BAD_REQUEST,
+                     "kernel ports must be a range of at least 5 within 1024..65535, not %u-%u",
+                     config->kernel_port_min, config->kernel_port_max);
+        return NULL;
+    }
     /*  The daemon handles its own signals; czmq must not install handlers
         that would stop the engine's loop on SIGINT. */
     zsys_handler_set(NULL);
