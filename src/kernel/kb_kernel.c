@@ -45,7 +45,6 @@
 #define KB_HEARTBEAT_MS 3000 /* heartbeat period */
 #define KB_DYING_HB_MS 200   /* heartbeat period of an attached kernel shutting down */
 #define KB_LOG_CHECK_MS 1000 /* how often the log's size is checked */
-#define KB_TAIL_BYTES 2000   /* of the log, in a start failure's reason */
 
 static int64_t s_now_ms(void)
 {
@@ -206,7 +205,7 @@ static void s_gone(kb_kernel_t *self)
     kb_kernel_apply(self, KB_KEV_EXITED);
     if (was == KB_KERNEL_STARTING) {
         kb_kernel_start_ended(self, KB_START_FAILED);
-        char why[512];
+        char why[800];
         char *tail = kb_kernel_output_tail(self, KB_TAIL_BYTES);
         snprintf(why, sizeof why, "%s before it was ready; its output ends with: %s",
                  kb_kernel_exit_text(self), tail && *tail ? tail : "(nothing)");

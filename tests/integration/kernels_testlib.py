@@ -4,8 +4,8 @@ kernelspecs are, a daemon that finds them, and checks shared by every kernel.
 Kernelspecs the tests use, on the daemon's JUPYTER_PATH:
 - <repo>/kernelspecs: the project's own small kernels for reliability tests
   (kb-ignore-interrupt, kb-late-sigint, kb-die-on-input, kb-wrong-key,
-  kb-never-ready, kb-flood, kb-late-output, kb-no-execute-input), one
-  kernelspec directory each; Jupyter looks for kernelspecs in
+  kb-never-ready, kb-flood, kb-late-output, kb-no-execute-input,
+  kb-port-taken), one kernelspec directory each; Jupyter looks for kernelspecs in
   <entry>/kernels/, so the entry is a private temporary directory whose
   kernels/ links to <repo>/kernelspecs;
 - <repo>/.cache/deno/jupyter: Deno's kernelspec, written there by

@@ -22,7 +22,8 @@ from kernels_testlib import (KERNELSPECS, assert_ok, create, error_of, kernel_da
 assert kernel_daemon and kernel_daemon_factory  # fixtures, used by name
 
 TEST_KERNELS = ["kb-die-on-input", "kb-flood", "kb-ignore-interrupt", "kb-late-output",
-                "kb-late-sigint", "kb-never-ready", "kb-no-execute-input", "kb-wrong-key"]
+                "kb-late-sigint", "kb-never-ready", "kb-no-execute-input", "kb-port-taken",
+                "kb-wrong-key"]
 
 
 def process_logs(d, result):
@@ -169,6 +170,43 @@ def test_kernel_signing_everything_wrong_never_starts(kernel_daemon_factory):
     error_of(r, 503, "KERNEL_START_FAILED")
     assert time.monotonic() - started < 20
     assert wait_until(lambda: not kernels_of(d, "kb-wrong-key"), 15)
+
+
+# ---- kb-port-taken --------------------------------------------------------------------
+
+
+def starts_of(path):
+    return [int(line) for line in path.read_text().split()]
+
+
+def test_a_kernel_whose_port_was_taken_is_started_again_on_new_ports(kernel_daemon_factory,
+                                                                      tmp_path):
+    d = kernel_daemon_factory()
+    starts = tmp_path / "starts"
+    ctx = create(d, kernel_name="kb-port-taken", env={"PORT_TAKEN_FILE": str(starts)})
+    first, second = starts_of(starts)
+    assert ctx["pid"] == second and not pid_alive(first)
+    assert texts(run(d, ctx["context_id"], "6 * 7")) == ["42"]
+    log = d.stdout
+    assert "a port of its kernel was taken before the kernel bound it" in log, log
+    assert "Address already in use" in log, log
+    assert kernels_of(d, "kb-port-taken") == [second]
+
+
+def test_a_port_taken_twice_fails_the_start_and_leaves_nothing(kernel_daemon_factory, tmp_path):
+    d = kernel_daemon_factory()
+    kernels = d.state_dir / "kernels"
+    before = sorted(os.listdir(kernels))
+    starts = tmp_path / "starts"
+    body = error_of(d.post("/contexts", {"kernel_name": "kb-port-taken",
+                                         "env": {"PORT_TAKEN_FILE": str(starts),
+                                                 "PORT_TAKEN_TIMES": "2"}}),
+                    503, "KERNEL_START_FAILED")
+    assert "Address already in use" in body["message"], body
+    assert len(starts_of(starts)) == 2, "started again once, not more"
+    assert kernels_of(d, "kb-port-taken") == []
+    assert sorted(os.listdir(kernels)) == before
+    assert d.stdout.count("started again on new ports") == 1
 
 
 # ---- kb-never-ready -------------------------------------------------------------------

@@ -351,18 +351,26 @@ static void s_start_failed(kb_context_t *self, const char *why)
 
 static int s_start_kernel(kb_context_t *self, kb_error_t *err);
 
-/*  A kernel forked from a template failed to start: the template is
-    marked failed, and the kernel is started again the ordinary way (once
-    per start): no error for the user. True when it was such a kernel. */
+/*  The kernel is started again, once per start, with no error for the
+    user, when its start failed for want of a tcp port that was free when
+    it was chosen (on new ports), or when it was forked from a template
+    (the template is marked failed, and the kernel is started the ordinary
+    way). True when it was started again. */
 static bool s_relaunch(kb_context_t *self, kb_kernel_t *kernel, const char *why)
 {
     const kb_kernel_source_t *launcher = self->env->launcher;
-    if (self->adopted || self->relaunched || !launcher->fork_failed
-        || !launcher->fork_failed(launcher->impl, kernel, why))
+    if (self->adopted || self->relaunched)
         return false;
-    zsys_warning("context %s: its kernel forked from the template failed to start (%s); "
-                 "started the ordinary way",
-                 self->id, why);
+    if (kb_kernel_port_was_taken(kernel))
+        zsys_warning("context %s: a port of its kernel was taken before the kernel bound it (%s); "
+                     "started again on new ports",
+                     self->id, why);
+    else if (launcher->fork_failed && launcher->fork_failed(launcher->impl, kernel, why))
+        zsys_warning("context %s: its kernel forked from the template failed to start (%s); "
+                     "started the ordinary way",
+                     self->id, why);
+    else
+        return false;
     self->relaunched = true;
     s_retire_kernel(self, true);
     if (self->hub)
