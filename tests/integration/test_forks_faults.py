@@ -26,6 +26,29 @@ os.setsid = _patched_setsid
 UNPATCH_SETSID = "os.setsid = _real_setsid"
 
 
+# The same for the new kernel's connection (kernelbridge_fork.child.new_app,
+# after the descriptors it inherited are closed): its first `times` starts,
+# counted in the file `path`, find their shell port taken (as when another
+# socket was given it after the daemon chose it), so that ipykernel's bind
+# fails for real.
+PATCH_NEW_APP = """
+import socket, kernelbridge_fork.child as _child
+_real_new_app = _child.new_app
+def _taking_new_app(old_app, old_kernel, info):
+    with open({path!r}, "a+") as f:
+        f.seek(0)
+        before = len(f.readlines())
+        f.write("start\\n")
+    if before < {times}:
+        _child.taken = socket.socket()
+        _child.taken.bind((info["ip"], info["shell_port"]))
+        _child.taken.listen()
+    return _real_new_app(old_app, old_kernel, info)
+_child.new_app = _taking_new_app
+"""
+UNPATCH_NEW_APP = "_child.new_app = _real_new_app"
+
+
 def kernel_files(state_dir):
     return sorted(os.listdir(state_dir / "kernels"))
 
@@ -52,6 +75,39 @@ def test_a_fork_whose_new_kernel_dies_half_way_leaves_nothing(daemon):
     # and a fork works again once the kernel is itself
     forks = daemon.ok("POST", "/contexts/half/fork", {}, status=201)["contexts"]
     assert daemon.run("x", context_id=forks[0]["context_id"])["results"][0]["text"] == "7"
+
+
+def test_a_fork_whose_tcp_port_was_taken_is_asked_again_on_new_ports(daemon_factory, tmp_path):
+    # python3 named, so that no template refills its kernels' files meanwhile
+    d = daemon_factory("--transport", "tcp", "--kernel", "python=python3")
+    d.ok("POST", "/contexts", {"language": "python", "context_id": "p"}, status=201)
+    d.run("x = 7", context_id="p")
+    starts = tmp_path / "starts"
+    d.run(PATCH_NEW_APP.format(path=str(starts), times=1), context_id="p")
+    try:
+        fork = d.ok("POST", "/contexts/p/fork", {}, status=201)["contexts"][0]
+    finally:
+        d.run(UNPATCH_NEW_APP, context_id="p")
+    assert len(starts.read_text().split()) == 2
+    assert d.run("x", context_id=fork["context_id"])["results"][0]["text"] == "7"
+    assert "a port of a fork was taken before the fork bound it" in d.stdout, d.stdout
+
+    # taken again on the new ports: the fork fails, once asked again, and
+    # leaves nothing
+    starts.unlink()
+    files = kernel_files(d.state_dir)
+    d.run(PATCH_NEW_APP.format(path=str(starts), times=2), context_id="p")
+    try:
+        err = error_of(d.request("POST", "/contexts/p/fork", {}), 503, "KERNEL_START_FAILED")
+    finally:
+        d.run(UNPATCH_NEW_APP, context_id="p")
+    assert "Address already in use" in err["message"], err
+    assert len(starts.read_text().split()) == 2, "asked again once, not more"
+    assert d.stdout.count("asked again on new ports") == 2, d.stdout
+    assert kernel_files(d.state_dir) == files
+    listed = {c["context_id"] for c in d.ok("GET", "/contexts")["contexts"]}
+    assert listed == {"p", fork["context_id"]}
+    assert d.run("x", context_id="p")["results"][0]["text"] == "7"
 
 
 def _ppid(pid):

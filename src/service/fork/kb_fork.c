@@ -187,7 +187,8 @@ typedef struct {
     size_t prepared;        /* conns made and not ended yet: [0, prepared) */
     char msg_id[96];
     bool parent_done, finishing, failed;
-    double began; /* when it was asked */
+    bool asked_again; /* once, on new ports, after a tcp port was taken */
+    double began;     /* when it was asked */
     kb_code_t code;
     char why[800];
 } kb_fork_job_t;
@@ -373,6 +374,17 @@ static bool s_job_start(void *arg, kb_kernel_t *kernel)
     return false;
 }
 
+/*  Whether a failed request is worth asking once more: a tcp port chosen
+    for a fork was taken before the fork bound it (another socket on the
+    machine was given it meanwhile: docs/concepts/kernels.md). */
+static bool s_port_was_taken(const kb_fork_job_t *job, const kb_error_t *err)
+{
+    const char *transport
+        = json_string_value(json_object_get(json_array_get(job->infos, 0), "transport"));
+    return !job->asked_again && err->code == KB_ERR_KERNEL_START_FAILED && transport
+           && strcmp(transport, "tcp") == 0 && strstr(err->message, "Address already in use");
+}
+
 static bool s_job_message(void *arg, kb_channel_t channel, const kb_msg_t *msg)
 {
     kb_fork_job_t *job = arg;
@@ -380,7 +392,22 @@ static bool s_job_message(void *arg, kb_channel_t channel, const kb_msg_t *msg)
         return false;
     kb_error_t err;
     pid_t *pids = kb_xcalloc(job->count, sizeof *pids);
-    if (s_reply_pids(msg, pids, job->count, &err) == 0) {
+    int rc = s_reply_pids(msg, pids, job->count, &err);
+    if (rc != 0 && s_port_was_taken(job, &err)) {
+        /*  Every fork of the request has ended (fork_many kills those it
+            started when one fails): ask once more on new ports. */
+        free(pids);
+        s_discard_conns(job);
+        job->asked_again = true;
+        zsys_warning("context %s: a port of a fork was taken before the fork bound it (%s); "
+                     "asked again on new ports",
+                     kb_context_id(job->parent), err.message);
+        if (s_ask(job, job->kernel))
+            return false; /* the job keeps the kernel for its new request */
+        s_parent_done(job);
+        return true;
+    }
+    if (rc == 0) {
         for (size_t i = 0; i < job->count; i++)
             s_make_context(job, i, pids[i]);
         job->prepared = 0; /* each was taken by its kernel, or removed */
