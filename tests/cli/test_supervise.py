@@ -9,8 +9,8 @@ import os
 import pathlib
 import re
 import signal
-import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -18,15 +18,16 @@ import urllib.request
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+from outside_testlib import free_tcp_ports  # noqa: E402
 BINARY = os.environ.get("KB_BINARY", str(ROOT / "build" / "kernelbridge"))
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A port the supervised daemon listens on across its restarts: under
+    the ephemeral range, so that no other socket is handed it while no
+    daemon holds it."""
+    return free_tcp_ports(1)[0]
 
 
 def call(method, url, body=None, timeout=60):
