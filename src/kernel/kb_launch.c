@@ -260,8 +260,8 @@ json_t *kb_connection_write(kb_connection_t *conn, const kb_kernelspec_t *spec,
     } else {
         int ports[5];
         if (kb_launch_free_ports(opts, ports) != 0) {
-            if (opts->port_min)
-                kb_error_set(err, KB_ERR_INTERNAL,
+            if (opts->port_min) /* all in use: like a start that failed, not our fault */
+                kb_error_set(err, KB_ERR_KERNEL_START_FAILED,
                              "no five free TCP ports on 127.0.0.1 in the kernels' range %u-%u",
                              opts->port_min, opts->port_max);
             else

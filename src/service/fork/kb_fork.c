@@ -398,6 +398,8 @@ static bool s_job_message(void *arg, kb_channel_t channel, const kb_msg_t *msg)
             started when one fails): ask once more on new ports. */
         free(pids);
         s_discard_conns(job);
+        free(job->conns); /* s_ask makes them again */
+        job->conns = NULL;
         job->asked_again = true;
         zsys_warning("context %s: a port of a fork was taken before the fork bound it (%s); "
                      "asked again on new ports",
