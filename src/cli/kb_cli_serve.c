@@ -240,6 +240,60 @@ static void log_limits(kb_service_t *service, kb_log_format_t format)
     json_decref(health);
 }
 
+/*  The first line of a /proc/sys file into buf ("" when it cannot be read). */
+static void read_sysctl(const char *path, char *buf, size_t size)
+{
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (f && !fgets(buf, (int)size, f))
+        buf[0] = 0;
+    if (f)
+        fclose(f);
+}
+
+/*  Whether port is in the list of ip_local_reserved_ports ("A-B,C,..."). */
+static bool port_reserved(const char *list, unsigned port)
+{
+    for (const char *p = list; *p;) {
+        char *end;
+        unsigned long a = strtoul(p, &end, 10), b = a;
+        if (end == p)
+            return false;
+        if (*end == '-')
+            b = strtoul(end + 1, &end, 10);
+        if (port >= a && port <= b)
+            return true;
+        if (*end != ',')
+            return false;
+        p = end + 1;
+    }
+    return false;
+}
+
+/*  --kernel-ports: warn when some of the range can be handed out by the
+    system as well (in its ephemeral range and not reserved), since a
+    connection given one of them as its source port keeps a kernel from
+    binding it (docs/concepts/kernels.md). */
+static void log_kernel_ports(const kb_service_config_t *service, kb_log_format_t format)
+{
+    if (!service->kernel_port_min)
+        return;
+    char range[64], reserved[4096];
+    read_sysctl("/proc/sys/net/ipv4/ip_local_port_range", range, sizeof range);
+    read_sysctl("/proc/sys/net/ipv4/ip_local_reserved_ports", reserved, sizeof reserved);
+    unsigned lo = 0, hi = 0, exposed = 0;
+    if (sscanf(range, "%u %u", &lo, &hi) != 2)
+        return;
+    for (unsigned port = service->kernel_port_min; port <= service->kernel_port_max; port++)
+        exposed += port >= lo && port <= hi && !port_reserved(reserved, port);
+    if (exposed)
+        kb_server_log(format, "warn",
+                      "kernel ports %u-%u: %u of them are in the system's ephemeral range %u-%u "
+                      "and not reserved (sysctl net.ipv4.ip_local_reserved_ports): a connection "
+                      "may be given one before its kernel binds it",
+                      service->kernel_port_min, service->kernel_port_max, exposed, lo, hi);
+}
+
 /*  The service, with its preloaded contexts. 0, 1 (failure to start) or 2
     (a refused state dir: in use, unreadable, too new). */
 static int start_service(daemon_t *d)
@@ -252,6 +306,7 @@ static int start_service(daemon_t *d)
         return err.code == KB_ERR_BAD_REQUEST ? 2 : 1;
     }
     log_limits(d->service, format);
+    log_kernel_ports(&d->o.service, format);
     for (size_t i = 0; i < d->o.preload.len; i++) {
         if (preload(d->service, d->o.preload.items[i], format) < 0)
             return 1;
