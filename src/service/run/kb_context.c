@@ -351,26 +351,21 @@ static void s_start_failed(kb_context_t *self, const char *why)
 
 static int s_start_kernel(kb_context_t *self, kb_error_t *err);
 
-/*  The kernel is started again, once per start, with no error for the
-    user, when its start failed for want of a tcp port that was free when
-    it was chosen (on new ports), or when it was forked from a template
-    (the template is marked failed, and the kernel is started the ordinary
-    way). True when it was started again. */
+/*  Started again, once per start and with no error for the user, when a
+    tcp port was taken before the kernel bound it (on new ports), or when a
+    template's fork failed (the template is marked failed). True if so. */
 static bool s_relaunch(kb_context_t *self, kb_kernel_t *kernel, const char *why)
 {
     const kb_kernel_source_t *launcher = self->env->launcher;
     if (self->adopted || self->relaunched)
         return false;
-    if (kb_kernel_port_was_taken(kernel))
-        zsys_warning("context %s: a port of its kernel was taken before the kernel bound it (%s); "
-                     "started again on new ports",
-                     self->id, why);
-    else if (launcher->fork_failed && launcher->fork_failed(launcher->impl, kernel, why))
-        zsys_warning("context %s: its kernel forked from the template failed to start (%s); "
-                     "started the ordinary way",
-                     self->id, why);
-    else
+    bool port = kb_kernel_port_was_taken(kernel);
+    if (!port && !(launcher->fork_failed && launcher->fork_failed(launcher->impl, kernel, why)))
         return false;
+    zsys_warning("context %s: %s (%s); started %s", self->id,
+                 port ? "a port of its kernel was taken before the kernel bound it"
+                      : "its kernel forked from the template failed to start",
+                 why, port ? "again on new ports" : "the ordinary way");
     self->relaunched = true;
     s_retire_kernel(self, true);
     if (self->hub)
