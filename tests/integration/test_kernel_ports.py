@@ -105,12 +105,14 @@ def test_bad_ranges_are_refused():
                                      "(A-B: ports from 1024 to 65535, at least 5 of them)"), out
 
 
-def serve_in_a_network_namespace(sysctls, *args):
+def serve_in_a_network_namespace(state_dir, sysctls, *args):
     """The daemon's log up to its first line of service, started in a network
-    namespace of its own (sysctls written there, not on the machine)."""
+    namespace of its own (sysctls written there, not on the machine), then
+    stopped."""
     setup = "".join(f"open('/proc/sys/net/ipv4/{name}', 'w').write({value!r})\n"
                     for name, value in sysctls.items())
-    argv = [BINARY, "serve", "--ephemeral", "--listen", "127.0.0.1:0", "--pool", "python=0", *args]
+    argv = [BINARY, "serve", "--state-dir", str(state_dir), "--listen", "127.0.0.1:0", "--pool",
+            "python=0", *args]
     code = setup + f"import os\nos.execv({BINARY!r}, {argv!r})\n"
     proc = subprocess.Popen(["unshare", "--net", "/usr/bin/python3", "-c", code],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -121,18 +123,25 @@ def serve_in_a_network_namespace(sysctls, *args):
             if " serving sandbox " in line:
                 break
     finally:
-        proc.kill()
-        proc.wait(timeout=30)
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
     return "".join(log)
 
 
-def test_a_range_the_system_may_hand_out_is_warned_of():
+def test_a_range_the_system_may_hand_out_is_warned_of(tmp_path):
     ephemeral = {"ip_local_port_range": "32768 60999",
                  "ip_local_reserved_ports": "40000-40005,40008"}
-    log = serve_in_a_network_namespace(ephemeral, "--kernel-ports", "40000-40008")
+    log = serve_in_a_network_namespace(tmp_path / "a", ephemeral, "--kernel-ports",
+                                       "40000-40008")
     assert ("warn kernel ports 40000-40008: 2 of them are in the system's ephemeral range "
             "32768-60999 and not reserved") in log, log  # 40006 and 40007
-    log = serve_in_a_network_namespace(ephemeral, "--kernel-ports", "40000-40005")
+    log = serve_in_a_network_namespace(tmp_path / "b", ephemeral, "--kernel-ports",
+                                       "40000-40005")
     assert " serving sandbox " in log and "warn kernel ports" not in log, log
-    log = serve_in_a_network_namespace(ephemeral, "--kernel-ports", "30000-30100")
+    log = serve_in_a_network_namespace(tmp_path / "c", ephemeral, "--kernel-ports",
+                                       "30000-30100")
     assert " serving sandbox " in log and "warn kernel ports" not in log, log
