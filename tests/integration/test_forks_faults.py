@@ -110,6 +110,45 @@ def test_a_fork_whose_tcp_port_was_taken_is_asked_again_on_new_ports(daemon_fact
     assert d.run("x", context_id="p")["results"][0]["text"] == "7"
 
 
+def test_a_restore_or_rollback_whose_tcp_port_was_taken_is_asked_again(daemon_factory,
+                                                                         tmp_path):
+    # the checkpoints are frozen copies of the patched kernel: their forks
+    # take their port as a fork of the kernel would
+    d = daemon_factory("--transport", "tcp", "--kernel", "python=python3")
+    d.ok("POST", "/contexts", {"language": "python", "context_id": "p"}, status=201)
+    starts = tmp_path / "starts"
+    d.run("x = 1", context_id="p")
+    d.run(PATCH_NEW_APP.format(path=str(starts), times=1), context_id="p")
+    cp = d.ok("POST", "/contexts/p/checkpoints", {}, status=201)
+    d.run("x = 2", context_id="p")
+    ctx = d.ok("POST", "/contexts/p/restore", {"checkpoint_id": cp["checkpoint_id"]})
+    assert ctx["generation"] == 2 and len(starts.read_text().split()) == 2
+    assert d.run("x", context_id="p")["results"][0]["text"] == "1"
+    assert "checkpoint %s: a port of its kernel was taken" % cp["checkpoint_id"] in d.stdout
+
+    starts.unlink()  # the restored kernel is patched too: a rollback's kernel is taken once
+    r = d.run("x = 3\n1 / 0", context_id="p", rollback="on_error")
+    assert r["rolled_back"] is True and r["context"]["generation"] == 3, r
+    # the next run waits for the kernel put back after the answer
+    assert d.run("x", context_id="p")["results"][0]["text"] == "1"
+    assert len(starts.read_text().split()) == 2
+
+    # taken twice: the restore fails, asked again once, and the context is
+    # left as it was
+    d.run(UNPATCH_NEW_APP, context_id="p")
+    d.run(PATCH_NEW_APP.format(path=str(starts), times=2), context_id="p")
+    starts.unlink()
+    cp = d.ok("POST", "/contexts/p/checkpoints", {}, status=201)
+    files = kernel_files(d.state_dir)
+    err = error_of(d.request("POST", "/contexts/p/restore", {"checkpoint_id": cp["checkpoint_id"]}),
+                   503, "KERNEL_START_FAILED")
+    assert "Address already in use" in err["message"], err
+    assert len(starts.read_text().split()) == 2, "asked again once, not more"
+    assert kernel_files(d.state_dir) == files
+    assert d.ok("GET", "/contexts/p")["generation"] == 3
+    assert d.run("x", context_id="p")["results"][0]["text"] == "1"
+
+
 def _ppid(pid):
     try:
         with open("/proc/%d/stat" % pid) as f:

@@ -374,15 +374,40 @@ static bool s_job_start(void *arg, kb_kernel_t *kernel)
     return false;
 }
 
-/*  Whether a failed request is worth asking once more: a tcp port chosen
-    for a fork was taken before the fork bound it (another socket on the
-    machine was given it meanwhile: docs/concepts/kernels.md). */
-static bool s_port_was_taken(const kb_fork_job_t *job, const kb_error_t *err)
+bool kb_fork_port_was_taken(const json_t *info, const char *why)
 {
-    const char *transport
-        = json_string_value(json_object_get(json_array_get(job->infos, 0), "transport"));
-    return !job->asked_again && err->code == KB_ERR_KERNEL_START_FAILED && transport
-           && strcmp(transport, "tcp") == 0 && strstr(err->message, "Address already in use");
+    const char *transport = json_string_value(json_object_get(info, "transport"));
+    return transport && strcmp(transport, "tcp") == 0 && why
+           && strstr(why, "Address already in use");
+}
+
+bool kb_fork_restore_again(kb_engine_t *engine, const kb_kernelspec_t *spec, const char *id,
+                           kb_connection_t *conn, json_t **info, bool *asked_again, const char *why,
+                           kb_checkpoint_done_fn *done, void *arg)
+{
+    if (*asked_again || !kb_fork_port_was_taken(*info, why))
+        return false;
+    *asked_again = true;
+    kb_fork_connection_end(conn, true);
+    json_decref(*info);
+    kb_kernel_opts_t opts;
+    kb_engine_kernel_opts(engine, spec, &opts);
+    kb_error_t err;
+    *info = kb_kernel_spec_connection(spec, &opts, conn, &err);
+    if (*info
+        && kb_checkpoints_request(engine->checkpoints, id, *info, KB_FORK_CHILD_TIMEOUT, done, arg,
+                                  &err)
+               == 0) {
+        zsys_warning("checkpoint %s: a port of its kernel was taken before the kernel bound it "
+                     "(%s); asked again on new ports",
+                     id, why);
+        return true;
+    }
+    if (*info)
+        kb_fork_connection_end(conn, true);
+    json_decref(*info);
+    *info = NULL;
+    return false;
 }
 
 static bool s_job_message(void *arg, kb_channel_t channel, const kb_msg_t *msg)
@@ -393,7 +418,8 @@ static bool s_job_message(void *arg, kb_channel_t channel, const kb_msg_t *msg)
     kb_error_t err;
     pid_t *pids = kb_xcalloc(job->count, sizeof *pids);
     int rc = s_reply_pids(msg, pids, job->count, &err);
-    if (rc != 0 && s_port_was_taken(job, &err)) {
+    if (rc != 0 && !job->asked_again && err.code == KB_ERR_KERNEL_START_FAILED
+        && kb_fork_port_was_taken(json_array_get(job->infos, 0), err.message)) {
         /*  Every fork of the request has ended (fork_many kills those it
             started when one fails): ask once more on new ports. */
         free(pids);
@@ -623,6 +649,7 @@ typedef struct {
     kb_kernelspec_t *spec;
     kb_connection_t conn;
     json_t *info;
+    bool asked_again; /* once, on new ports, after a tcp port was taken */
 } kb_restore_job_t;
 
 static void s_restore_free(kb_restore_job_t *job)
@@ -640,6 +667,10 @@ static void s_on_restore_pid(void *arg, pid_t pid, const char *why)
 {
     kb_restore_job_t *job = arg;
     kb_engine_t *engine = job->engine;
+    if (pid <= 0
+        && kb_fork_restore_again(engine, job->spec, job->checkpoint_id, &job->conn, &job->info,
+                                 &job->asked_again, why, s_on_restore_pid, job))
+        return;
     kb_error_t err;
     kb_context_t *ctx = kb_engine_context_find(engine, job->ctx_id);
     kb_kernel_t *kernel = NULL;

@@ -4,6 +4,7 @@
 #define KB_FORK_IMPL_H_INCLUDED
 
 #include "service/engine/kb_engine.h"
+#include "service/fork/kb_checkpoints.h"
 
 #define KB_FORK_CHILD_TIMEOUT 30.0 /* seconds the kernel side gives its child to start */
 
@@ -21,5 +22,19 @@ pid_t kb_fork_reply_pid(const kb_msg_t *msg, kb_error_t *err);
     process is then killed when it is still the one that answered. */
 kb_kernel_t *kb_fork_adopt(kb_engine_t *engine, const kb_kernelspec_t *spec, pid_t pid,
                            const json_t *info, kb_connection_t *conn, kb_error_t *err);
+
+/*  Whether a fork or a restore on connection info failed because a tcp
+    port chosen for it was taken before it bound it (why says "Address
+    already in use"): another socket on the machine was given the port
+    meanwhile (docs/concepts/kernels.md), and new ports may well do. */
+bool kb_fork_port_was_taken(const json_t *info, const char *why);
+
+/*  A restore of checkpoint id on *info that failed so is asked once more,
+    on a new connection (conn and *info replaced; *asked_again set):
+    done(arg, ...) is then told again later. False when it is not (asked
+    again already, another reason, or the request could not be made). */
+bool kb_fork_restore_again(kb_engine_t *engine, const kb_kernelspec_t *spec, const char *id,
+                           kb_connection_t *conn, json_t **info, bool *asked_again, const char *why,
+                           kb_checkpoint_done_fn *done, void *arg);
 
 #endif

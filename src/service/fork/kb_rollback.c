@@ -26,6 +26,7 @@ typedef struct {
     long long execution_count;
     kb_connection_t conn;
     json_t *info;
+    bool asked_again; /* once, on new ports, after a tcp port was taken */
     char msg_id[96];
     char why[sizeof(((kb_error_t *)0)->message)]; /* why its restore could not be asked */
 } kb_rollback_t;
@@ -55,6 +56,10 @@ static void s_rb_restored(void *arg, pid_t pid, const char *why)
 {
     kb_rollback_t *rb = arg;
     kb_engine_t *engine = rb->engine;
+    if (pid <= 0
+        && kb_fork_restore_again(engine, rb->spec, rb->id, &rb->conn, &rb->info, &rb->asked_again,
+                                 why, s_rb_restored, rb))
+        return;
     kb_error_t err;
     kb_kernel_t *kernel = NULL;
     if (pid > 0) {
