@@ -45,6 +45,9 @@
 #define KB_HEARTBEAT_MS 3000 /* heartbeat period */
 #define KB_DYING_HB_MS 200   /* heartbeat period of an attached kernel shutting down */
 #define KB_LOG_CHECK_MS 1000 /* how often the log's size is checked */
+/*  Of the log, in a start failure's reason: its end must fit in an error's
+    message (1024 bytes) after what is said before it. */
+#define KB_TAIL_BYTES 640
 
 static int64_t s_now_ms(void)
 {

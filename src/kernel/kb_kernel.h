@@ -237,13 +237,6 @@ const char *kb_kernel_exit_text(kb_kernel_t *self);
     log ("" without one). Caller frees. */
 char *kb_kernel_output_tail(const kb_kernel_t *self, size_t max_bytes);
 
-/*  Whether a kernel we launched over tcp failed to start because one of
-    its ports was taken before it bound it (its output says "Address
-    already in use"): another process's connection can be given such a
-    port as its source port between the daemon's choice and the kernel's
-    bind, so a start on new ports may well succeed. */
-bool kb_kernel_port_was_taken(const kb_kernel_t *self);
-
 /*  Messages dropped because they failed verification (bad signature,
     replay, malformed) since start. */
 size_t kb_kernel_dropped(const kb_kernel_t *self);

@@ -12,10 +12,6 @@
 #include "kernel/kb_launch.h"
 #include "wire/kb_zmtp.h"
 
-/*  Of the log, in a start failure's reason: its end must fit in an error's
-    message (1024 bytes) after what is said before it. */
-#define KB_TAIL_BYTES 640
-
 /*  What kb_kernel_io.c alone writes: the sockets it connects on first use
     and the readiness it reads from messages. */
 struct kb_kernel_io_state {

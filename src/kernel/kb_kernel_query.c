@@ -7,17 +7,6 @@
 
 #include <string.h>
 
-bool kb_kernel_port_was_taken(const kb_kernel_t *self)
-{
-    const char *transport = json_string_value(json_object_get(self->info, "transport"));
-    if (!self->own_child || !transport || strcmp(transport, "tcp") != 0)
-        return false;
-    char *tail = kb_kernel_output_tail(self, KB_TAIL_BYTES);
-    bool taken = tail && strstr(tail, "Address already in use");
-    free(tail);
-    return taken;
-}
-
 pid_t kb_kernel_pid(const kb_kernel_t *self)
 {
     return self->pid;

@@ -106,6 +106,13 @@ int kb_connection_check(const json_t *info, kb_error_t *err);
     with errno (EADDRINUSE: not five free in the range). */
 int kb_launch_free_ports(const kb_kernel_opts_t *opts, int ports[5]);
 
+/*  Whether a kernel, fork or restore on connection info failed because a
+    tcp port chosen for it was taken before it bound it (why, its output's
+    end or its reply, says "Address already in use"): another socket on
+    the machine was given the port meanwhile (docs/concepts/kernels.md),
+    so new ports may well do. */
+bool kb_connection_port_taken(const json_t *info, const char *why);
+
 /*  Remove the connection file, the log and the ipc sockets, free the paths
     (not the wire). Safe on an empty conn. */
 void kb_connection_remove(kb_connection_t *conn);

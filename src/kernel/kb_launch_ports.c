@@ -1,11 +1,12 @@
 /*  kb_launch_ports.c - the TCP ports a kernel reached over tcp listens
     on: from the daemon's range (--kernel-ports), handed out in turn, or
-    from the system's ephemeral ports.
+    from the system's ephemeral ports; and whether one was taken.
 */
 #include "kernel/kb_launch.h"
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <string.h>
 #include <stdint.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -61,4 +62,11 @@ done:
     for (int i = 0; i < found; i++)
         close(fds[i]);
     return rc;
+}
+
+bool kb_connection_port_taken(const json_t *info, const char *why)
+{
+    const char *transport = json_string_value(json_object_get(info, "transport"));
+    return transport && strcmp(transport, "tcp") == 0 && why
+           && strstr(why, "Address already in use");
 }

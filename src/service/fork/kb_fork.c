@@ -374,18 +374,11 @@ static bool s_job_start(void *arg, kb_kernel_t *kernel)
     return false;
 }
 
-bool kb_fork_port_was_taken(const json_t *info, const char *why)
-{
-    const char *transport = json_string_value(json_object_get(info, "transport"));
-    return transport && strcmp(transport, "tcp") == 0 && why
-           && strstr(why, "Address already in use");
-}
-
 bool kb_fork_restore_again(kb_engine_t *engine, const kb_kernelspec_t *spec, const char *id,
                            kb_connection_t *conn, json_t **info, bool *asked_again, const char *why,
                            kb_checkpoint_done_fn *done, void *arg)
 {
-    if (*asked_again || !kb_fork_port_was_taken(*info, why))
+    if (*asked_again || !kb_connection_port_taken(*info, why))
         return false;
     *asked_again = true;
     kb_fork_connection_end(conn, true);
@@ -419,7 +412,7 @@ static bool s_job_message(void *arg, kb_channel_t channel, const kb_msg_t *msg)
     pid_t *pids = kb_xcalloc(job->count, sizeof *pids);
     int rc = s_reply_pids(msg, pids, job->count, &err);
     if (rc != 0 && !job->asked_again && err.code == KB_ERR_KERNEL_START_FAILED
-        && kb_fork_port_was_taken(json_array_get(job->infos, 0), err.message)) {
+        && kb_connection_port_taken(json_array_get(job->infos, 0), err.message)) {
         /*  Every fork of the request has ended (fork_many kills those it
             started when one fails): ask once more on new ports. */
         free(pids);

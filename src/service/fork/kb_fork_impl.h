@@ -23,13 +23,8 @@ pid_t kb_fork_reply_pid(const kb_msg_t *msg, kb_error_t *err);
 kb_kernel_t *kb_fork_adopt(kb_engine_t *engine, const kb_kernelspec_t *spec, pid_t pid,
                            const json_t *info, kb_connection_t *conn, kb_error_t *err);
 
-/*  Whether a fork or a restore on connection info failed because a tcp
-    port chosen for it was taken before it bound it (why says "Address
-    already in use"): another socket on the machine was given the port
-    meanwhile (docs/concepts/kernels.md), and new ports may well do. */
-bool kb_fork_port_was_taken(const json_t *info, const char *why);
-
-/*  A restore of checkpoint id on *info that failed so is asked once more,
+/*  A restore of checkpoint id on *info whose tcp port was taken
+    (kb_connection_port_taken) is asked once more,
     on a new connection (conn and *info replaced; *asked_again set):
     done(arg, ...) is then told again later. False when it is not (asked
     again already, another reason, or the request could not be made). */

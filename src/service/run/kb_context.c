@@ -359,7 +359,7 @@ static bool s_relaunch(kb_context_t *self, kb_kernel_t *kernel, const char *why)
     const kb_kernel_source_t *launcher = self->env->launcher;
     if (self->adopted || self->relaunched)
         return false;
-    bool port = kb_kernel_port_was_taken(kernel);
+    bool port = kb_connection_port_taken(kb_kernel_connection_info(kernel), why);
     if (!port && !(launcher->fork_failed && launcher->fork_failed(launcher->impl, kernel, why)))
         return false;
     zsys_warning("context %s: %s (%s); started %s", self->id,
