@@ -11,7 +11,9 @@ N rounds (default 3; kbbench/output_axis.py says how each figure is taken):
   rate        100 MiB printed through `POST /run` (plain JSON, read fully;
               `--max-output 200M`) vs the raw ZeroMQ client on a kernel of
               the same kernelspec, as one stream message and flushed every
-              1 MiB: MB/s each, daemon / raw (target at least 80%)
+              1 MiB, each client keeping the output in a buffer of its own
+              and parsing it after: MB/s each, daemon / raw (target at least
+              80%); and both clients as measured before, beside them
   single      one 200 MiB run at the default 64 MiB cap, chunked and as one
               message: the daemon's peak RSS − idle (target cap + 32 MiB),
               `truncated: true` and stdout exactly 64 MiB
@@ -64,7 +66,8 @@ def main() -> None:
     tmp = cli.setup("kbo")  # only the flags configure the daemon
     env = machine.environment(args.binary, cli.ROOT)
     t_start = time.perf_counter()
-    res: dict[str, Any] = {"loadavg_before": machine.loadavg(), "idle_before": machine.cpu_idle(2.0)}
+    res: dict[str, Any] = {"loadavg_before": machine.loadavg(), "idle_before": machine.cpu_idle(2.0),
+                           "workdir": tmp}  # removed at the end, with everything in it
     # a copy: every part runs the same build, also if ./build is rebuilt meanwhile
     binary = os.path.join(tmp, "kernelbridge")
     shutil.copy2(args.binary, binary)

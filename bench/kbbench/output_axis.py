@@ -8,8 +8,12 @@ part's leftovers do not count in another's), each for `rounds` rounds:
               (plain JSON, read fully; `--max-output 200M` so that all of it
               comes back) versus the raw ZeroMQ client (raw.py) draining the
               same output from a kernel of the same kernelspec; one message
-              (one write) and chunked (a flush every 1 MiB); each round runs
-              the four in a shuffled order
+              (one write) and chunked (a flush every 1 MiB). Each client
+              keeps the output in a buffer used again by every round and
+              parses it after the wall; beside them, both clients as they
+              were measured before (the raw client parsing every message as
+              it comes, the answer read into new memory). Each round runs
+              the eight in a shuffled order
   single      one 200 MiB run at the default 64 MiB cap, chunked and one
               message, in a shuffled order: the daemon's peak RSS
   concurrent  four 200 MiB chunked runs at once on four contexts, each on a
@@ -42,13 +46,20 @@ from . import raw, report
 from .daemon import Daemon
 from .httpclient import Http
 from .output_io import (MemoryGuard, RssSampler, STALL_S, answer, bridge_run, purge, raw_drain,
-                        rss_kib, sse_stalled)
+                        rss_kib, sse_stalled, written)
 
 MIB = 1024 * 1024
 CAP = 64 * MIB  # the daemon's default --max-output
 BUDGET_MIB = 256  # --max-output-memory for the concurrent runs
 RATE_MIB, BIG_MIB, CONCURRENT, CONCURRENT8 = 100, 200, 4, 8
 SHAPES = ("one-message", "chunked")
+# The rate's contenders: both clients keeping their output in a buffer used
+# again by every round, parsed after the wall (the target's pair); then both
+# as they were measured before (the raw client parsing each message as it
+# comes, the answer read into new memory each round), for comparison.
+RATE_WHO = ("kernelbridge", "raw")
+RATE_BEFORE = ("kernelbridge-fresh", "raw-parsing")
+RATE_KEEP_MIB = 128  # each client's buffer: 100 MiB of text and its JSON
 PURGE_WINDOW_S, PURGE_EVERY_S = 5.0, 0.25
 
 
@@ -114,10 +125,10 @@ class OutputAxis:
         self.log(f"output: {name}: starting a daemon and {n} context(s)")
         return Setup(self.binary, os.path.join(self.workdir, name), extra, n, self.guard)
 
-    def _big(self, s: Setup, i: int, src: str) -> dict[str, Any]:
+    def _big(self, s: Setup, i: int, src: str, into: bytearray | None = None) -> dict[str, Any]:
         """One run over the kept-alive connection; answer parsed, record deleted."""
         gc.collect()
-        out, data = bridge_run(s.daemon.http, s.ctxs[i], src, s.daemon.pid)
+        out, data = bridge_run(s.daemon.http, s.ctxs[i], src, s.daemon.pid, into)
         answer(out, data)
         del data
         self.guard.check()
@@ -133,8 +144,11 @@ class OutputAxis:
             assert rk.proc is not None and rk.client is not None
             self.guard.watch(rk.proc.pid)
             raw_drain(rk.client, "1+1")
+            # Each client keeps its output in one buffer of its own, used by
+            # every round (RATE_WHO), or reads it as before (RATE_BEFORE).
+            keep = {who: bytearray(RATE_KEEP_MIB * MIB) for who in RATE_WHO}
             runs: dict[str, list[dict[str, Any]]] = {f"{sh}/{w}": [] for sh in SHAPES
-                                                     for w in ("kernelbridge", "raw")}
+                                                     for w in RATE_WHO + RATE_BEFORE}
             for i in range(self.rounds):
                 order = list(runs)
                 self.rng.shuffle(order)
@@ -142,11 +156,13 @@ class OutputAxis:
                     shape, who = key.split("/")
                     self.log(f"output: rate round {i + 1}/{self.rounds}: {shape}, {who}")
                     src = code(RATE_MIB, shape)
-                    if who == "raw":
-                        gc.collect()
-                        runs[key].append(raw_drain(rk.client, src))
+                    gc.collect()
+                    settle_s = written(s.daemon)
+                    if who.startswith("raw"):
+                        runs[key].append(raw_drain(rk.client, src, into=keep.get(who)))
                     else:
-                        runs[key].append(self._big(s, 0, src))
+                        runs[key].append(self._big(s, 0, src, keep.get(who)))
+                    runs[key][-1]["writer_settle_s"] = settle_s
             return {"mib": RATE_MIB, "runs": runs}
         finally:
             if rk is not None:

@@ -135,9 +135,28 @@ def purge(d: Daemon) -> list[str]:
     return ids
 
 
-def bridge_run(h: Http, ctx_id: str, src: str,
-               daemon_pid: int | None = None) -> tuple[dict[str, Any], bytes]:
-    """POST /run, plain JSON, the answer read fully (not parsed: see answer())."""
+def written(d: Daemon, timeout: float = 60.0) -> float:
+    """Until the daemon's state writer has nothing held or queued (GET
+    /health's state: a record's 100 MiB of frames deleted, the WAL
+    checkpointed), so that no run of the next contender shares the CPUs
+    with it; the seconds waited."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        state = d.http.json("GET", "/health").get("state") or {}
+        if state.get("held") is False and state.get("behind") == 0:
+            return time.perf_counter() - t0
+        time.sleep(0.02)
+    raise RuntimeError(f"the state writer still busy after {timeout} s: {state}")
+
+
+def bridge_run(h: Http, ctx_id: str, src: str, daemon_pid: int | None = None,
+               into: bytearray | None = None) -> tuple[dict[str, Any], bytes]:
+    """POST /run, plain JSON, the answer read fully (not parsed: see answer()).
+    With `into`, the body is read into that buffer, made once and used again
+    by every run (what a client that keeps its answers in one place does);
+    without, into new memory of its own, as `read()` gives it (whose first
+    touch of each page is the client's cost, not the daemon's: PERFORMANCE.md,
+    "What the rate's client pays")."""
     body = json.dumps({"code": src, "context_id": ctx_id}).encode()
     if time.monotonic() - h.last_used > h.IDLE_REOPEN_S:
         h.conn.close()  # reconnects: the daemon may have closed it
@@ -146,8 +165,17 @@ def bridge_run(h: Http, ctx_id: str, src: str,
     h.conn.request("POST", "/run", body=body, headers={"Content-Type": "application/json"})
     r = h.conn.getresponse()
     t_headers = time.perf_counter() - t0
-    data = r.read()
-    dt = time.perf_counter() - t0
+    if into is None:
+        data = r.read()
+        dt = time.perf_counter() - t0
+    else:
+        view, n = memoryview(into), 0
+        while n < len(into) and (k := r.readinto(view[n:])) > 0:
+            n += k
+        dt = time.perf_counter() - t0
+        if not r.isclosed():
+            raise RuntimeError(f"an answer over the client's {len(into):,} bytes")
+        data = bytes(view[:n])
     h.last_used = time.monotonic()
     out = {"s": dt, "headers_s": t_headers, "http_status": r.status, "body_bytes": len(data)}
     if daemon_pid:
@@ -172,15 +200,19 @@ def answer(out: dict[str, Any], data: bytes) -> dict[str, Any]:
     return out
 
 
-def raw_drain(c: raw.RawClient, src: str, timeout: float = 600.0) -> dict[str, Any]:
+def raw_drain(c: raw.RawClient, src: str, timeout: float = 600.0,
+              into: bytearray | None = None) -> dict[str, Any]:
     """Run src on the raw client; until execute_reply and iopub idle, every
-    stream message parsed, its text counted."""
+    message verified. Without `into`, each stream message is parsed as it
+    comes and its text counted; with it, each stream message's content is
+    kept in that buffer (made once, used again by every run) and parsed
+    after the wall, as bridge_run's answer is."""
     t0 = time.perf_counter()
     msg_id = c.send(c.shell, "execute_request", {
         "code": src, "silent": False, "store_history": True, "user_expressions": {},
         "allow_stdin": False, "stop_on_error": True})
     replied = idle = False
-    status, nbytes, msgs = None, 0, 0
+    status, nbytes, msgs, kept, at = None, 0, 0, [], 0
     while not (replied and idle):
         left = t0 + timeout - time.perf_counter()
         if left <= 0:
@@ -194,9 +226,22 @@ def raw_drain(c: raw.RawClient, src: str, timeout: float = 600.0) -> dict[str, A
             elif m[0] == "status" and json.loads(m[2])["execution_state"] == "idle":
                 idle = True
             elif m[0] == "stream":
-                nbytes += len(json.loads(m[2])["text"])
                 msgs += 1
-    return {"s": time.perf_counter() - t0, "stdout_bytes": nbytes, "messages": msgs, "status": status}
+                if into is None:
+                    nbytes += len(json.loads(m[2])["text"])
+                elif at + len(m[2]) > len(into):
+                    raise RuntimeError(f"output over the client's {len(into):,} bytes")
+                else:
+                    into[at:at + len(m[2])] = m[2]
+                    kept.append((at, len(m[2])))
+                    at += len(m[2])
+    out = {"s": time.perf_counter() - t0, "messages": msgs, "status": status}
+    t1 = time.perf_counter()
+    view = memoryview(into) if into is not None else None
+    for a, n in kept:
+        nbytes += len(json.loads(bytes(view[a:a + n]))["text"])
+    out.update(stdout_bytes=nbytes, parse_s=time.perf_counter() - t1)
+    return out
 
 
 class SseReader:
