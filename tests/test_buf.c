@@ -5,7 +5,10 @@
 #include "util/kb_buf.h"
 #include "util/kb_vec.h"
 
+#include <errno.h>
 #include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 /*  A failed allocation must come back as NULL, as it does without ASan,
     so that the out-of-memory paths run under the sanitizer too. */
@@ -87,6 +90,55 @@ static void test_amortised_growth(void)
     CHECK(kb_buf_puts(&buf, "again") == KB_BUF_OK);
     kb_buf_trim(&buf, 0);
     CHECK(buf.data == NULL && buf.alloc == 0);
+    kb_buf_free(&buf);
+}
+
+/*  The page holding p is in memory (mincore). */
+static bool s_present(const void *p)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    unsigned char in = 0;
+    CHECK(mincore((void *)((uintptr_t)p & ~(page - 1)), 1, &in) == 0);
+    return in & 1;
+}
+
+static void test_big_buffer_faulted_ahead(void)
+{
+    /*  Linux before 5.14 has no MADV_POPULATE_WRITE: appends then fault
+        page by page, as before, and there is nothing to see. */
+    void *probe = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(probe != MAP_FAILED);
+    int rc = madvise(probe, 8192, MADV_POPULATE_WRITE);
+    munmap(probe, 8192);
+    if (rc != 0 && errno == EINVAL) {
+        printf("  (this kernel has no MADV_POPULATE_WRITE: nothing to check)\n");
+        return;
+    }
+    const size_t mib = 1u << 20;
+    char line[1024];
+    memset(line, 'x', sizeof line - 1);
+    line[sizeof line - 1] = '\n';
+    kb_buf_t buf = KB_BUF_INIT;
+    size_t crossings = 0;
+    while (buf.len < 9 * mib) {
+        size_t before = buf.len;
+        CHECK(kb_buf_append(&buf, line, sizeof line) == KB_BUF_OK);
+        if (buf.alloc < 4 * mib || before / (2 * mib) == buf.len / (2 * mib))
+            continue;
+        /* crossed into another 2 MiB of a big buffer: what follows is there */
+        crossings++;
+        CHECK(s_present(buf.data + buf.len + 1));
+        CHECK(s_present(buf.data + buf.len + mib));
+        CHECK(s_present(buf.data + buf.len + 2 * mib - 4096));
+    }
+    CHECK(crossings == 4); /* at 2 (the buffer just grew to 4 MiB), 4, 6 and 8 MiB */
+    /* no more than 2 MiB past the contents: the rest of the allocation is untouched */
+    CHECK(buf.alloc >= 16 * mib);
+    CHECK(!s_present(buf.data + 12 * mib));
+    CHECK(!s_present(buf.data + buf.alloc - 1));
+    for (size_t at = 0; at < buf.len; at += sizeof line)
+        CHECK(memcmp(buf.data + at, line, sizeof line) == 0);
+    CHECK(buf.data[buf.len] == '\0');
     kb_buf_free(&buf);
 }
 
@@ -272,6 +324,7 @@ int main(void)
     RUN_TEST(test_empty);
     RUN_TEST(test_append);
     RUN_TEST(test_amortised_growth);
+    RUN_TEST(test_big_buffer_faulted_ahead);
     RUN_TEST(test_cap);
     RUN_TEST(test_out_of_memory);
     RUN_TEST(test_truncate);

@@ -24,10 +24,10 @@ kb_kernel_t *kb_fork_adopt(kb_engine_t *engine, const kb_kernelspec_t *spec, pid
                            const json_t *info, kb_connection_t *conn, kb_error_t *err);
 
 /*  A restore of checkpoint id on *info whose tcp port was taken
-    (kb_connection_port_taken) is asked once more,
-    on a new connection (conn and *info replaced; *asked_again set):
-    done(arg, ...) is then told again later. False when it is not (asked
-    again already, another reason, or the request could not be made). */
+    (kb_connection_port_taken) is asked once more, on a new connection
+    (conn and *info replaced; *asked_again set): done(arg, ...) is then
+    told again later. False when it is not (asked again already, another
+    reason, or the request could not be made). */
 bool kb_fork_restore_again(kb_engine_t *engine, const kb_kernelspec_t *spec, const char *id,
                            kb_connection_t *conn, json_t **info, bool *asked_again, const char *why,
                            kb_checkpoint_done_fn *done, void *arg);
