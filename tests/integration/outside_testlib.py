@@ -13,10 +13,11 @@ PORT_NAMES = ("shell_port", "iopub_port", "stdin_port", "control_port", "hb_port
 
 def free_tcp_ports(n):
     """n TCP ports on 127.0.0.1 free now, chosen under the system's
-    ephemeral range (net.ipv4.ip_local_port_range). A port found by binding port 0 and closing is in that
-    range, and any loopback connection made before the kernel binds it (the
-    suites run beside this one make many) can take it as its source port;
-    below the range only an explicit bind can."""
+    ephemeral range (net.ipv4.ip_local_port_range). A port found by binding
+    port 0 and closing is in that range, and any loopback connection made
+    before the kernel binds it (the suites run beside this one make many)
+    can take it as its source port; below the range only an explicit bind
+    can."""
     with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
         low = int(f.read().split()[0])
     ports = []
