@@ -478,13 +478,18 @@ def pids_with_marker(marker):
     return sorted(pid for pid, argv in live_argvs() if any(needle in arg for arg in argv))
 
 
-def rss_kib(pid):
-    """A process's resident memory (VmRSS), KiB."""
+def status_kib(pid, field):
+    """A KiB figure of /proc/PID/status: VmRSS, VmHWM, RssAnon..."""
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1])
-    raise AssertionError("no VmRSS for %d" % pid)
+    raise AssertionError("no %s for %d" % (field, pid))
+
+
+def rss_kib(pid):
+    """A process's resident memory (VmRSS), KiB."""
+    return status_kib(pid, "VmRSS")
 
 
 def wait_until(predicate, timeout, interval=0.05):

@@ -22,8 +22,8 @@ import signal
 import threading
 import time
 
-from conftest import (Daemon, dropped_in, pid_alive, read_chunked_body, sse_post, system_lines,
-                      wait_until)
+from conftest import (Daemon, dropped_in, pid_alive, read_chunked_body, sse_post, status_kib,
+                      system_lines, wait_until)
 
 KIB = 1024
 MIB = 1024 * 1024
@@ -39,14 +39,6 @@ def flood(mib):
             "    sys.stdout.write(s)\n"
             "    sys.stdout.flush()\n"
             "'flood done'\n")
-
-
-def status_kib(pid, field):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise AssertionError("no %s for %d" % (field, pid))
 
 
 def proc_state(pid):

@@ -16,19 +16,11 @@ import os
 import re
 import subprocess
 
-from conftest import BINARY, system_lines
+from conftest import BINARY, status_kib, system_lines
 from kernels_testlib import create, kernel_daemon_factory, run  # noqa: F401 (fixture)
 
 MIB = 1 << 20
 CAP = 64 * MIB  # --max-output's default
-
-
-def rss_kib(pid, field):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise AssertionError("no %s for %d" % (field, pid))
 
 
 def reset_peak(pid):
@@ -40,10 +32,10 @@ def reset_peak(pid):
 def peak_over_idle(d, ctx, code):
     """(result, the daemon's peak RSS during the run minus its RSS before, bytes)."""
     run(d, ctx, "1+1")
-    idle = rss_kib(d.proc.pid, "VmRSS")
+    idle = status_kib(d.proc.pid, "VmRSS")
     reset_peak(d.proc.pid)
     result = run(d, ctx, code)
-    return result, (rss_kib(d.proc.pid, "VmHWM") - idle) * 1024
+    return result, (status_kib(d.proc.pid, "VmHWM") - idle) * 1024
 
 
 def check_refused(d, ctx, result, limit):

@@ -11,7 +11,8 @@ import os
 import threading
 import time
 
-from conftest import dropped_of, read_chunked_body, sse_post, system_lines, wait_until
+from conftest import (dropped_of, read_chunked_body, sse_post, status_kib, system_lines,
+                      wait_until)
 from test_e2b import E2b
 
 KIB = 1024
@@ -127,11 +128,6 @@ def test_finished_records_make_room_for_a_new_run_and_purge_gives_memory_back(da
     assert output_memory(d)["used"] < MIB
 
 
-def rss_anon_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith("RssAnon:"))
-
-
 def purge(d):
     """DELETE every record, a page of GET /processes at a time."""
     while listed := d.ok("GET", "/processes")["processes"]:
@@ -144,18 +140,21 @@ def test_a_purge_of_many_short_runs_gives_their_memory_back(daemon_factory):
     # unless it is trimmed (the daemon held more after such a purge than
     # before it). 800 runs take a few MiB; at least half of it comes back.
     d = daemon_factory("--pool", "python=0", "--ephemeral")
+
+    def anon():
+        return status_kib(d.proc.pid, "RssAnon")
+
     for _ in range(20):
         d.run("1+1")
     purge(d)
     time.sleep(0.5)
-    before = rss_anon_kib(d.proc.pid)
+    before = anon()
     for _ in range(800):
         assert d.run("1+1")["results"][0]["text"] == "2"
-    full = rss_anon_kib(d.proc.pid)
+    full = anon()
     assert full - before > 2 * KIB, (before, full)  # the records held memory
     purge(d)
-    assert wait_until(lambda: rss_anon_kib(d.proc.pid) - before <= (full - before) // 2, 5), (
-        before, full, rss_anon_kib(d.proc.pid))
+    assert wait_until(lambda: anon() - before <= (full - before) // 2, 5), (before, full, anon())
 
 
 def test_a_stalled_sse_reader_gets_everything_up_to_the_cap_in_order(daemon_factory):
