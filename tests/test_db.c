@@ -1,6 +1,9 @@
 /*  test_db.c - src/state with real files: state.db's rows (every field,
     NULLs, frames with NUL bytes, a large frame), replace and delete, the
-    order of walks and their stops, transactions; the file's mode; the
+    order of walks and their stops, transactions; large frames' text in a
+    file per record (written, read back, removed with the record's commit
+    and kept by a rollback, a write that fails, a file cut short, files no
+    row points to swept at open); the file's mode; the
     schema (a version-1 file migrated, a newer, a foreign and a garbage
     file refused and left unchanged); the state dir (its default, making it
     private, refusing what is not a private dir) and its lock. */
@@ -8,10 +11,15 @@
 #include "state/kb_db.h"
 #include "state/kb_statedir.h"
 
+#include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "state/kb_frames.h"
 
 static char *tmp;
 
@@ -341,6 +349,146 @@ static void test_records_and_frames(void)
     kb_db_close(&db);
 }
 
+/* ---- large frames in files ------------------------------------------------------ */
+
+typedef struct {
+    int count;
+    size_t lens[8], lost[8];
+    bool same[8];
+    const char *want[8];
+} s_texts_seen_t;
+
+static int s_on_text(const kb_db_frame_t *row, void *arg)
+{
+    s_texts_seen_t *seen = arg;
+    int i = seen->count++;
+    if (i < 8) {
+        seen->lens[i] = row->len;
+        seen->lost[i] = row->lost;
+        seen->same[i] = seen->want[i] && memcmp(row->text, seen->want[i], row->len) == 0;
+    }
+    return 0;
+}
+
+static long long s_size(const char *name)
+{
+    char *path = s_path(name);
+    struct stat st;
+    long long size = stat(path, &st) == 0 ? (long long)st.st_size : -1;
+    free(path);
+    return size;
+}
+
+static char *s_text_of(size_t len, char seed)
+{
+    char *text = malloc(len);
+    for (size_t i = 0; i < len; i++)
+        text[i] = (char)(seed + (char)(i % 251)); /* NULs among them */
+    return text;
+}
+
+static void test_large_frames_in_files(void)
+{
+    kb_db_t *db = s_open("files.db");
+    CHECK(db != NULL);
+    if (!db)
+        return;
+    const size_t big = 3 * KB_FRAMES_MIN + 7;
+    char *a = s_text_of(big, 'a'), *b = s_text_of(KB_FRAMES_MIN, 'b');
+    kb_db_frame_t rows[] = {
+        { .record_id = "prc_f", .cursor = 0, .channel = 0, .text = a, .len = big },
+        { .record_id = "prc_f", .cursor = 1, .channel = 1, .text = "small", .len = 5 },
+        { .record_id = "prc_f", .cursor = 2, .channel = 0, .text = b, .len = KB_FRAMES_MIN },
+        { .record_id = "prc/x", .cursor = 0, .channel = 0, .text = b, .len = KB_FRAMES_MIN },
+    };
+    int fds = kb_test_count_fds();
+    CHECK(kb_db_begin(db) == 0);
+    for (size_t i = 0; i < 4; i++)
+        CHECK(kb_db_frame_put(db, &rows[i]) == 0);
+    CHECK(kb_test_count_fds() == fds + 1); /* the file appended to, while the batch lasts */
+    CHECK(kb_db_commit(db) == 0);
+    CHECK(kb_test_count_fds() == fds); /* none held between transactions */
+    /* the two large ones of prc_f in its file, one after the other; the
+       small one in its row; an id that is not a file name keeps its text
+       in the row */
+    CHECK(s_size("files.db-frames/prc_f") == (long long)(big + KB_FRAMES_MIN));
+    CHECK(s_size("files.db") < (long long)KB_FRAMES_MIN + 64 * 1024);
+    s_texts_seen_t seen = { .want = { a, "small", b } };
+    CHECK(kb_db_frame_each(db, "prc_f", s_on_text, &seen) == 0);
+    CHECK(seen.count == 3 && seen.lens[0] == big && seen.lens[1] == 5);
+    CHECK(seen.lens[2] == KB_FRAMES_MIN && seen.same[0] && seen.same[1] && seen.same[2]);
+    CHECK(seen.lost[0] == 0 && seen.lost[2] == 0);
+    memset(&seen, 0, sizeof seen);
+    seen.want[0] = b;
+    CHECK(kb_db_frame_each(db, "prc/x", s_on_text, &seen) == 0);
+    CHECK(seen.count == 1 && seen.lens[0] == KB_FRAMES_MIN && seen.same[0]);
+
+    /* a write that fails (over RLIMIT_FSIZE: what a full disk does to a
+       write) fails the put, names the file, and leaves the file as it was */
+    struct rlimit was;
+    getrlimit(RLIMIT_FSIZE, &was);
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small
+        = { .rlim_cur = (rlim_t)(big + KB_FRAMES_MIN + 1000), .rlim_max = was.rlim_max };
+    CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    CHECK(kb_db_begin(db) == 0);
+    kb_db_frame_t more = { .record_id = "prc_f", .cursor = 3, .text = a, .len = big };
+    CHECK(kb_db_frame_put(db, &more) == -1);
+    CHECK(strstr(kb_db_error(db), "files.db-frames/prc_f") != NULL);
+    CHECK(strstr(kb_db_error(db), "too large") != NULL);
+    CHECK(kb_db_rollback(db) == 0);
+    CHECK(setrlimit(RLIMIT_FSIZE, &was) == 0);
+    signal(SIGXFSZ, SIG_DFL);
+    CHECK(s_size("files.db-frames/prc_f") == (long long)(big + KB_FRAMES_MIN));
+
+    /* a delete rolled back keeps the file; committed, the file goes */
+    CHECK(kb_db_begin(db) == 0);
+    CHECK(kb_db_record_delete(db, "prc_f") == 0);
+    CHECK(s_size("files.db-frames/prc_f") > 0); /* not before the commit */
+    CHECK(kb_db_rollback(db) == 0);
+    memset(&seen, 0, sizeof seen);
+    CHECK(kb_db_frame_each(db, "prc_f", s_on_text, &seen) == 0 && seen.count == 3);
+    CHECK(s_size("files.db-frames/prc_f") == (long long)(big + KB_FRAMES_MIN));
+
+    /* a file cut short (its end lost with the machine): what it has, and
+       how much it lacks */
+    char *path = s_path("files.db-frames/prc_f");
+    CHECK(truncate(path, (off_t)(big - 100)) == 0);
+    memset(&seen, 0, sizeof seen);
+    seen.want[0] = a;
+    CHECK(kb_db_frame_each(db, "prc_f", s_on_text, &seen) == 0 && seen.count == 3);
+    CHECK(seen.lens[0] == big - 100 && seen.lost[0] == 100 && seen.same[0]);
+    CHECK(seen.lens[2] == 0 && seen.lost[2] == KB_FRAMES_MIN);
+    CHECK(kb_db_record_delete(db, "prc_f") == 0); /* outside a transaction: at once */
+    CHECK(access(path, F_OK) == -1 && errno == ENOENT);
+
+    /* files no row points to (a crash between a frame's text and its row)
+       go at the next open; a file a row points to stays */
+    kb_db_frame_t kept = { .record_id = "prc_k", .cursor = 0, .text = b, .len = KB_FRAMES_MIN };
+    CHECK(kb_db_frame_put(db, &kept) == 0);
+    kb_db_close(&db);
+    char *orphan = s_path("files.db-frames/prc_orphan");
+    int fd = open(orphan, O_WRONLY | O_CREAT, 0600);
+    CHECK(fd >= 0 && write(fd, "x", 1) == 1);
+    close(fd);
+    db = s_open("files.db");
+    CHECK(db != NULL);
+    CHECK(access(orphan, F_OK) == -1 && errno == ENOENT);
+    CHECK(s_size("files.db-frames/prc_k") == (long long)KB_FRAMES_MIN);
+    struct stat st;
+    char *dir = s_path("files.db-frames");
+    CHECK(stat(dir, &st) == 0 && (st.st_mode & 0777) == 0700);
+    char *kept_path = s_path("files.db-frames/prc_k");
+    CHECK(stat(kept_path, &st) == 0 && (st.st_mode & 0777) == 0600);
+    free(kept_path);
+    kb_db_close(&db);
+    free(dir);
+    free(orphan);
+    free(path);
+    free(a);
+    free(b);
+}
+
 static void test_transactions_and_meta(void)
 {
     kb_db_t *db = s_open("tx.db");
@@ -614,6 +762,7 @@ int main(void)
     RUN_TEST(test_contexts);
     RUN_TEST(test_nested_walk);
     RUN_TEST(test_records_and_frames);
+    RUN_TEST(test_large_frames_in_files);
     RUN_TEST(test_transactions_and_meta);
     RUN_TEST(test_schema);
     RUN_TEST(test_statedir_default);

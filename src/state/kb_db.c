@@ -4,6 +4,8 @@
 */
 #include "state/kb_db.h"
 
+#include "state/kb_frames.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -41,6 +43,10 @@ static const char *const s_steps[KB_DB_SCHEMA_VERSION] = {
     "INSERT INTO frames_v3 SELECT record_id, cursor, channel, timestamp, date, text FROM frames;"
     "DROP TABLE frames;"
     "ALTER TABLE frames_v3 RENAME TO frames;",
+    /* 4: a large frame's text in its record's file (kb_frames.h): where it
+       begins there and its length; NULL for text in the row */
+    "ALTER TABLE frames ADD COLUMN file_at INTEGER;"
+    "ALTER TABLE frames ADD COLUMN file_len INTEGER;",
 };
 
 enum {
@@ -57,6 +63,7 @@ enum {
     ST_FRAME_PUT,
     ST_FRAME_EACH,
     ST_FRAMES_ALL,
+    ST_FRAME_FILE_USED,
     ST_BEGIN,
     ST_COMMIT,
     ST_ROLLBACK,
@@ -88,11 +95,13 @@ static const char *const s_sql[ST_COUNT] = {
       " exit_code, signal, raw_reason, view_stdout, view_stderr, seq FROM records"
       " ORDER BY seq, id",
     [ST_FRAME_PUT] = "INSERT OR REPLACE INTO frames (record_id, cursor, channel, timestamp, date,"
-                     " text) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    [ST_FRAME_EACH] = "SELECT record_id, cursor, channel, timestamp, date, text FROM frames"
-                      " WHERE record_id = ?1 ORDER BY cursor",
-    [ST_FRAMES_ALL] = "SELECT record_id, cursor, channel, timestamp, date, text FROM frames"
-                      " ORDER BY record_id, cursor",
+                     " text, file_at, file_len) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    [ST_FRAME_EACH] = "SELECT record_id, cursor, channel, timestamp, date, text, file_at, file_len"
+                      " FROM frames WHERE record_id = ?1 ORDER BY cursor",
+    [ST_FRAMES_ALL] = "SELECT record_id, cursor, channel, timestamp, date, text, file_at, file_len"
+                      " FROM frames ORDER BY record_id, cursor",
+    [ST_FRAME_FILE_USED] = "SELECT 1 FROM frames WHERE record_id = ?1 AND file_at IS NOT NULL"
+                           " LIMIT 1",
     /* prepared once, as the others: a transaction per batch of the writer,
        which sqlite3_exec would parse again each time */
     [ST_BEGIN] = "BEGIN IMMEDIATE",
@@ -103,6 +112,8 @@ static const char *const s_sql[ST_COUNT] = {
 struct kb_db {
     sqlite3 *conn;
     char *path;
+    kb_frames_t *frames; /* the text of large frames, in <path>-frames/ */
+    kb_buf_t text;       /* a frame's text read from there */
     sqlite3_stmt *st[ST_COUNT];
     bool walking[ST_COUNT];
     char error[600];
@@ -194,14 +205,20 @@ static int s_check(kb_db_t *self)
     return (int)version;
 }
 
+static bool s_file_used(const char *record_id, void *arg);
+
 kb_db_t *kb_db_open(const char *path, kb_error_t *err)
 {
     kb_db_t *self = calloc(1, sizeof *self);
-    if (!self || !(self->path = strdup(path))) {
+    char *frames_dir = self ? kb_buf_sprintf("%s-frames", path) : NULL;
+    if (!self || !(self->path = strdup(path)) || !frames_dir
+        || !(self->frames = kb_frames_new(frames_dir))) {
         kb_error_set(err, KB_ERR_INTERNAL, "out of memory");
-        free(self);
+        free(frames_dir);
+        kb_db_close(&self);
         return NULL;
     }
+    free(frames_dir);
     /* a new file is made here, 0600, so that SQLite's -wal and -shm get its mode */
     int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd >= 0)
@@ -239,6 +256,9 @@ kb_db_t *kb_db_open(const char *path, kb_error_t *err)
             return NULL;
         }
     }
+    /* a crash between a frame's text and its row, or between a record's
+       delete and its file's: files no row points to go */
+    kb_frames_sweep(self->frames, s_file_used, self);
     self->error[0] = '\0';
     return self;
 }
@@ -256,6 +276,8 @@ void kb_db_close(kb_db_t **db_p)
             sqlite3_exec(self->conn, "ROLLBACK", NULL, NULL, NULL);
         sqlite3_close(self->conn);
     }
+    kb_frames_destroy(&self->frames);
+    kb_buf_free(&self->text);
     free(self->path);
     free(self);
 }
@@ -281,11 +303,15 @@ int kb_db_begin(kb_db_t *db)
 
 int kb_db_commit(kb_db_t *db)
 {
-    return s_done(db, ST_COMMIT, "cannot commit");
+    if (s_done(db, ST_COMMIT, "cannot commit") != 0)
+        return -1;
+    kb_frames_commit(db->frames);
+    return 0;
 }
 
 int kb_db_rollback(kb_db_t *db)
 {
+    kb_frames_rollback(db->frames);
     if (!kb_db_in_transaction(db))
         return 0;
     return s_done(db, ST_ROLLBACK, "cannot roll back");
@@ -329,7 +355,7 @@ static int s_done(kb_db_t *self, int which, const char *what)
 }
 
 /*  Walk the rows of a bound statement: row_fn builds the row and calls fn. */
-typedef int (*s_row_fn)(sqlite3_stmt *stmt, void *fn, void *arg);
+typedef int (*s_row_fn)(kb_db_t *self, sqlite3_stmt *stmt, void *fn, void *arg);
 
 static int s_walk(kb_db_t *self, int which, s_row_fn row_fn, void *fn, void *arg, const char *what)
 {
@@ -341,7 +367,7 @@ static int s_walk(kb_db_t *self, int which, s_row_fn row_fn, void *fn, void *arg
     self->walking[which] = true;
     int result = 0, rc;
     while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-        result = row_fn(stmt, fn, arg);
+        result = row_fn(self, stmt, fn, arg);
         if (result != 0)
             break;
     }
@@ -417,8 +443,9 @@ int kb_db_context_delete(kb_db_t *db, const char *id)
     return s_done(db, ST_CONTEXT_DELETE, "cannot delete a context");
 }
 
-static int s_context_row(sqlite3_stmt *stmt, void *fn, void *arg)
+static int s_context_row(kb_db_t *self, sqlite3_stmt *stmt, void *fn, void *arg)
 {
+    (void)self;
     kb_db_context_t row = {
         .id = s_column_text(stmt, 0),
         .kind = s_column_text(stmt, 1),
@@ -482,6 +509,9 @@ int kb_db_record_delete(kb_db_t *db, const char *id)
         s_text(db->st[ST_RECORD_FRAMES_DELETE], 1, id);
         rc = s_done(db, ST_RECORD_FRAMES_DELETE, "cannot delete a record's frames");
     }
+    /* its file goes once this is committed */
+    if (rc == 0 && kb_frames_forget(db->frames, id) != 0)
+        rc = s_fail(db, "out of memory");
     if (own) {
         if (rc == 0)
             rc = kb_db_commit(db);
@@ -495,8 +525,9 @@ int kb_db_record_delete(kb_db_t *db, const char *id)
     return rc;
 }
 
-static int s_record_row(sqlite3_stmt *stmt, void *fn, void *arg)
+static int s_record_row(kb_db_t *self, sqlite3_stmt *stmt, void *fn, void *arg)
 {
+    (void)self;
     kb_db_record_t row = {
         .id = s_column_text(stmt, 0),
         .context_id = s_column_text(stmt, 1),
@@ -531,12 +562,28 @@ int kb_db_frame_put(kb_db_t *db, const kb_db_frame_t *row)
     sqlite3_bind_int(stmt, 3, row->channel);
     sqlite3_bind_double(stmt, 4, row->timestamp);
     s_text(stmt, 5, row->date ? row->date : "");
-    /* a zero-length blob must not be NULL */
-    sqlite3_bind_blob64(stmt, 6, row->len ? row->text : "", row->len, SQLITE_STATIC);
-    return s_done(db, ST_FRAME_PUT, "cannot write a log frame");
+    if (kb_frames_wants(row->record_id, row->len)) {
+        long long at;
+        if (kb_frames_append(db->frames, row->record_id, row->text, row->len, &at) != 0) {
+            int e = errno;
+            sqlite3_clear_bindings(stmt);
+            return s_fail(db, "%s-frames/%s: cannot write a log frame's text: %s", db->path,
+                          row->record_id, strerror(e));
+        }
+        sqlite3_bind_blob64(stmt, 6, "", 0, SQLITE_STATIC);
+        sqlite3_bind_int64(stmt, 7, at);
+        sqlite3_bind_int64(stmt, 8, (sqlite3_int64)row->len);
+    } else {
+        /* a zero-length blob must not be NULL; file_at and file_len are */
+        sqlite3_bind_blob64(stmt, 6, row->len ? row->text : "", row->len, SQLITE_STATIC);
+    }
+    int rc = s_done(db, ST_FRAME_PUT, "cannot write a log frame");
+    if (!kb_db_in_transaction(db))
+        kb_frames_commit(db->frames); /* its own transaction, ended */
+    return rc;
 }
 
-static int s_frame_row(sqlite3_stmt *stmt, void *fn, void *arg)
+static int s_frame_row(kb_db_t *self, sqlite3_stmt *stmt, void *fn, void *arg)
 {
     const void *blob = sqlite3_column_blob(stmt, 5);
     kb_db_frame_t row = {
@@ -548,7 +595,32 @@ static int s_frame_row(sqlite3_stmt *stmt, void *fn, void *arg)
         .text = blob ? blob : "",
         .len = (size_t)sqlite3_column_bytes(stmt, 5),
     };
+    if (sqlite3_column_type(stmt, 6) != SQLITE_NULL) {
+        long long len = sqlite3_column_int64(stmt, 7);
+        long long got
+            = len < 0 ? -1
+                      : kb_frames_read(self->frames, row.record_id, sqlite3_column_int64(stmt, 6),
+                                       (size_t)len, &self->text);
+        if (got < 0)
+            return s_fail(self, "%s-frames/%s: cannot read a log frame's text: %s", self->path,
+                          row.record_id ? row.record_id : "", strerror(errno));
+        row.text = got ? kb_buf_cstr(&self->text) : "";
+        row.len = (size_t)got;
+        row.lost = (size_t)(len - got);
+    }
     return ((kb_db_frame_fn)fn)(&row, arg);
+}
+
+/*  kb_frames_sweep's question: does a row point into record_id's file? */
+static bool s_file_used(const char *record_id, void *arg)
+{
+    kb_db_t *self = arg;
+    sqlite3_stmt *stmt = self->st[ST_FRAME_FILE_USED];
+    s_text(stmt, 1, record_id);
+    int rc = sqlite3_step(stmt);
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);
+    return rc != SQLITE_DONE; /* a row, or an error: kept */
 }
 
 int kb_db_frame_each(kb_db_t *db, const char *record_id, kb_db_frame_fn fn, void *arg)

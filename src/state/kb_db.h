@@ -30,7 +30,7 @@
 #include "kernelbridge/kb_error.h"
 
 /*  The schema version this build writes (the number of migration steps). */
-#define KB_DB_SCHEMA_VERSION 3
+#define KB_DB_SCHEMA_VERSION 4
 
 typedef struct kb_db kb_db_t;
 
@@ -41,7 +41,9 @@ typedef struct kb_db kb_db_t;
     reason in err and the file neither modified nor removed: a file that
     is not a SQLite database or is damaged, a SQLite database of something
     else (tables but no schema version), and a schema version newer than
-    this build's. Caller owns the result (kb_db_close); NULL with err. */
+    this build's. Caller owns the result (kb_db_close); NULL with err.
+    Files of <path>-frames/ that no frame's row points to (a crash between
+    the two) are removed. */
 kb_db_t *kb_db_open(const char *path, kb_error_t *err);
 
 /*  Finalize the statements and close the connection (which checkpoints
@@ -161,17 +163,25 @@ typedef struct {
     const char *date; /* the kernel's date, or "" (NULL is stored as "") */
     const char *text; /* len bytes, which may hold NULs; not NUL-terminated necessarily */
     size_t len;
+    size_t lost; /* read back: bytes of text its file did not have (lost with the
+                    machine, not the daemon: kb_frames.h); 0 when written */
 } kb_db_frame_t;
 
 /*  Insert row, or replace the frame of the same (record_id, cursor).
     Borrowed. A frame of a record that is not stored is kept all the same
-    (there are no foreign keys): delete frames with their record. */
+    (there are no foreign keys): delete frames with their record. The text
+    of a frame of KB_FRAMES_MIN bytes or more is appended to the record's
+    file in <path>-frames/ (kb_frames.h) and the row says where; a file
+    that cannot be written (a full disk) fails the call, the file as it
+    was. kb_db_record_delete removes the file once its delete is
+    committed. */
 int kb_db_frame_put(kb_db_t *db, const kb_db_frame_t *row);
 
 typedef int (*kb_db_frame_fn)(const kb_db_frame_t *row, void *arg);
 
 /*  Call fn with every frame of record_id (borrowed), ordered by cursor;
-    the rules of kb_db_context_each. */
+    the rules of kb_db_context_each. A frame's text kept in a file is read
+    from it; what the file lacks is counted in lost. */
 int kb_db_frame_each(kb_db_t *db, const char *record_id, kb_db_frame_fn fn, void *arg);
 
 /*  Call fn with every frame of every record in one pass, ordered by

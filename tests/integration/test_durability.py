@@ -156,6 +156,62 @@ def test_records_and_a_run_in_flight_survive(state_dir):
         d.close()
 
 
+BIG_OUTPUT = (
+    "import sys\n"
+    "for i in range(%d):\n"
+    "    sys.stdout.write(('%%s:%%06d ' %% (TAG, i)) * 8000 + '\\n')\n"
+    "    sys.stdout.flush()\n")
+
+
+def test_large_output_is_kept_in_files_beside_state_db(state_dir):
+    """The text of a large frame is appended to its record's file in
+    state.db-frames/ (docs/ARCHITECTURE.md, "Durable state"): a killed
+    daemon's next one gives it back to the byte; a file cut short (its end
+    lost with the machine) gives back what it has and says how much is
+    lost; a file no row points to goes at the start; a record's delete
+    takes its file."""
+    frames = state_dir / "state.db-frames"
+    d = start(state_dir)
+    try:
+        ctx = d.ok("POST", "/contexts", {"language": "python"}, status=201)["context_id"]
+        runs = {}
+        for tag, lines in (("kept", 40), ("cut", 12)):
+            result = d.run("TAG = %r\n" % tag + BIG_OUTPUT % lines, context_id=ctx)
+            assert result["error"] is None, result
+            runs[tag] = (result["process"]["process_id"], result["logs"]["stdout"])
+        assert len(runs["kept"][1]) == 40 * 96001, len(runs["kept"][1])  # lines of 96,001 bytes
+        written(d)
+        files = {name: (frames / name).stat().st_size for name in os.listdir(frames)}
+        for tag, (pid, out) in runs.items():
+            # every frame of these runs is over 64 KiB: all of its text is in the file
+            assert files.get(pid) == len(out.encode()), (tag, files)
+        assert (frames / runs["kept"][0]).stat().st_mode & 0o777 == 0o600
+        assert frames.stat().st_mode & 0o777 == 0o700
+        assert (state_dir / "state.db").stat().st_size < 1024 * 1024, "the text is not in the db"
+    finally:
+        crash(d)
+    cut = 1000
+    os.truncate(frames / runs["cut"][0], files[runs["cut"][0]] - cut)
+    (frames / "prc_nobodys").write_bytes(b"x" * 100)  # a crash between a file and its row
+    d = start(state_dir)
+    try:
+        assert not (frames / "prc_nobodys").exists(), os.listdir(frames)
+        kept = d.ok("GET", "/processes/%s/result" % runs["kept"][0])
+        assert kept["logs"]["stdout"] == runs["kept"][1]
+        short = d.ok("GET", "/processes/%s/result" % runs["cut"][0])
+        assert short["logs"]["stdout"] == runs["cut"][1][:-cut]
+        logs = d.ok("GET", "/processes/%s/logs" % runs["cut"][0])["frames"]
+        lost = [f["data"] for f in logs if "lost with the machine" in (f["data"] or "")]
+        assert lost == ["%d bytes of this output were lost with the machine "
+                        "(state.db-frames)" % cut], logs[-3:]
+        for pid, _ in runs.values():
+            d.ok("DELETE", "/processes/%s" % pid, status=204)
+        written(d)
+        assert os.listdir(frames) == [], os.listdir(frames)
+    finally:
+        d.close()
+
+
 def test_no_adopt_kills_every_kernel(state_dir):
     d = start(state_dir)
     try:

@@ -143,9 +143,19 @@ static int s_on_frame(const kb_db_frame_t *row, void *arg)
         load->last = zhashx_lookup(load->procs, row->record_id);
         load->last_id = load->last ? kb_proc_id(load->last) : NULL;
     }
-    if (load->last && row->channel >= KB_LOG_STDOUT && row->channel <= KB_LOG_SYSTEM)
-        kb_runlog_restore(kb_proc_outlog(load->last), (kb_log_channel_t)row->channel, row->text,
-                          row->len, row->date, row->timestamp);
+    if (!load->last || row->channel < KB_LOG_STDOUT || row->channel > KB_LOG_SYSTEM)
+        return 0;
+    kb_runlog_t *log = kb_proc_outlog(load->last);
+    kb_runlog_restore(log, (kb_log_channel_t)row->channel, row->text, row->len, row->date,
+                      row->timestamp);
+    if (row->lost) {
+        /* its file's end did not survive the machine (kb_frames.h): said, not hidden */
+        char why[160];
+        int n = snprintf(why, sizeof why,
+                         "%zu bytes of this output were lost with the machine (state.db-frames)",
+                         row->lost);
+        kb_runlog_restore(log, KB_LOG_SYSTEM, why, (size_t)n, "", row->timestamp);
+    }
     return 0;
 }
 
