@@ -249,6 +249,45 @@ static void test_overwrite(void)
     kb_buf_free(&buf);
 }
 
+static void test_take_room_and_fit(void)
+{
+    kb_buf_t room, buf;
+    kb_buf_init(&room, 0);
+    kb_buf_init(&buf, 0);
+    CHECK(kb_buf_reserve(&room, 1 << 20) == KB_BUF_OK);
+    CHECK(kb_buf_append(&room, "old contents", 12) == KB_BUF_OK);
+    CHECK(kb_buf_append(&buf, "a\0bc", 4) == KB_BUF_OK);
+    char *big = room.data;
+    size_t big_alloc = room.alloc;
+    /* buf takes room's allocation: its own contents, room's gone */
+    CHECK(kb_buf_take_room(&buf, &room));
+    CHECK(buf.data == big && buf.alloc == big_alloc && buf.len == 4);
+    CHECK(memcmp(buf.data, "a\0bc", 5) == 0); /* and the NUL */
+    CHECK(room.data == NULL && room.alloc == 0 && room.len == 0);
+    /* nothing to take, or not larger: nothing changes */
+    CHECK(!kb_buf_take_room(&buf, &room));
+    kb_buf_t small = KB_BUF_INIT;
+    CHECK(kb_buf_append(&small, "xy", 2) == KB_BUF_OK);
+    CHECK(!kb_buf_take_room(&buf, &small));
+    CHECK(buf.data == big && small.len == 2 && strcmp(small.data, "xy") == 0);
+    /* an empty buffer takes room too */
+    kb_buf_t empty = KB_BUF_INIT;
+    CHECK(kb_buf_take_room(&empty, &small) && empty.len == 0 && empty.data[0] == '\0');
+    CHECK(small.data == NULL);
+    kb_buf_free(&empty);
+    /* fit: what is beyond the contents goes when over the slack */
+    CHECK(kb_buf_append(&buf, "defg", 4) == KB_BUF_OK);
+    kb_buf_fit(&buf, big_alloc); /* within the slack: kept */
+    CHECK(buf.alloc == big_alloc);
+    kb_buf_fit(&buf, 16);
+    CHECK(buf.alloc == 9 && buf.len == 8 && memcmp(buf.data, "a\0bcdefg", 9) == 0);
+    CHECK(kb_buf_append(&buf, "h", 1) == KB_BUF_OK && strcmp(buf.data + 4, "defgh") == 0);
+    kb_buf_free(&buf);
+    kb_buf_t none = KB_BUF_INIT;
+    kb_buf_fit(&none, 0); /* no allocation: nothing to do */
+    CHECK(none.data == NULL);
+}
+
 static void test_grow_rule(void)
 {
     size_t alloc = 0;
@@ -329,6 +368,7 @@ int main(void)
     RUN_TEST(test_out_of_memory);
     RUN_TEST(test_truncate);
     RUN_TEST(test_overwrite);
+    RUN_TEST(test_take_room_and_fit);
     RUN_TEST(test_grow_rule);
     RUN_TEST(test_vec);
     RUN_TEST(test_strv);

@@ -304,6 +304,35 @@ void kb_buf_trim(kb_buf_t *self, size_t keep)
     }
 }
 
+bool kb_buf_take_room(kb_buf_t *self, kb_buf_t *room)
+{
+    assert(self && room && self != room);
+    if (self->status != KB_BUF_OK || !room->data || room->alloc <= self->len
+        || room->alloc <= self->alloc)
+        return false;
+    if (self->data)
+        memcpy(room->data, self->data, self->len + 1);
+    else
+        room->data[0] = '\0';
+    free(self->data);
+    self->data = room->data;
+    self->alloc = room->alloc;
+    *room = (kb_buf_t)KB_BUF_INIT;
+    return true;
+}
+
+void kb_buf_fit(kb_buf_t *self, size_t slack)
+{
+    assert(self);
+    if (!self->data || self->alloc - self->len - 1 <= slack)
+        return;
+    char *smaller = realloc(self->data, self->len + 1);
+    if (smaller) { /* else the larger block stays */
+        self->data = smaller;
+        self->alloc = self->len + 1;
+    }
+}
+
 void kb_buf_free(kb_buf_t *self)
 {
     if (!self)

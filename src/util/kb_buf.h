@@ -21,6 +21,7 @@
 
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "kernelbridge/kb_error.h"
@@ -133,6 +134,18 @@ void kb_buf_reset(kb_buf_t *self);
 /*  Empty the buffer and clear its status, giving back memory beyond keep
     bytes (keep 0: all of it), so that a burst does not stay allocated. */
 void kb_buf_trim(kb_buf_t *self, size_t keep);
+
+/*  Move room's allocation under self: self's contents (and NUL) are copied
+    into it, self's own allocation is freed, and room is left empty
+    (KB_BUF_INIT, its cap gone with it). For memory that was used before
+    and is faster to write than fresh memory (kb_runlog's spare). False,
+    and nothing changed, when room has no allocation larger than self's
+    contents and allocation, or self has failed. */
+bool kb_buf_take_room(kb_buf_t *self, kb_buf_t *room);
+
+/*  Give back the allocation beyond the contents (and NUL) when it is more
+    than slack bytes; the contents stay. Out of memory: nothing changes. */
+void kb_buf_fit(kb_buf_t *self, size_t slack);
 
 /*  Free the contents; the buffer is empty and may be used again. */
 void kb_buf_free(kb_buf_t *self);

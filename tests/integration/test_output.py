@@ -157,6 +157,49 @@ def test_a_purge_of_many_short_runs_gives_their_memory_back(daemon_factory):
     assert wait_until(lambda: anon() - before <= (full - before) // 2, 5), (before, full, anon())
 
 
+def test_a_large_runs_memory_is_used_again_then_given_back(daemon_factory):
+    """The stdout allocation of a large log let go is kept as the budget's
+    spare for the next large run (docs/ARCHITECTURE.md, "Memory"): the next
+    one takes it, a smaller one gives back what it does not use when it
+    ends, the budget takes it first when a run needs the room, and unused
+    it goes within a few seconds."""
+    d = daemon_factory("--pool", "python=0", "--ephemeral", "--max-output-memory", "56M")
+
+    def anon():
+        return status_kib(d.proc.pid, "RssAnon") * KIB
+
+    def big(total):
+        r = d.run(flood(total))
+        assert len(r["logs"]["stdout"]) == total and r["truncated"] is False, r["process"]
+        assert r["logs"]["stdout"] == ("x" * 1023 + "\n") * (total // KIB)
+        d.ok("DELETE", f"/processes/{r['process']['process_id']}", status=204)
+        return r
+
+    d.run("1+1")
+    time.sleep(0.5)
+    idle = anon()
+    assert output_memory(d)["spare"] == 0
+    big(24 * MIB)
+    spare = output_memory(d)["spare"]
+    assert 24 * MIB <= spare <= 27 * MIB, spare  # the contents and 2 MiB faulted ahead
+    big(20 * MIB)  # takes it: one spare, not two
+    assert 20 * MIB <= output_memory(d)["spare"] <= 27 * MIB
+    # a smaller run takes it too, and gives back the pages it did not use
+    small = d.run(flood(6 * MIB))
+    assert len(small["logs"]["stdout"]) == 6 * MIB and output_memory(d)["spare"] == 0
+    assert anon() - idle < 16 * MIB, (idle, anon())
+    d.ok("DELETE", f"/processes/{small['process']['process_id']}", status=204)
+    # the budget (56 MiB) needs the room of a 24 MiB spare for a 40 MiB run
+    big(24 * MIB)
+    assert output_memory(d)["spare"] >= 24 * MIB
+    r = big(40 * MIB)
+    assert output_memory(d)["peak"] <= 56 * MIB
+    # unused, it goes within 2 s (looked at once a second), and its memory
+    assert output_memory(d)["spare"] > 0
+    assert wait_until(lambda: output_memory(d)["spare"] == 0, 5)
+    assert wait_until(lambda: anon() - idle < 16 * MIB, 5), (idle, anon())
+
+
 def test_a_stalled_sse_reader_gets_everything_up_to_the_cap_in_order(daemon_factory):
     d = daemon_factory("--pool", "python=0", "--max-output", "4M")
     sock = sse_post(d.port, {"code": flood(16 * MIB)}, 16 * KIB)

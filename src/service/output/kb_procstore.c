@@ -17,6 +17,10 @@
 /*  From a client's first delete to the heap's trim: the deletes of a purge
     that come meanwhile are trimmed together. */
 #define KB_PROCSTORE_TRIM_MS 250
+/*  The budget's spare (kb_runlog.c) goes when no large run took it for
+    this long; looked at once a second, with the kernels' coarse ticks. */
+#define KB_PROCSTORE_SPARE_MS 2000
+#define KB_PROCSTORE_SPARE_TICK_MS 1000
 
 struct kb_proc {
     kb_procstore_t *store;
@@ -58,8 +62,11 @@ struct kb_procstore {
     kb_persist_t *persist; /* or NULL: nothing is kept across restarts */
     zlistx_t *dirty;       /* kb_proc_t * with writes to queue */
     long long next_seq;
-    kb_timer_t trim_timer; /* records were deleted: the heap is trimmed soon */
+    kb_timer_t trim_timer;  /* records were deleted: the heap is trimmed soon */
+    kb_timer_t spare_timer; /* the budget's spare goes when unused */
 };
+
+static void s_on_spare_tick(kb_timer_t *timer, void *arg);
 
 static void s_make_room(void *arg, size_t need, kb_runlog_t *asking);
 static void s_answer_json(kb_call_t *call, json_t *json);
@@ -79,6 +86,9 @@ kb_procstore_t *kb_procstore_new(kb_loop_t *loop, size_t max_records, size_t max
     self->budget.make_room = s_make_room;
     self->budget.arg = self;
     kb_timer_init(&self->trim_timer);
+    kb_timer_init(&self->spare_timer);
+    kb_timer_start_coarse(loop, &self->spare_timer, KB_PROCSTORE_SPARE_TICK_MS, s_on_spare_tick,
+                          self);
     self->procs = zhashx_new();
     self->finished = zlistx_new();
     self->dirty = zlistx_new();
@@ -223,12 +233,14 @@ void kb_procstore_destroy(kb_procstore_t **self_p)
     *self_p = NULL;
     self->persist = NULL; /* the records stay in the database */
     kb_timer_stop(&self->trim_timer);
+    kb_timer_stop(&self->spare_timer);
     zlistx_t *all = zhashx_values(self->procs);
     for (kb_proc_t *proc = zlistx_first(all); proc; proc = zlistx_next(all)) {
         assert(!proc->running);
         s_proc_free(proc);
     }
     zlistx_destroy(&all);
+    kb_runlog_spare_expire(&self->budget, 0);
     zhashx_destroy(&self->procs);
     zlistx_destroy(&self->finished);
     zlistx_destroy(&self->dirty);
@@ -372,9 +384,10 @@ const kb_budget_t *kb_procstore_budget(const kb_procstore_t *self)
 
 json_t *kb_procstore_budget_json(kb_procstore_t *self)
 {
-    return json_pack("{s:I, s:I, s:I}", "limit", (json_int_t)self->budget.limit, "used",
+    return json_pack("{s:I, s:I, s:I, s:I}", "limit", (json_int_t)self->budget.limit, "used",
                      (json_int_t)atomic_load(&self->budget.used), "peak",
-                     (json_int_t)atomic_load(&self->budget.peak));
+                     (json_int_t)atomic_load(&self->budget.peak), "spare",
+                     (json_int_t)atomic_load(&self->budget.spare_bytes));
 }
 
 /* ---- records ------------------------------------------------------------------ */
@@ -468,6 +481,7 @@ void kb_proc_end(kb_proc_t *proc, json_t *result, kb_reason_t reason, int exit_c
     assert(proc->running);
     proc->running = false;
     proc->owner = NULL;
+    kb_runlog_finish(proc->log);
     proc->result = result;
     proc->ended_at = kb_now();
     proc->reason = reason;
@@ -601,6 +615,13 @@ static void s_on_trim(kb_timer_t *timer, void *arg)
     (void)timer;
     (void)arg;
     malloc_trim(0);
+}
+
+static void s_on_spare_tick(kb_timer_t *timer, void *arg)
+{
+    (void)timer;
+    kb_procstore_t *self = arg;
+    kb_runlog_spare_expire(&self->budget, KB_PROCSTORE_SPARE_MS);
 }
 
 static void s_handle_delete(kb_procstore_t *self, kb_call_t *call)

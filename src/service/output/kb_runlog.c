@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "util/kb_buf.h"
 #include "util/kb_utf8.h"
@@ -16,6 +17,12 @@
 
 #define KB_RUNLOG_TRIM_BYTES ((size_t)1 << 20)
 #define KB_RUNLOG_RESERVE ((size_t)64 << 10)
+/*  A log whose stdout allocation is this large leaves it as the budget's
+    spare; a log takes the spare when its stdout grows past KB_RUNLOG_BIG;
+    a finished log keeps at most KB_RUNLOG_FIT_SLACK beyond its stdout. */
+#define KB_RUNLOG_SPARE_MIN ((size_t)16 << 20)
+#define KB_RUNLOG_BIG ((size_t)4 << 20)
+#define KB_RUNLOG_FIT_SLACK ((size_t)2 << 20)
 
 /*  One log frame: a piece of one channel's text. */
 typedef struct {
@@ -34,6 +41,7 @@ struct kb_runlog {
     kb_vec_t frames;  /* kb_frame_rec_t; frame i has cursor i */
     size_t charged;   /* bytes counted in the budget */
     atomic_bool stopped;
+    bool spare_taken; /* stdout's allocation is the budget's spare, written before */
 };
 
 static size_t s_frame_cost(void)
@@ -72,6 +80,88 @@ kb_runlog_t *kb_runlog_ref(kb_runlog_t *self)
     return self;
 }
 
+/* ---- the budget's spare ------------------------------------------------------------ */
+
+/*  The spare: a kb_buf_t's allocation and how much of it was written. */
+typedef struct {
+    kb_buf_t buf;
+    size_t written;
+} kb_spare_t;
+
+static long long s_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void s_spare_free(kb_budget_t *budget, kb_spare_t *spare)
+{
+    atomic_fetch_sub(&budget->spare_bytes, spare->written);
+    kb_buf_free(&spare->buf);
+    free(spare);
+}
+
+/*  Keep buf's allocation (a large stdout's, its log gone) as the spare,
+    unless there is one; buf is left empty either way. */
+static void s_spare_keep(kb_budget_t *budget, kb_buf_t *buf)
+{
+    kb_spare_t *spare = malloc(sizeof *spare);
+    if (!spare)
+        return;
+    spare->buf = *buf;
+    /* what was written: the contents and the 2 MiB kb_buf faults in ahead */
+    spare->written
+        = buf->len + ((size_t)2 << 20) < buf->alloc ? buf->len + ((size_t)2 << 20) : buf->alloc;
+    *buf = (kb_buf_t)KB_BUF_INIT;
+    void *none = NULL;
+    atomic_fetch_add(&budget->spare_bytes, spare->written);
+    atomic_store(&budget->spare_at_ms, (uint_least64_t)s_ms());
+    if (!atomic_compare_exchange_strong(&budget->spare, &none, spare))
+        s_spare_free(budget, spare);
+}
+
+/*  Let the spare go; true when there was one. */
+static bool s_spare_drop(kb_budget_t *budget)
+{
+    kb_spare_t *spare = atomic_exchange(&budget->spare, NULL);
+    if (spare)
+        s_spare_free(budget, spare);
+    return spare != NULL;
+}
+
+long long kb_runlog_spare_expire(kb_budget_t *budget, long long max_ms)
+{
+    if (!atomic_load(&budget->spare))
+        return 0;
+    long long age = s_ms() - (long long)atomic_load(&budget->spare_at_ms);
+    if (age < max_ms)
+        return max_ms - age;
+    s_spare_drop(budget);
+    return 0;
+}
+
+/*  buf (a log's stdout, under its lock) is about to grow to need bytes:
+    past KB_RUNLOG_BIG, it takes the spare when the spare holds that. */
+static bool s_spare_take(kb_budget_t *budget, kb_buf_t *buf, size_t need)
+{
+    if (!budget || need < KB_RUNLOG_BIG || need <= buf->alloc || buf->alloc >= KB_RUNLOG_SPARE_MIN
+        || !atomic_load(&budget->spare))
+        return false;
+    kb_spare_t *spare = atomic_exchange(&budget->spare, NULL);
+    if (!spare)
+        return false;
+    if (spare->buf.alloc >= need && kb_buf_take_room(buf, &spare->buf)) {
+        atomic_fetch_sub(&budget->spare_bytes, spare->written);
+        free(spare);
+        return true;
+    }
+    void *none = NULL; /* too small for this one: kept for another */
+    if (!atomic_compare_exchange_strong(&budget->spare, &none, spare))
+        s_spare_free(budget, spare);
+    return false;
+}
+
 void kb_runlog_unref(kb_runlog_t **self_p)
 {
     if (!self_p || !*self_p)
@@ -80,6 +170,8 @@ void kb_runlog_unref(kb_runlog_t **self_p)
     *self_p = NULL;
     if (atomic_fetch_sub(&self->refs, 1) != 1)
         return;
+    if (self->budget && self->text[KB_LOG_STDOUT].alloc >= KB_RUNLOG_SPARE_MIN)
+        s_spare_keep(self->budget, &self->text[KB_LOG_STDOUT]);
     for (int i = 0; i < 3; i++)
         kb_buf_free(&self->text[i]);
     kb_vec_free(&self->frames);
@@ -113,9 +205,13 @@ size_t kb_runlog_room(kb_runlog_t *self, size_t want)
     if (!budget || !budget->limit)
         return SIZE_MAX;
     size_t limit = budget->limit - s_reserve(budget) - s_frame_cost();
-    size_t used = atomic_load(&budget->used);
+    /* the spare counts, and goes first (an eviction may make one) */
+    size_t used = atomic_load(&budget->used) + atomic_load(&budget->spare_bytes);
+    if (used + want > limit && s_spare_drop(budget))
+        used = atomic_load(&budget->used);
     if (used + want > limit && budget->make_room) {
         budget->make_room(budget->arg, used + want - limit, self);
+        s_spare_drop(budget);
         used = atomic_load(&budget->used);
     }
     if (atomic_load(&self->stopped))
@@ -202,6 +298,8 @@ size_t kb_runlog_append_scan(kb_runlog_t *self, const char *json, size_t len, si
     pthread_mutex_lock(&self->lock);
     kb_buf_t *out = &self->text[KB_LOG_STDOUT];
     size_t old_len = out->len;
+    if (s_spare_take(self->budget, out, old_len + (max < len ? max : len) + 1))
+        self->spare_taken = true;
     int rc = kb_scan_stream(json, len, max, out, scan, NULL);
     bool ok = kb_buf_status(out) == KB_BUF_OK;
     bool stderr_text = rc == 0 && strcmp(scan->name, "stderr") == 0;
@@ -290,6 +388,16 @@ void kb_runlog_stop(kb_runlog_t *self)
 bool kb_runlog_stopped(kb_runlog_t *self)
 {
     return atomic_load(&self->stopped);
+}
+
+void kb_runlog_finish(kb_runlog_t *self)
+{
+    /* a spare's pages beyond the contents were written: held, they would
+       cost memory no record counts (a fresh allocation's are not) */
+    pthread_mutex_lock(&self->lock);
+    if (self->spare_taken)
+        kb_buf_fit(&self->text[KB_LOG_STDOUT], KB_RUNLOG_FIT_SLACK);
+    pthread_mutex_unlock(&self->lock);
 }
 
 size_t kb_runlog_bytes(kb_runlog_t *self)

@@ -50,6 +50,15 @@ typedef struct {
     /* bytes of output kernels sent for runs since the start, kept or not,
        by kb_output_kind_t (kb_runlog_count_sent); engine thread only */
     unsigned long long sent[KB_OUTPUT_KINDS];
+    /* kb_runlog.c's: the stdout allocation of the last large log let go,
+       kept for the next large run's stdout (memory written before takes a
+       copy many times faster than fresh memory on a virtual machine:
+       docs/ARCHITECTURE.md, "Memory"); spare_bytes of it were written.
+       Counted with used when room is asked for, and let go first. NULL
+       (zeroed) at first. */
+    _Atomic(void *) spare;
+    atomic_size_t spare_bytes;
+    atomic_uint_least64_t spare_at_ms; /* when it was kept, kb_now_ms() */
 } kb_budget_t;
 
 /*  A new, empty log charged to budget (borrowed, may be NULL; it must
@@ -114,6 +123,15 @@ void kb_runlog_clear_view(kb_runlog_t *self);
 /*  Keep nothing more of stdout and stderr: the budget needed the room. */
 void kb_runlog_stop(kb_runlog_t *self);
 bool kb_runlog_stopped(kb_runlog_t *self);
+
+/*  The run has ended: stdout's allocation beyond its contents is given
+    back (it may be a spare's, written before; kept otherwise). */
+void kb_runlog_finish(kb_runlog_t *self);
+
+/*  Let budget's spare go when it was kept max_ms or more ago (0: now).
+    Returns the ms until it would go, or 0 when there is none now. Any
+    thread. */
+long long kb_runlog_spare_expire(kb_budget_t *budget, long long max_ms);
 
 /*  What the log holds, for the budget: text and frames. */
 size_t kb_runlog_bytes(kb_runlog_t *self);
