@@ -1,9 +1,10 @@
 """Fixtures of the SDK tests: real kernelbridge daemons (see kbsdk_testlib).
 
 The shared daemon requires a token (so every test also exercises auth) and
-sees two extra kernelspecs under a private JUPYTER_PATH: ``kbtest-plain``
-(ipykernel under a language with no cwd/env adapter) and ``kbtest-broken``
-(a kernel that dies at start, writing to stderr).
+sees three extra kernelspecs under a private JUPYTER_PATH: ``kbtest-plain``
+(ipykernel under a language with no cwd/env adapter), ``kbtest-broken``
+(a kernel that dies at start, writing to stderr) and ``kbtest-slow``
+(ipykernel started 3 s late).
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ import kernelbridge  # noqa: E402
 SYSTEM_PYTHON = "/usr/bin/python3"
 PLAIN_LANGUAGE = "kbtestlang"
 BROKEN_LANGUAGE = "kbbroken"
+SLOW_LANGUAGE = "kbslowlang"  # ipykernel after 3 s: a start no client outwaits by chance
 
 
 def daemon_binary() -> Path:
@@ -69,7 +70,7 @@ class Daemon:
 
 
 def write_test_kernelspecs(root: Path) -> Path:
-    """A JUPYTER_PATH dir holding the two test kernelspecs."""
+    """A JUPYTER_PATH dir holding the three test kernelspecs."""
     kernels = root / "kernels"
     plain = kernels / "kbtest-plain"
     plain.mkdir(parents=True)
@@ -86,6 +87,17 @@ def write_test_kernelspecs(root: Path) -> Path:
                  "{connection_file}"],
         "display_name": "kbtest broken",
         "language": BROKEN_LANGUAGE,
+    }))
+    slow = kernels / "kbtest-slow"
+    slow.mkdir(parents=True)
+    (slow / "kernel.json").write_text(json.dumps({
+        "argv": [SYSTEM_PYTHON, "-c",
+                 "import os, sys, time; time.sleep(3); "
+                 "os.execv(sys.executable, [sys.executable, '-m', 'ipykernel_launcher', '-f', "
+                 "sys.argv[1]])",
+                 "{connection_file}"],
+        "display_name": "kbtest slow (ipykernel, 3 s late)",
+        "language": SLOW_LANGUAGE,
     }))
     return root
 
