@@ -157,17 +157,18 @@ class Router:
     # -- placement -----------------------------------------------------------
 
     async def _count(self, sandbox: Sandbox) -> Optional[int]:
-        """Contexts on ``sandbox`` from its /health (plus those being placed
-        there), or None when it does not answer within the connect timeout."""
+        """Contexts on ``sandbox`` from its /health, or None when it does not
+        answer within the connect timeout."""
         try:
             health = await sandbox.transport.request("GET", "/health", timeout=self._connect_timeout)
         except (SandboxUnavailable, KernelBridgeTimeoutError):
             return None
         contexts = health.get("contexts") if isinstance(health, dict) else None
-        return (contexts if isinstance(contexts, int) else 0) + self._pending.get(sandbox.sandbox_id, 0)
+        return contexts if isinstance(contexts, int) else 0
 
     async def reachable(self) -> Dict[str, int]:
-        """{sandbox id: context count} of the sandboxes that answer; SandboxUnavailable if none does."""
+        """{sandbox id: context count from /health} of the sandboxes that answer;
+        SandboxUnavailable if none does."""
         sandboxes = [self._sandboxes[sid] for sid in self.ids]
         counts = await asyncio.gather(*(self._count(s) for s in sandboxes))
         answered = {s.sandbox_id: n for s, n in zip(sandboxes, counts) if n is not None}
@@ -179,8 +180,14 @@ class Router:
         return answered
 
     async def place(self) -> str:
-        """The sandbox for a new context; the caller must call ``placed()`` once it exists (or failed)."""
-        chosen = choose_sandbox(await self.reachable(), self._last)
+        """The sandbox for a new context; the caller must call ``placed()`` once it exists (or failed).
+
+        The contexts being placed are added to the /health counts here, after
+        the last await: placements started together each see the others'
+        choices, not only the counts all of them read before any chose."""
+        counts = await self.reachable()
+        counts = {sid: n + self._pending.get(sid, 0) for sid, n in counts.items()}
+        chosen = choose_sandbox(counts, self._last)
         self._last = chosen
         self._pending[chosen] = self._pending.get(chosen, 0) + 1
         return chosen
