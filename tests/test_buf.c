@@ -288,6 +288,29 @@ static void test_take_room_and_fit(void)
     CHECK(none.data == NULL);
 }
 
+static void test_written(void)
+{
+    kb_buf_t buf = KB_BUF_INIT;
+    CHECK(kb_buf_written(&buf) == 0);
+    CHECK(kb_buf_append(&buf, "abc", 3) == KB_BUF_OK);
+    CHECK(kb_buf_written(&buf) == buf.alloc); /* small: all of it */
+    kb_buf_free(&buf);
+    /* big: the contents and the fault-ahead after them, within the allocation */
+    CHECK(kb_buf_reserve(&buf, 4 * KB_BUF_AHEAD_FROM) == KB_BUF_OK);
+    size_t alloc = buf.alloc;
+    CHECK(alloc >= 4 * KB_BUF_AHEAD_FROM);
+    char chunk[4096];
+    memset(chunk, 'x', sizeof chunk);
+    for (int i = 0; i < 256; i++)
+        CHECK(kb_buf_append(&buf, chunk, sizeof chunk) == KB_BUF_OK);
+    CHECK(buf.alloc == alloc && buf.len == (size_t)1 << 20);
+    CHECK(kb_buf_written(&buf) == buf.len + KB_BUF_AHEAD);
+    while (buf.len + KB_BUF_AHEAD < alloc)
+        CHECK(kb_buf_append(&buf, chunk, sizeof chunk) == KB_BUF_OK);
+    CHECK(buf.alloc == alloc && kb_buf_written(&buf) == alloc);
+    kb_buf_free(&buf);
+}
+
 static void test_grow_rule(void)
 {
     size_t alloc = 0;
@@ -369,6 +392,7 @@ int main(void)
     RUN_TEST(test_truncate);
     RUN_TEST(test_overwrite);
     RUN_TEST(test_take_room_and_fit);
+    RUN_TEST(test_written);
     RUN_TEST(test_grow_rule);
     RUN_TEST(test_vec);
     RUN_TEST(test_strv);

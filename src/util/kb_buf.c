@@ -13,11 +13,6 @@
 
 /*  The first allocation of a buffer: small strings and short lines fit. */
 #define KB_BUF_MIN_ALLOC 64
-/*  A buffer of KB_BUF_AHEAD_FROM bytes or more has the KB_BUF_AHEAD bytes
-    after its contents faulted in at once each time an append crosses into
-    another KB_BUF_AHEAD of it (kb_buf.h). */
-#define KB_BUF_AHEAD ((size_t)2 << 20)
-#define KB_BUF_AHEAD_FROM ((size_t)4 << 20)
 
 kb_code_t kb_buf_code(kb_buf_status_t status)
 {
@@ -319,6 +314,14 @@ bool kb_buf_take_room(kb_buf_t *self, kb_buf_t *room)
     self->alloc = room->alloc;
     *room = (kb_buf_t)KB_BUF_INIT;
     return true;
+}
+
+size_t kb_buf_written(const kb_buf_t *self)
+{
+    assert(self);
+    if (self->alloc < KB_BUF_AHEAD_FROM)
+        return self->alloc;
+    return self->len + KB_BUF_AHEAD < self->alloc ? self->len + KB_BUF_AHEAD : self->alloc;
 }
 
 void kb_buf_fit(kb_buf_t *self, size_t slack)

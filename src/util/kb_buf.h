@@ -75,6 +75,12 @@ void kb_buf_init(kb_buf_t *self, size_t cap);
 /*  Make room for more bytes after the contents (and the NUL). */
 kb_buf_status_t kb_buf_reserve(kb_buf_t *self, size_t more);
 
+/*  A buffer of KB_BUF_AHEAD_FROM bytes or more is filled faster than page
+    by page: when an append crosses into another KB_BUF_AHEAD of it, the
+    next KB_BUF_AHEAD after the contents are faulted in at once. */
+#define KB_BUF_AHEAD ((size_t)2 << 20)
+#define KB_BUF_AHEAD_FROM ((size_t)4 << 20)
+
 /*  Append size bytes of data (which may hold NULs; borrowed). A buffer of
     4 MiB or more is filled faster than page by page: when an append
     crosses into another 2 MiB of it, the next 2 MiB after the contents
@@ -142,6 +148,11 @@ void kb_buf_trim(kb_buf_t *self, size_t keep);
     and nothing changed, when room has no allocation larger than self's
     contents and allocation, or self has failed. */
 bool kb_buf_take_room(kb_buf_t *self, kb_buf_t *room);
+
+/*  Bytes of self's allocation that were written or faulted in: its
+    contents and the KB_BUF_AHEAD after them for a big buffer, all of a
+    small one. */
+size_t kb_buf_written(const kb_buf_t *self);
 
 /*  Give back the allocation beyond the contents (and NUL) when it is more
     than slack bytes; the contents stay. Out of memory: nothing changes. */

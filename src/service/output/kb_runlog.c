@@ -18,10 +18,10 @@
 #define KB_RUNLOG_TRIM_BYTES ((size_t)1 << 20)
 #define KB_RUNLOG_RESERVE ((size_t)64 << 10)
 /*  A log whose stdout allocation is this large leaves it as the budget's
-    spare; a log takes the spare when its stdout grows past KB_RUNLOG_BIG;
-    a finished log keeps at most KB_RUNLOG_FIT_SLACK beyond its stdout. */
+    spare; a log takes the spare when its stdout grows past
+    KB_BUF_AHEAD_FROM (a big buffer, kb_buf.h); a finished log keeps at most
+    KB_RUNLOG_FIT_SLACK beyond its stdout. */
 #define KB_RUNLOG_SPARE_MIN ((size_t)16 << 20)
-#define KB_RUNLOG_BIG ((size_t)4 << 20)
 #define KB_RUNLOG_FIT_SLACK ((size_t)2 << 20)
 
 /*  One log frame: a piece of one channel's text. */
@@ -110,9 +110,7 @@ static void s_spare_keep(kb_budget_t *budget, kb_buf_t *buf)
     if (!spare)
         return;
     spare->buf = *buf;
-    /* what was written: the contents and the 2 MiB kb_buf faults in ahead */
-    spare->written
-        = buf->len + ((size_t)2 << 20) < buf->alloc ? buf->len + ((size_t)2 << 20) : buf->alloc;
+    spare->written = kb_buf_written(buf);
     *buf = (kb_buf_t)KB_BUF_INIT;
     void *none = NULL;
     atomic_fetch_add(&budget->spare_bytes, spare->written);
@@ -142,11 +140,11 @@ long long kb_runlog_spare_expire(kb_budget_t *budget, long long max_ms)
 }
 
 /*  buf (a log's stdout, under its lock) is about to grow to need bytes:
-    past KB_RUNLOG_BIG, it takes the spare when the spare holds that. */
+    past KB_BUF_AHEAD_FROM, it takes the spare when the spare holds that. */
 static bool s_spare_take(kb_budget_t *budget, kb_buf_t *buf, size_t need)
 {
-    if (!budget || need < KB_RUNLOG_BIG || need <= buf->alloc || buf->alloc >= KB_RUNLOG_SPARE_MIN
-        || !atomic_load(&budget->spare))
+    if (!budget || need < KB_BUF_AHEAD_FROM || need <= buf->alloc
+        || buf->alloc >= KB_RUNLOG_SPARE_MIN || !atomic_load(&budget->spare))
         return false;
     kb_spare_t *spare = atomic_exchange(&budget->spare, NULL);
     if (!spare)
