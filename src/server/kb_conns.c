@@ -15,6 +15,7 @@
     this many ms when nothing is due. */
 #define KB_CONNS_TICK_MS 100
 #define KB_CONNS_IDLE_TICK_MS 1000
+#define KB_CONNS_QUIET_MS ((int64_t)3600 * 1000)
 /*  Room above the table's limit for connections shut down and not yet
     cleaned up by libmicrohttpd. */
 #define KB_CONNS_SLACK 64
@@ -115,6 +116,16 @@ enum MHD_Result kb_conns_admit(void *cls, const struct sockaddr *addr, socklen_t
     return admit ? MHD_YES : MHD_NO;
 }
 
+/*  Whether the watchdog sleeps past the header deadline of a connection
+    waiting since since_ms, and must be woken. Mostly it wakes sooner (its
+    tick while any connection waits is shorter than the header timeout), and
+    a connection going idle after each request costs it nothing; with none
+    waiting it sleeps until one does. Under the lock. */
+static bool s_sooner(const kb_conns_t *self, int64_t since_ms)
+{
+    return since_ms + (int64_t)self->config.header_ms < self->wakes_at;
+}
+
 void kb_conns_opened(kb_conns_t *self, kb_conn_t *conn, int fd, const struct sockaddr *addr)
 {
     memset(conn, 0, sizeof *conn);
@@ -132,7 +143,10 @@ void kb_conns_opened(kb_conns_t *self, kb_conn_t *conn, int fd, const struct soc
     self->stats.waiting++;
     if (conn->reserved)
         self->stats.reserved++;
+    bool sooner = s_sooner(self, conn->since_ms);
     pthread_mutex_unlock(&self->lock);
+    if (sooner)
+        pthread_cond_signal(&self->wake);
 }
 
 void kb_conns_closed(kb_conns_t *self, kb_conn_t *conn)
@@ -172,10 +186,7 @@ void kb_conns_idle(kb_conns_t *self, kb_conn_t *conn)
     if (!conn->since_ms && !conn->evicted)
         self->stats.waiting++;
     conn->since_ms = now;
-    /*  The watchdog sleeps past this deadline: wake it. Mostly it wakes
-        sooner (its idle tick is shorter than the header timeout), and a
-        connection going idle after each request costs it nothing. */
-    bool sooner = now + (int64_t)self->config.header_ms < self->wakes_at;
+    bool sooner = s_sooner(self, now);
     pthread_mutex_unlock(&self->lock);
     if (sooner)
         pthread_cond_signal(&self->wake);
@@ -202,10 +213,12 @@ unsigned kb_conns_hard_limit(const kb_conns_config_t *config)
 }
 
 /*  Close every connection past its header deadline; the ms until the next
-    deadline. Under the lock. */
+    deadline, or KB_CONNS_QUIET_MS with none waiting (kb_conns_idle wakes the
+    watchdog for a new one: an idle daemon does not wake for it). Under the
+    lock. */
 static int64_t s_expire(kb_conns_t *self, int64_t now)
 {
-    int64_t next = KB_CONNS_IDLE_TICK_MS;
+    int64_t next = self->stats.waiting ? KB_CONNS_IDLE_TICK_MS : KB_CONNS_QUIET_MS;
     for (kb_conn_t *c = self->head; c; c = c->next) {
         if (c->evicted || !c->since_ms)
             continue;

@@ -4,6 +4,7 @@ restart, interrupt; default contexts; vanished contexts; limits."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -282,3 +283,60 @@ def test_idle_contexts_wake_the_engine_once_a_second(daemon_factory):
     # 4 grid points of the 1 s log check (5 when the window straddles one
     # late), and room for a preemption or two; 48 with a timer per kernel
     assert woke <= 8, woke
+
+
+def _daemon_switches(pid):
+    """Context switches of every thread of the daemon so far, by thread name."""
+    counts = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                fields = dict(line.split(":", 1) for line in f.read().splitlines())
+        except OSError:
+            continue
+        n = int(fields["voluntary_ctxt_switches"]) + int(fields["nonvoluntary_ctxt_switches"])
+        counts[name] = counts.get(name, 0) + n
+    return counts
+
+
+def _woken_in(pid, seconds):
+    """Context switches of the daemon's threads over the next seconds, by name."""
+    before = _daemon_switches(pid)
+    time.sleep(seconds)
+    after = _daemon_switches(pid)
+    return {name: after[name] - before.get(name, 0) for name in after if after[name] != before.get(name, 0)}
+
+
+def test_an_idle_daemon_without_kernels_sleeps(daemon_factory):
+    """No kernel, no connection, no large output held: no thread of the
+    daemon wakes. The connection watchdog sleeps until a connection waits
+    for its request (and is woken for it), and the output budget's spare is
+    looked at only while a run goes or a large log or the spare lives.
+    Before, the two woke it twice a second. A silent connection made while
+    it sleeps is still closed at the header deadline."""
+    d = daemon_factory("--pool", "python=0", "--kernel", "python=python3", "--header-timeout", "1")
+    time.sleep(2.5)  # the start's connections closed at their deadline; the first ticks past
+    woke = _woken_in(d.proc.pid, 4)
+    assert sum(woke.values()) <= 2, woke  # room for a stray preemption; 8 with the two ticks
+    # a large run's memory becomes the spare, which goes; with its context
+    # gone, the daemon sleeps again
+    d.ok("POST", "/contexts", {"language": "python", "context_id": "big"}, status=201)
+    r = d.run("import sys\nfor _ in range(320): sys.stdout.write('x' * 65535 + '\\n')", context_id="big")
+    assert len(r["logs"]["stdout"]) == 320 * 65536, r["process"]
+    d.ok("DELETE", f"/processes/{r['process']['process_id']}", status=204)
+    d.ok("DELETE", "/contexts/big", status=204)
+    assert d.ok("GET", "/health")["output_memory"]["spare"] >= 20 * 1024 * 1024
+    assert wait_until(lambda: d.ok("GET", "/health")["output_memory"]["spare"] == 0, 5)
+    time.sleep(2.5)  # the health checks' connection closed; the last tick past
+    woke = _woken_in(d.proc.pid, 4)
+    assert sum(woke.values()) <= 2, woke
+    silent = socket.create_connection(("127.0.0.1", d.port))
+    try:
+        started = time.monotonic()
+        silent.settimeout(8)
+        assert silent.recv(1) == b""  # closed, no answer
+        assert 0.9 <= time.monotonic() - started < 3.0
+    finally:
+        silent.close()

@@ -18,7 +18,10 @@
     that come meanwhile are trimmed together. */
 #define KB_PROCSTORE_TRIM_MS 250
 /*  The budget's spare (kb_runlog.c) goes when no large run took it for
-    this long; looked at once a second, with the kernels' coarse ticks. */
+    this long; looked at once a second, with the kernels' coarse ticks,
+    while a run goes (its log may grow large), or there is a spare or a
+    large log that may leave one: a run's start starts the tick, which stops
+    itself when none of these is left. */
 #define KB_PROCSTORE_SPARE_MS 2000
 #define KB_PROCSTORE_SPARE_TICK_MS 1000
 
@@ -62,11 +65,23 @@ struct kb_procstore {
     kb_persist_t *persist; /* or NULL: nothing is kept across restarts */
     zlistx_t *dirty;       /* kb_proc_t * with writes to queue */
     long long next_seq;
+    size_t running;         /* records of runs not ended: their logs may grow */
     kb_timer_t trim_timer;  /* records were deleted: the heap is trimmed soon */
     kb_timer_t spare_timer; /* the budget's spare goes when unused */
 };
 
 static void s_on_spare_tick(kb_timer_t *timer, void *arg);
+
+/*  One run more (+1) or less (-1) going; with one going, the spare's tick
+    runs (its log may grow large). */
+static void s_running(kb_procstore_t *self, int delta)
+{
+    assert(delta > 0 || self->running > 0);
+    self->running += (size_t)(long)delta;
+    if (delta > 0 && !kb_timer_active(&self->spare_timer))
+        kb_timer_start_coarse(self->loop, &self->spare_timer, KB_PROCSTORE_SPARE_TICK_MS,
+                              s_on_spare_tick, self);
+}
 
 static void s_make_room(void *arg, size_t need, kb_runlog_t *asking);
 static void s_answer_json(kb_call_t *call, json_t *json);
@@ -83,6 +98,7 @@ kb_procstore_t *kb_procstore_new(kb_loop_t *loop, size_t max_records, size_t max
     self->budget.limit = max_memory;
     atomic_init(&self->budget.used, 0);
     atomic_init(&self->budget.peak, 0);
+    atomic_init(&self->budget.big, 0);
     self->budget.make_room = s_make_room;
     self->budget.arg = self;
     kb_timer_init(&self->trim_timer);
@@ -267,6 +283,7 @@ kb_proc_t *kb_procstore_add(kb_procstore_t *self, const char *context_id, const 
     proc->seq = ++self->next_seq;
     zhashx_insert(self->procs, proc->id, proc);
     s_mark(proc, true);
+    s_running(self, +1);
     return proc;
 }
 
@@ -306,6 +323,8 @@ kb_proc_t *kb_procstore_restore(kb_procstore_t *self, const kb_db_record_t *row)
         return NULL;
     }
     zhashx_insert(self->procs, proc->id, proc);
+    if (proc->running)
+        s_running(self, +1);
     return proc;
 }
 
@@ -325,6 +344,8 @@ void kb_procstore_restored(kb_proc_t *proc, long long view_stdout, long long vie
 void kb_proc_forget(kb_proc_t *proc)
 {
     assert(zlistx_size(proc->waiters) == 0);
+    if (proc->running)
+        s_running(proc->store, -1);
     proc->running = false;
     zhashx_delete(proc->store->procs, proc->id);
     s_proc_free(proc);
@@ -480,6 +501,7 @@ void kb_proc_end(kb_proc_t *proc, json_t *result, kb_reason_t reason, int exit_c
     kb_procstore_t *self = proc->store;
     assert(proc->running);
     proc->running = false;
+    s_running(self, -1);
     proc->owner = NULL;
     kb_runlog_finish(proc->log);
     proc->result = result;
@@ -622,6 +644,8 @@ static void s_on_spare_tick(kb_timer_t *timer, void *arg)
     (void)timer;
     kb_procstore_t *self = arg;
     kb_runlog_spare_expire(&self->budget, KB_PROCSTORE_SPARE_MS);
+    if (!self->running && !kb_runlog_spare_possible(&self->budget))
+        kb_timer_stop(timer); /* an idle daemon does not wake for it */
 }
 
 static void s_handle_delete(kb_procstore_t *self, kb_call_t *call)

@@ -42,6 +42,7 @@ struct kb_runlog {
     size_t charged;   /* bytes counted in the budget */
     atomic_bool stopped;
     bool spare_taken; /* stdout's allocation is the budget's spare, written before */
+    bool big;         /* counted in budget->big */
 };
 
 static size_t s_frame_cost(void)
@@ -128,6 +129,13 @@ static bool s_spare_drop(kb_budget_t *budget)
     return spare != NULL;
 }
 
+bool kb_runlog_spare_possible(kb_budget_t *budget)
+{
+    /*  big first: a log's last unref keeps its spare before it leaves big,
+        so with big seen at 0 the spare it may have left is seen too. */
+    return atomic_load(&budget->big) > 0 || atomic_load(&budget->spare) != NULL;
+}
+
 long long kb_runlog_spare_expire(kb_budget_t *budget, long long max_ms)
 {
     if (!atomic_load(&budget->spare))
@@ -170,6 +178,8 @@ void kb_runlog_unref(kb_runlog_t **self_p)
         return;
     if (self->budget && self->text[KB_LOG_STDOUT].alloc >= KB_RUNLOG_SPARE_MIN)
         s_spare_keep(self->budget, &self->text[KB_LOG_STDOUT]);
+    if (self->big) /* after the spare is kept: see kb_runlog_spare_possible */
+        atomic_fetch_sub(&self->budget->big, 1);
     for (int i = 0; i < 3; i++)
         kb_buf_free(&self->text[i]);
     kb_vec_free(&self->frames);
@@ -231,9 +241,13 @@ static size_t s_commit(kb_runlog_t *self, kb_frame_rec_t *frame, size_t old_len,
     ok = ok && kb_vec_reserve(&self->frames, 1) == KB_BUF_OK;
     frame->offset = old_len;
     frame->len = ok ? buf->len - old_len : 0;
-    if (ok && frame->len > 0)
+    if (ok && frame->len > 0) {
         kb_vec_push(&self->frames, frame); /* reserved: cannot fail */
-    else {
+        if (!self->big && self->budget && self->text[KB_LOG_STDOUT].alloc >= KB_RUNLOG_SPARE_MIN) {
+            self->big = true;
+            atomic_fetch_add(&self->budget->big, 1);
+        }
+    } else {
         kb_buf_truncate(buf, old_len);
         kb_buf_recover(buf);
         frame->len = 0;

@@ -59,6 +59,7 @@ typedef struct {
     _Atomic(void *) spare;
     atomic_size_t spare_bytes;
     atomic_uint_least64_t spare_at_ms; /* when it was kept, kb_now_ms() */
+    atomic_size_t big;                 /* live logs whose stdout allocation may become the spare */
 } kb_budget_t;
 
 /*  A new, empty log charged to budget (borrowed, may be NULL; it must
@@ -132,6 +133,10 @@ void kb_runlog_finish(kb_runlog_t *self);
     Returns the ms until it would go, or 0 when there is none now. Any
     thread. */
 long long kb_runlog_spare_expire(kb_budget_t *budget, long long max_ms);
+
+/*  Whether budget has a spare, or a live log that may leave one: while it
+    does, someone must call kb_runlog_spare_expire now and then. */
+bool kb_runlog_spare_possible(kb_budget_t *budget);
 
 /*  What the log holds, for the budget: text and frames. */
 size_t kb_runlog_bytes(kb_runlog_t *self);
