@@ -165,8 +165,11 @@ def test_a_tree_over_the_limit_is_interrupted_and_its_children_killed(limited):
     assert result["error"]["name"] == "MemoryLimitExceeded"
     assert "memory limit of %d bytes" % LIMIT in result["error"]["value"]
     # the run ends once the tree is back under the limit: the children that
-    # ignore SIGINT were killed when the grace (2 s) ran out
-    assert time.monotonic() - started < 15
+    # ignore SIGINT were killed when the grace (2 s) ran out, not at the end
+    # of their 600 s sleep. The bound is far from both: how long five
+    # children take to start and touch 150 MiB each is the machine's (22 s
+    # once, beside the container image's build on 2 CPUs)
+    assert time.monotonic() - started < 120
     assert wait_until(lambda: not pids_with_marker("kb-limits-tree"), 5), \
         pids_with_marker("kb-limits-tree")
     assert result["resources"]["peak_memory_bytes"] > LIMIT
