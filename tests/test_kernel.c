@@ -708,10 +708,17 @@ static void test_asking_whether_output_is_behind_loses_no_message(void)
     kb_timer_init(&ask);
     kb_timer_start(seen.loop, &ask, 1, 1, s_ask_behind, kernel);
     for (int round = 0; round < 3; round++) {
-        CHECK(s_exec(&seen, kernel,
-                     "import sys\nfor i in range(2000):\n    print(i, flush=True)\n"
-                     "sys.stdout.flush()\n'done'",
-                     60));
+        double t0 = kb_test_now();
+        unsigned long long pauses = kb_kernel_pauses(kernel);
+        bool done = s_exec(&seen, kernel,
+                           "import sys\nfor i in range(2000):\n    print(i, flush=True)\n"
+                           "sys.stdout.flush()\n'done'",
+                           60);
+        /* what the flow control did, to tell a kernel left paused from a slow one */
+        fprintf(stderr, "round %d: %s after %.1f s, %llu pauses, paused now: %s\n", round,
+                done ? "done" : "NOT DONE", kb_test_now() - t0, kb_kernel_pauses(kernel) - pauses,
+                kb_kernel_paused(kernel) ? "yes" : "no");
+        CHECK(done);
         CHECK(seen.replied && seen.idle);
     }
     kb_timer_stop(&ask);
