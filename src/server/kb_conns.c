@@ -213,9 +213,9 @@ unsigned kb_conns_hard_limit(const kb_conns_config_t *config)
 }
 
 /*  Close every connection past its header deadline; the ms until the next
-    deadline, or KB_CONNS_QUIET_MS with none waiting (kb_conns_idle wakes the
-    watchdog for a new one: an idle daemon does not wake for it). Under the
-    lock. */
+    deadline, or KB_CONNS_QUIET_MS with none waiting (kb_conns_opened and
+    kb_conns_idle wake the watchdog, through s_sooner, when a new deadline
+    comes first: an idle daemon does not wake for it). Under the lock. */
 static int64_t s_expire(kb_conns_t *self, int64_t now)
 {
     int64_t next = self->stats.waiting ? KB_CONNS_IDLE_TICK_MS : KB_CONNS_QUIET_MS;

@@ -82,10 +82,9 @@ kb_buf_status_t kb_buf_reserve(kb_buf_t *self, size_t more);
 #define KB_BUF_AHEAD_FROM ((size_t)4 << 20)
 
 /*  Append size bytes of data (which may hold NULs; borrowed). A buffer of
-    4 MiB or more is filled faster than page by page: when an append
-    crosses into another 2 MiB of it, the next 2 MiB after the contents
-    are faulted in at once (madvise MADV_POPULATE_WRITE), so such a buffer
-    holds at most 2 MiB of memory beyond its contents and its allocation.
+    KB_BUF_AHEAD_FROM or more faults in KB_BUF_AHEAD ahead at once (madvise
+    MADV_POPULATE_WRITE), so it holds at most KB_BUF_AHEAD of memory beyond
+    its contents and its allocation.
     A run's output of 100 MiB taken in: about a fifth less of the engine's
     CPU (docs/PERFORMANCE.md, "The engine's intake"). */
 kb_buf_status_t kb_buf_append(kb_buf_t *self, const void *data, size_t size);

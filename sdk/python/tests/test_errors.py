@@ -242,6 +242,37 @@ def test_request_timeout_raises_timeout_error(daemon, kb):
     assert kb.run("5").text == "5"
 
 
+def test_request_timeout_that_runs_out_as_the_connection_is_made(daemon, monkeypatch):
+    # The timer runs out in the same turn of the event loop in which the
+    # connection is made (as a 1 ms timeout can on a busy machine). The
+    # timeout must still be raised: an inner wait that gave the finished
+    # connection back and dropped the cancellation let such a request run on
+    # to its answer. Here the connection is made well within the timer (1 s),
+    # then the loop is held past it before the connection is handed back.
+    from kernelbridge import _transport
+
+    real_open = asyncio.open_connection
+
+    async def open_then_stall(*args, **kwargs):
+        pair = await real_open(*args, **kwargs)
+        time.sleep(1.2)  # blocks the loop past the request's timer
+        return pair
+
+    monkeypatch.setattr(asyncio, "open_connection", open_then_stall)
+
+    async def body():
+        transport = _transport.AsyncTransport(daemon.url, daemon.token)
+        try:
+            with pytest.raises(kernelbridge.KernelBridgeTimeoutError):
+                await transport.request("GET", "/health", timeout=1.0)
+            monkeypatch.setattr(asyncio, "open_connection", real_open)
+            assert (await transport.request("GET", "/health", timeout=30))["status"] == "ok"
+        finally:
+            await transport.aclose()
+
+    asyncio.run(body())
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

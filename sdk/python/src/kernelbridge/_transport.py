@@ -294,13 +294,16 @@ class AsyncTransport:
 
     async def _connect(self) -> _Connection:
         ep = self._endpoint
+        # asyncio.timeout, not wait_for: Python 3.11's wait_for returns a
+        # connection made in the same loop turn as an outer request_timeout
+        # runs out, and the request's cancellation is lost with it.
+        bound = asyncio.timeout(self._connect_timeout)
         try:
-            reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(ep.host, ep.port, ssl=self._ssl, limit=1 << 20),
-                self._connect_timeout)
-        except asyncio.TimeoutError as exc:
-            raise self._unreachable(f"connecting to {self.url} took over {self._connect_timeout} s") from exc
-        except OSError as exc:
+            async with bound:
+                reader, writer = await asyncio.open_connection(ep.host, ep.port, ssl=self._ssl, limit=1 << 20)
+        except OSError as exc:  # TimeoutError among them; a caller's own timer comes as a cancellation
+            if bound.expired():
+                raise self._unreachable(f"connecting to {self.url} took over {self._connect_timeout} s") from exc
             raise self._unreachable(f"cannot connect to {self.url}: {exc}") from exc
         return _Connection(reader, writer, asyncio.get_running_loop())
 
