@@ -299,6 +299,13 @@ void kb_kernel_set_observer(kb_kernel_t *self, kb_kernel_observer_t *observer);
 bool kb_kernel_paused(const kb_kernel_t *self);
 unsigned long long kb_kernel_pauses(const kb_kernel_t *self); /* since it started */
 
+/*  Its iopub waits for the daemon instead of dropping: launched with
+    KERNELBRIDGE_IOPUB_NODROP=1, and its kernel_info_reply said so (the
+    extension kernelbridge_display). Any other kernel's PUB socket drops
+    what it cannot queue when the engine, or the kernel's own I/O thread,
+    gets no CPU for longer than its queues last. */
+bool kb_kernel_iopub_waits(const kb_kernel_t *self);
+
 /*  Its iopub output is still being read: paused, messages waiting, or (a
     kernel that was ever paused, or one whose output waits on its side
     when the daemon's queue is full) a message read while it ran in the

@@ -92,6 +92,11 @@ bool kb_kernel_paused(const kb_kernel_t *self)
     return self->io.paused;
 }
 
+bool kb_kernel_iopub_waits(const kb_kernel_t *self)
+{
+    return self->io.nodrop;
+}
+
 unsigned long long kb_kernel_pauses(const kb_kernel_t *self)
 {
     return self->io.pauses;
