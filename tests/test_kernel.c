@@ -45,8 +45,6 @@ typedef struct {
     bool input_seen;       /* since the last reset */
     char watch[64];        /* a request whose end we wait for, apart from request */
     bool watch_idle;       /* its status idle came */
-    bool iopub_came;       /* an iopub message of any parent was handled since reset */
-    double iopub_at;       /* when the first of them was */
 } kb_seen_t;
 
 static void s_on_ready(kb_kernel_t *kernel, void *arg)
@@ -74,10 +72,6 @@ static void s_on_message(kb_kernel_t *kernel, kb_channel_t channel, const kb_msg
         fprintf(stderr, "  [%.3f] %d %s parent %s %.60s\n", kb_test_now(), (int)channel,
                 msg->msg_type, msg->parent_msg_id,
                 msg->raw_content.data ? (const char *)msg->raw_content.data : "");
-    if (channel == KB_CHANNEL_IOPUB && !seen->iopub_came) {
-        seen->iopub_came = true;
-        seen->iopub_at = kb_test_now();
-    }
     if (seen->watch[0] && strcmp(msg->parent_msg_id, seen->watch) == 0
         && strcmp(msg->msg_type, "status") == 0
         && strcmp(json_string_value(json_object_get(msg->content, "execution_state")), "idle") == 0)
@@ -184,36 +178,28 @@ static bool s_wait_tail(kb_seen_t *seen, kb_kernel_t *kernel, const char *text, 
     }
 }
 
-/*  A kernel of kernelspec with (the test's, or one made from it), its
-    environment envp. */
-static kb_kernel_t *s_launch_with(kb_seen_t *seen, const char *transport,
-                                  const kb_kernelspec_t *with, char *const *envp)
+static kb_kernel_t *s_launch(kb_seen_t *seen, const char *transport)
 {
     kb_kernel_opts_t opts = {
         .runtime_dir = tmp,
         .ipc_dir = ipc_dir,
         .serial = 1,
         .transport = transport,
-        .envp = envp,
+        .envp = environ,
         .system_python = "/usr/bin/python3",
         .start_timeout = 60,
     };
     kb_error_t err = { KB_OK, "" };
-    kb_kernel_t *kernel = kb_kernel_new(seen->loop, with, &opts, &s_callbacks, seen, &err);
+    kb_kernel_t *kernel = kb_kernel_new(seen->loop, spec, &opts, &s_callbacks, seen, &err);
     if (!kernel)
         fprintf(stderr, "launch: %s\n", err.message);
     return kernel;
 }
 
-static kb_kernel_t *s_launch(kb_seen_t *seen, const char *transport)
+/*  Launch and wait until ready; NULL (and a failed check) otherwise. */
+static kb_kernel_t *s_launch_ready(kb_seen_t *seen, const char *transport)
 {
-    return s_launch_with(seen, transport, spec, environ);
-}
-
-/*  The kernel once ready; NULL (and a failed check) when it was not
-    launched or did not become ready. */
-static kb_kernel_t *s_ready(kb_seen_t *seen, kb_kernel_t *kernel)
-{
+    kb_kernel_t *kernel = s_launch(seen, transport);
     CHECK(kernel != NULL);
     if (kernel && !s_run_until(seen, &seen->ready, 60)) {
         fprintf(stderr, "not ready: %s\n", seen->why);
@@ -221,12 +207,6 @@ static kb_kernel_t *s_ready(kb_seen_t *seen, kb_kernel_t *kernel)
         kb_kernel_destroy(&kernel);
     }
     return kernel;
-}
-
-/*  Launch and wait until ready; NULL (and a failed check) otherwise. */
-static kb_kernel_t *s_launch_ready(kb_seen_t *seen, const char *transport)
-{
-    return s_ready(seen, s_launch(seen, transport));
 }
 
 /*  Launched as the daemon launches an IPython kernel (kb_engine_launch.c):
@@ -239,8 +219,27 @@ static kb_kernel_t *s_launch_ready_nodrop(kb_seen_t *seen)
     char **envp = path ? kb_kernelspec_env_set(path, "KERNELBRIDGE_IOPUB_NODROP", "1") : NULL;
     kb_kernel_t *kernel = NULL;
     CHECK(with_ext && envp);
-    if (with_ext && envp)
-        kernel = s_ready(seen, s_launch_with(seen, "ipc", with_ext, envp));
+    if (with_ext && envp) {
+        kb_kernel_opts_t opts = {
+            .runtime_dir = tmp,
+            .ipc_dir = ipc_dir,
+            .serial = 1,
+            .transport = "ipc",
+            .envp = envp,
+            .system_python = "/usr/bin/python3",
+            .start_timeout = 60,
+        };
+        kb_error_t err = { KB_OK, "" };
+        kernel = kb_kernel_new(seen->loop, with_ext, &opts, &s_callbacks, seen, &err);
+        if (!kernel)
+            fprintf(stderr, "launch: %s\n", err.message);
+        CHECK(kernel != NULL);
+    }
+    if (kernel && !s_run_until(seen, &seen->ready, 60)) {
+        fprintf(stderr, "not ready: %s\n", seen->why);
+        CHECK(seen->ready);
+        kb_kernel_destroy(&kernel);
+    }
     kb_strv_free(envp);
     kb_strv_free(path);
     kb_kernelspec_destroy(&with_ext);
@@ -775,56 +774,6 @@ done:
     s_seen_free(&seen);
 }
 
-/*  A run's iopub is held: not read until its reply, or until
-    KB_IOPUB_HOLD_MS after its request when the reply comes later, and
-    then as it comes, so that a long run's output still streams. A thread
-    of the kernel prints every millisecond, and its messages wait in the
-    connection when the request goes: without the hold they are handled
-    at once. The run before took over KB_IOPUB_HOLD_AFTER_MS to answer,
-    so this one is held. */
-static void test_a_runs_iopub_is_held_until_its_reply_or_the_hold(void)
-{
-    kb_seen_t seen;
-    s_seen_init(&seen);
-    kb_kernel_t *kernel = s_launch_ready(&seen, "ipc");
-    if (!kernel)
-        goto done;
-    CHECK(s_exec(&seen, kernel,
-                 "import threading, time\nstop = False\ndef tick():\n    while not stop:\n"
-                 "        print('.', end='', flush=True)\n        time.sleep(0.001)\n"
-                 "threading.Thread(target=tick, daemon=True).start()\ntime.sleep(0.05)",
-                 10));
-    seen.iopub_came = false;
-    CHECK(s_run_until(&seen, &seen.iopub_came, 5)); /* ticks flow */
-    s_run_until(&seen, NULL, 0.1);
-    usleep(50 * 1000); /* the loop does not run: ticks wait in the connection */
-
-    kb_kernel_apply(kernel, KB_KEV_EXECUTE);
-    seen.replied = seen.idle = seen.iopub_came = false;
-    seen.out[0] = 0;
-    double sent = kb_test_now();
-    CHECK(kb_kernel_execute(kernel,
-                            "stop = True\nprint('early', flush=True)\ntime.sleep(3)\n"
-                            "print('late')",
-                            false, seen.request, sizeof seen.request)
-          == 0);
-    CHECK(s_run_until(&seen, &seen.iopub_came, 5));
-    /*  the loop's timers count whole milliseconds: due HOLD - 1 ms on at least */
-    CHECK(seen.iopub_at - sent >= (KB_IOPUB_HOLD_MS - 1) / 1000.0);
-    CHECK(s_wait_out(&seen, "early\n", 10));
-    CHECK(!seen.replied); /* streamed while the run goes on */
-    CHECK(s_run_until(&seen, &seen.idle, 20));
-    CHECK(seen.replied && strstr(seen.out, "late\n"));
-    kb_kernel_apply(kernel, KB_KEV_DONE);
-
-    /*  A short run's end: everything comes. */
-    CHECK(s_exec(&seen, kernel, "print(6 * 7)", 10));
-    CHECK(s_wait_out(&seen, "42\n", 3));
-done:
-    kb_kernel_destroy(&kernel);
-    s_seen_free(&seen);
-}
-
 /* ---- connection files ----------------------------------------------------- */
 
 static bool s_is_random_name(const char *path, const char *suffix)
@@ -1057,7 +1006,6 @@ int main(void)
     RUN_TEST(test_attached_kernel);
     RUN_TEST(test_kernel_output_goes_to_its_log);
     RUN_TEST(test_asking_whether_output_is_behind_loses_no_message);
-    RUN_TEST(test_a_runs_iopub_is_held_until_its_reply_or_the_hold);
     kb_kernelspec_destroy(&spec);
     kb_test_rmtree(tmp);
     kb_test_rmtree(ipc_dir);

@@ -296,20 +296,6 @@ void kb_kernel_set_observer(kb_kernel_t *self, kb_kernel_observer_t *observer);
     KB_FLOW_LAG_MS, whatever their number, and nothing is lost to a full
     queue. */
 #define KB_FLOW_LAG_MS 10
-
-/*  A run's iopub messages (busy, its input, its first outputs, and for a
-    short run its result and idle) are read together when its
-    execute_reply comes, just before the reply is handled, or
-    KB_IOPUB_HOLD_MS after kb_kernel_execute sent its request when the
-    reply comes later (then as they come): a short run wakes the engine
-    once or twice for them, not once per message, and a long run's first
-    output is seen at most this much later. Below KB_FLOW_LAG_MS. Only a
-    kernel whose last execute_reply took KB_IOPUB_HOLD_AFTER_MS or more is
-    held: for one that answers sooner, handling the messages at the reply
-    puts their cost on the answer's path, where it outweighs the wake-ups
-    saved (docs/PERFORMANCE.md, "A run's iopub read at its reply"). */
-#define KB_IOPUB_HOLD_MS 5
-#define KB_IOPUB_HOLD_AFTER_MS 4
 bool kb_kernel_paused(const kb_kernel_t *self);
 unsigned long long kb_kernel_pauses(const kb_kernel_t *self); /* since it started */
 

@@ -23,10 +23,6 @@ struct kb_kernel_io_state {
     int64_t last_info_ms;           /* when kernel_info_request was last sent */
     char *language_info;            /* language_info.name of the reply, or NULL */
     kb_timer_t iopub_drop_timer;    /* a disconnection, judged 100 ms later */
-    kb_timer_t iopub_hold_timer;    /* a run's iopub, read at its reply or when this fires */
-    bool iopub_held;                /* not read until then */
-    int64_t execute_sent_us;        /* when the last execute_request went (monotonic) */
-    int64_t reply_took_us;          /* how long its execute_reply took; -1: none yet */
     unsigned long long iopub_drops; /* iopub connections dropped while the kernel lived */
     bool paused;                    /* its process group stopped (SIGSTOP) until its iopub
                                        backlog is read */

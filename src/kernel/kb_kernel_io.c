@@ -286,14 +286,11 @@ static void s_on_iopub_drop(kb_timer_t *timer, void *arg)
 void kb_kernel_io_init(kb_kernel_t *self)
 {
     kb_timer_init(&self->io.iopub_drop_timer);
-    kb_timer_init(&self->io.iopub_hold_timer);
-    self->io.reply_took_us = -1;
 }
 
 void kb_kernel_io_close(kb_kernel_t *self)
 {
     kb_timer_stop(&self->io.iopub_drop_timer);
-    kb_timer_stop(&self->io.iopub_hold_timer);
     kb_io_stop(&self->io.control_io);
     zsock_destroy(&self->io.control);
     kb_io_stop(&self->io.stdin_io);
@@ -336,49 +333,6 @@ int kb_kernel_send_frames(kb_kernel_t *self, kb_channel_t channel, const kb_fram
     return rc;
 }
 
-/*  The hold of a run's iopub (kb_kernel.h, KB_IOPUB_HOLD_MS). What the
-    kernel sent meanwhile waited on the daemon, so the lag check does not
-    count it (resumed_us). A paused kernel is not held: its backlog is
-    being read. */
-static void s_iopub_release(kb_kernel_t *self, bool read_now)
-{
-    if (!self->io.iopub_held)
-        return;
-    self->io.iopub_held = false;
-    kb_timer_stop(&self->io.iopub_hold_timer);
-    self->io.resumed_us = s_wall_us();
-    if (!self->iopub)
-        return;
-    kb_zmtp_set_reading(self->iopub, true);
-    if (read_now)
-        kb_zmtp_read_now(self->iopub);
-}
-
-static void s_on_iopub_hold(kb_timer_t *timer, void *arg)
-{
-    (void)timer;
-    s_iopub_release(arg, false);
-}
-
-static int64_t s_mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-static void s_iopub_hold(kb_kernel_t *self)
-{
-    self->io.execute_sent_us = s_mono_us();
-    if (!self->iopub || self->io.paused || self->io.iopub_held
-        || self->io.reply_took_us < (int64_t)KB_IOPUB_HOLD_AFTER_MS * 1000)
-        return;
-    self->io.iopub_held = true;
-    kb_zmtp_set_reading(self->iopub, false);
-    kb_timer_start(self->loop, &self->io.iopub_hold_timer, KB_IOPUB_HOLD_MS, 0, s_on_iopub_hold,
-                   self);
-}
-
 int kb_kernel_execute(kb_kernel_t *self, const char *code, bool silent, char *msg_id_out,
                       size_t msg_id_size)
 {
@@ -387,11 +341,8 @@ int kb_kernel_execute(kb_kernel_t *self, const char *code, bool silent, char *ms
                                 "allow_stdin", 0, "stop_on_error", !silent);
     if (!content)
         return -1;
-    int rc = kb_kernel_send(self, KB_CHANNEL_SHELL, "execute_request", content, msg_id_out,
-                            msg_id_size);
-    if (rc == 0)
-        s_iopub_hold(self);
-    return rc;
+    return kb_kernel_send(self, KB_CHANNEL_SHELL, "execute_request", content, msg_id_out,
+                          msg_id_size);
 }
 
 /*  On control for an adopted kernel: it may be busy with a long cell on
@@ -475,13 +426,6 @@ static void s_handle(kb_kernel_t *self, kb_channel_t channel, const kb_frame_t *
     }
     if (channel == KB_CHANNEL_IOPUB)
         s_flow_check(self, msg);
-    else if (channel == KB_CHANNEL_SHELL) {
-        if (self->io.execute_sent_us && strcmp(msg->msg_type, "execute_reply") == 0) {
-            self->io.reply_took_us = s_mono_us() - self->io.execute_sent_us;
-            self->io.execute_sent_us = 0;
-        }
-        s_iopub_release(self, true); /* a reply: what the run published before it, first */
-    }
     s_dispatch(self, channel, msg);
     kb_msg_destroy(&msg);
 }

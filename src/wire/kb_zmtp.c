@@ -753,19 +753,6 @@ void kb_zmtp_set_reading(kb_zmtp_t *self, bool on)
         kb_io_poke(&self->io); /* whole messages read before it stopped */
 }
 
-void kb_zmtp_read_now(kb_zmtp_t *self)
-{
-    if (self->fd < 0 || self->state != S_OPEN || !s_reads(self) || self->doomed)
-        return;
-    self->calling++;
-    s_read(self);
-    if (!self->doomed && self->fd >= 0)
-        s_flush(self); /* what the callbacks sent, and PONGs */
-    self->calling--;
-    if (self->doomed && self->calling == 0)
-        s_free(self);
-}
-
 bool kb_zmtp_open(const kb_zmtp_t *self)
 {
     return self->state == S_OPEN;

@@ -96,13 +96,6 @@ int kb_zmtp_send(kb_zmtp_t *self, const kb_frame_t *frames, size_t count);
 /*  Stop reading (false) or read again (true). It reads when made. */
 void kb_zmtp_set_reading(kb_zmtp_t *self, bool on);
 
-/*  Read what waits now, as the loop would (a turn's budget at most), and
-    give it to the callbacks before returning: the owner takes a peer's
-    messages in the order they were sent relative to another connection's.
-    Nothing while it is not reading or not connected. May be called from
-    another connection's callback; a callback may destroy this one. */
-void kb_zmtp_read_now(kb_zmtp_t *self);
-
 /*  The connection is open (handshake done). */
 bool kb_zmtp_open(const kb_zmtp_t *self);
 
