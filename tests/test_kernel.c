@@ -178,28 +178,36 @@ static bool s_wait_tail(kb_seen_t *seen, kb_kernel_t *kernel, const char *text, 
     }
 }
 
-static kb_kernel_t *s_launch(kb_seen_t *seen, const char *transport)
+/*  A kernel of kernelspec with (the test's, or one made from it), its
+    environment envp. */
+static kb_kernel_t *s_launch_with(kb_seen_t *seen, const char *transport,
+                                  const kb_kernelspec_t *with, char *const *envp)
 {
     kb_kernel_opts_t opts = {
         .runtime_dir = tmp,
         .ipc_dir = ipc_dir,
         .serial = 1,
         .transport = transport,
-        .envp = environ,
+        .envp = envp,
         .system_python = "/usr/bin/python3",
         .start_timeout = 60,
     };
     kb_error_t err = { KB_OK, "" };
-    kb_kernel_t *kernel = kb_kernel_new(seen->loop, spec, &opts, &s_callbacks, seen, &err);
+    kb_kernel_t *kernel = kb_kernel_new(seen->loop, with, &opts, &s_callbacks, seen, &err);
     if (!kernel)
         fprintf(stderr, "launch: %s\n", err.message);
     return kernel;
 }
 
-/*  Launch and wait until ready; NULL (and a failed check) otherwise. */
-static kb_kernel_t *s_launch_ready(kb_seen_t *seen, const char *transport)
+static kb_kernel_t *s_launch(kb_seen_t *seen, const char *transport)
 {
-    kb_kernel_t *kernel = s_launch(seen, transport);
+    return s_launch_with(seen, transport, spec, environ);
+}
+
+/*  The kernel once ready; NULL (and a failed check) when it was not
+    launched or did not become ready. */
+static kb_kernel_t *s_ready(kb_seen_t *seen, kb_kernel_t *kernel)
+{
     CHECK(kernel != NULL);
     if (kernel && !s_run_until(seen, &seen->ready, 60)) {
         fprintf(stderr, "not ready: %s\n", seen->why);
@@ -207,6 +215,12 @@ static kb_kernel_t *s_launch_ready(kb_seen_t *seen, const char *transport)
         kb_kernel_destroy(&kernel);
     }
     return kernel;
+}
+
+/*  Launch and wait until ready; NULL (and a failed check) otherwise. */
+static kb_kernel_t *s_launch_ready(kb_seen_t *seen, const char *transport)
+{
+    return s_ready(seen, s_launch(seen, transport));
 }
 
 /*  Launched as the daemon launches an IPython kernel (kb_engine_launch.c):
@@ -219,27 +233,8 @@ static kb_kernel_t *s_launch_ready_nodrop(kb_seen_t *seen)
     char **envp = path ? kb_kernelspec_env_set(path, "KERNELBRIDGE_IOPUB_NODROP", "1") : NULL;
     kb_kernel_t *kernel = NULL;
     CHECK(with_ext && envp);
-    if (with_ext && envp) {
-        kb_kernel_opts_t opts = {
-            .runtime_dir = tmp,
-            .ipc_dir = ipc_dir,
-            .serial = 1,
-            .transport = "ipc",
-            .envp = envp,
-            .system_python = "/usr/bin/python3",
-            .start_timeout = 60,
-        };
-        kb_error_t err = { KB_OK, "" };
-        kernel = kb_kernel_new(seen->loop, with_ext, &opts, &s_callbacks, seen, &err);
-        if (!kernel)
-            fprintf(stderr, "launch: %s\n", err.message);
-        CHECK(kernel != NULL);
-    }
-    if (kernel && !s_run_until(seen, &seen->ready, 60)) {
-        fprintf(stderr, "not ready: %s\n", seen->why);
-        CHECK(seen->ready);
-        kb_kernel_destroy(&kernel);
-    }
+    if (with_ext && envp)
+        kernel = s_ready(seen, s_launch_with(seen, "ipc", with_ext, envp));
     kb_strv_free(envp);
     kb_strv_free(path);
     kb_kernelspec_destroy(&with_ext);
